@@ -1,0 +1,272 @@
+//! Label sets and label matchers, shared by every stage of the pipeline.
+//!
+//! Names and values are `Arc<str>` so that the store can intern them and a query can copy a
+//! label set without copying its strings.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The label that holds a series' metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// One label pair.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    pub name: Arc<str>,
+    pub value: Arc<str>,
+}
+
+/// A label set, kept sorted by name, without empty values (an empty value means "absent").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Vec<Label>);
+
+impl Labels {
+    pub fn empty() -> Self {
+        Labels(Vec::new())
+    }
+
+    /// Builds a label set from pairs in any order; empty values are dropped, later duplicates win.
+    pub fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
+        let mut b = LabelsBuilder::new(&Labels::empty());
+        for (n, v) in pairs {
+            b.set(n.as_ref(), v.as_ref());
+        }
+        b.build()
+    }
+
+    /// Builds from labels that are already sorted by name, unique and non-empty.
+    pub fn from_sorted(labels: Vec<Label>) -> Self {
+        debug_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
+        Labels(labels)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|l| (*l.name).cmp(name))
+            .ok()
+            .map(|i| &*self.0[i].value)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, Label> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[Label] {
+        &self.0
+    }
+
+    pub fn metric_name(&self) -> Option<&str> {
+        self.get(METRIC_NAME)
+    }
+
+    /// A copy without the metric name.
+    pub fn without_name(&self) -> Labels {
+        if !self.has(METRIC_NAME) {
+            return self.clone();
+        }
+        Labels(self.0.iter().filter(|l| &*l.name != METRIC_NAME).cloned().collect())
+    }
+
+    /// Keeps only the named labels (`by`/`on`).
+    pub fn keep(&self, names: &[String]) -> Labels {
+        Labels(self.0.iter().filter(|l| names.iter().any(|n| **n == *l.name)).cloned().collect())
+    }
+
+    /// Drops the named labels (`without`/`ignoring`); `drop_name` also drops `__name__`.
+    pub fn drop(&self, names: &[String], drop_name: bool) -> Labels {
+        Labels(
+            self.0
+                .iter()
+                .filter(|l| {
+                    !(drop_name && &*l.name == METRIC_NAME) && !names.iter().any(|n| **n == *l.name)
+                })
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// A 64-bit hash of the label set, stable within one process.
+    pub fn hash64(&self) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = HASHER.build_hasher();
+        self.hash(&mut h);
+        h.finish()
+    }
+}
+
+static HASHER: std::sync::LazyLock<ahash::RandomState> =
+    std::sync::LazyLock::new(|| ahash::RandomState::with_seeds(1, 2, 3, 4));
+
+impl fmt::Display for Labels {
+    /// Prometheus' text form: `name{a="b", c="d"}`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.metric_name();
+        if let Some(n) = name {
+            f.write_str(n)?;
+        }
+        let rest: Vec<&Label> = self.0.iter().filter(|l| &*l.name != METRIC_NAME).collect();
+        if rest.is_empty() && name.is_some() {
+            return Ok(());
+        }
+        f.write_str("{")?;
+        for (i, l) in rest.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}=\"{}\"", l.name, escape_label_value(&l.value))?;
+        }
+        f.write_str("}")
+    }
+}
+
+/// Escapes a label value for the text form (backslash, quote, newline).
+pub fn escape_label_value(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// Edits a label set; `build` returns it sorted and without empty values.
+#[derive(Debug, Clone)]
+pub struct LabelsBuilder {
+    labels: Vec<Label>,
+}
+
+impl LabelsBuilder {
+    pub fn new(base: &Labels) -> Self {
+        LabelsBuilder { labels: base.0.clone() }
+    }
+
+    pub fn set(&mut self, name: &str, value: &str) -> &mut Self {
+        match self.labels.binary_search_by(|l| (*l.name).cmp(name)) {
+            Ok(i) => {
+                if value.is_empty() {
+                    self.labels.remove(i);
+                } else {
+                    self.labels[i].value = Arc::from(value);
+                }
+            }
+            Err(i) => {
+                if !value.is_empty() {
+                    self.labels.insert(i, Label { name: Arc::from(name), value: Arc::from(value) });
+                }
+            }
+        }
+        self
+    }
+
+    pub fn set_label(&mut self, label: Label) -> &mut Self {
+        match self.labels.binary_search_by(|l| l.name.cmp(&label.name)) {
+            Ok(i) => self.labels[i] = label,
+            Err(i) => self.labels.insert(i, label),
+        }
+        self
+    }
+
+    pub fn del(&mut self, name: &str) -> &mut Self {
+        if let Ok(i) = self.labels.binary_search_by(|l| (*l.name).cmp(name)) {
+            self.labels.remove(i);
+        }
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|l| (*l.name).cmp(name))
+            .ok()
+            .map(|i| &*self.labels[i].value)
+    }
+
+    pub fn build(self) -> Labels {
+        Labels(self.labels)
+    }
+}
+
+/// How a matcher compares a label value.
+#[derive(Clone, Debug)]
+pub enum MatchOp {
+    Equal,
+    NotEqual,
+    Regex(regex::Regex),
+    NotRegex(regex::Regex),
+}
+
+/// A label matcher with Prometheus semantics: regexes are fully anchored, `.` matches newlines,
+/// and an absent label matches as the empty string.
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    pub name: String,
+    pub value: String,
+    pub op: MatchOp,
+}
+
+impl Matcher {
+    pub fn equal(name: &str, value: &str) -> Self {
+        Matcher { name: name.into(), value: value.into(), op: MatchOp::Equal }
+    }
+
+    pub fn not_equal(name: &str, value: &str) -> Self {
+        Matcher { name: name.into(), value: value.into(), op: MatchOp::NotEqual }
+    }
+
+    pub fn regex(name: &str, pattern: &str) -> Result<Self, regex::Error> {
+        Ok(Matcher { name: name.into(), value: pattern.into(), op: MatchOp::Regex(anchored(pattern)?) })
+    }
+
+    pub fn not_regex(name: &str, pattern: &str) -> Result<Self, regex::Error> {
+        Ok(Matcher { name: name.into(), value: pattern.into(), op: MatchOp::NotRegex(anchored(pattern)?) })
+    }
+
+    pub fn matches(&self, value: &str) -> bool {
+        match &self.op {
+            MatchOp::Equal => self.value == value,
+            MatchOp::NotEqual => self.value != value,
+            MatchOp::Regex(r) => r.is_match(value),
+            MatchOp::NotRegex(r) => !r.is_match(value),
+        }
+    }
+
+    /// Whether the matcher accepts the empty string (and so series lacking the label).
+    pub fn matches_empty(&self) -> bool {
+        self.matches("")
+    }
+
+    pub fn op_str(&self) -> &'static str {
+        match self.op {
+            MatchOp::Equal => "=",
+            MatchOp::NotEqual => "!=",
+            MatchOp::Regex(_) => "=~",
+            MatchOp::NotRegex(_) => "!~",
+        }
+    }
+}
+
+impl fmt::Display for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}\"{}\"", self.name, self.op_str(), escape_label_value(&self.value))
+    }
+}
+
+/// Compiles a PromQL regex: anchored at both ends, `.` matching newlines (Prometheus 3.x).
+pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(&format!("^(?s:{pattern})$"))
+}

@@ -1,0 +1,9 @@
+//! watchfire: an alerting and SLO rule engine for ML training and serving on Amazon EKS.
+//!
+//! Data flows one way: sources → engine (`promql`, over `tsdb` or a remote source) → rules → notify.
+
+pub mod labels;
+pub mod promql;
+pub mod promqltest;
+pub mod source;
+pub mod tsdb;

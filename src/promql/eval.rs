@@ -1,0 +1,461 @@
+//! The evaluator: walks promql-parser's AST at one timestamp at a time.
+//!
+//! A range query is evaluated step by step; every selector's series are fetched once for the
+//! whole query (the time range each one needs is worked out before evaluation starts), so a step
+//! only searches samples that are already in memory.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use promql_parser::label::MatchOp as PMatchOp;
+use promql_parser::parser::{
+    AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector,
+};
+
+use super::value::{is_stale_nan, Sample, Series, Value};
+use super::{Annotations, Error};
+use crate::labels::{Labels, Matcher, METRIC_NAME};
+use crate::source::{Queryable, SeriesData};
+
+/// Series fetched for one selector, shared by every step of the query.
+pub(crate) struct Fetched {
+    mint: i64,
+    maxt: i64,
+    pub(crate) series: Vec<FetchedSeries>,
+}
+
+pub(crate) struct FetchedSeries {
+    pub(crate) labels: Labels,
+    /// All samples, stale markers included (instant selectors stop at a stale marker).
+    pub(crate) samples: Vec<(i64, f64)>,
+    /// The samples without stale markers, only when there were any (range selectors skip them).
+    pub(crate) nonstale: Option<Vec<(i64, f64)>>,
+}
+
+impl FetchedSeries {
+    fn range_samples(&self) -> &[(i64, f64)] {
+        self.nonstale.as_deref().unwrap_or(&self.samples)
+    }
+}
+
+/// One series of a range vector argument, borrowing its samples where it can.
+pub(crate) struct RangeSeries {
+    pub(crate) metric: Labels,
+    pub(crate) drop_name: bool,
+    pub(crate) samples: SampleSlice,
+}
+
+pub(crate) enum SampleSlice {
+    Shared(Rc<Fetched>, usize, std::ops::Range<usize>),
+    Owned(Vec<(i64, f64)>),
+}
+
+impl SampleSlice {
+    pub(crate) fn as_slice(&self) -> &[(i64, f64)] {
+        match self {
+            SampleSlice::Shared(f, i, r) => &f.series[*i].range_samples()[r.clone()],
+            SampleSlice::Owned(v) => v,
+        }
+    }
+}
+
+/// The window a range vector argument covered, needed by rate's extrapolation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RangeWindow {
+    /// Exclusive start (ms).
+    pub(crate) start: i64,
+    /// Inclusive end (ms).
+    pub(crate) end: i64,
+    pub(crate) range_ms: i64,
+}
+
+pub(crate) struct Evaluator<'a> {
+    src: &'a dyn Queryable,
+    pub(crate) lookback: i64,
+    default_step: i64,
+    /// Query start and end, for `@ start()` and `@ end()`.
+    q_start: i64,
+    q_end: i64,
+    /// Time ranges each selector needs, keyed by node address.
+    needed: HashMap<usize, (i64, i64)>,
+    cache: RefCell<HashMap<usize, Rc<Fetched>>>,
+    pub(crate) annotations: RefCell<Annotations>,
+}
+
+fn node_key<T>(n: &T) -> usize {
+    n as *const T as usize
+}
+
+pub(crate) fn dur_ms(d: &std::time::Duration) -> i64 {
+    d.as_millis() as i64
+}
+
+fn offset_ms(o: &Option<Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => dur_ms(d),
+        Some(Offset::Neg(d)) => -dur_ms(d),
+    }
+}
+
+fn system_time_ms(t: &std::time::SystemTime) -> i64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    }
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn new(
+        src: &'a dyn Queryable,
+        expr: &Expr,
+        lookback: i64,
+        default_step: i64,
+        q_start: i64,
+        q_end: i64,
+    ) -> Self {
+        let mut ev = Evaluator {
+            src,
+            lookback,
+            default_step,
+            q_start,
+            q_end,
+            needed: HashMap::new(),
+            cache: RefCell::new(HashMap::new()),
+            annotations: RefCell::new(Annotations::default()),
+        };
+        let mut needed = HashMap::new();
+        ev.plan(expr, q_start, q_end, &mut needed);
+        ev.needed = needed;
+        ev
+    }
+
+    fn at_ms(&self, at: &Option<AtModifier>) -> Option<i64> {
+        match at {
+            None => None,
+            Some(AtModifier::Start) => Some(self.q_start),
+            Some(AtModifier::End) => Some(self.q_end),
+            Some(AtModifier::At(t)) => Some(system_time_ms(t)),
+        }
+    }
+
+    /// Reference time range of a selector evaluated at times [tmin, tmax].
+    fn ref_range(&self, at: &Option<AtModifier>, off: &Option<Offset>, tmin: i64, tmax: i64) -> (i64, i64) {
+        let o = offset_ms(off);
+        match self.at_ms(at) {
+            Some(a) => (a - o, a - o),
+            None => (tmin - o, tmax - o),
+        }
+    }
+
+    /// Works out the sample range each selector needs for evaluation times [tmin, tmax].
+    fn plan(&self, expr: &Expr, tmin: i64, tmax: i64, out: &mut HashMap<usize, (i64, i64)>) {
+        let mut add = |k: usize, lo: i64, hi: i64| {
+            let e = out.entry(k).or_insert((lo, hi));
+            e.0 = e.0.min(lo);
+            e.1 = e.1.max(hi);
+        };
+        match expr {
+            Expr::VectorSelector(vs) => {
+                let (lo, hi) = self.ref_range(&vs.at, &vs.offset, tmin, tmax);
+                add(node_key(vs), lo - self.lookback, hi);
+            }
+            Expr::MatrixSelector(ms) => {
+                let (lo, hi) = self.ref_range(&ms.vs.at, &ms.vs.offset, tmin, tmax);
+                add(node_key(&ms.vs), lo - dur_ms(&ms.range), hi);
+            }
+            Expr::Subquery(sq) => {
+                let (lo, hi) = self.ref_range(&sq.at, &sq.offset, tmin, tmax);
+                self.plan(&sq.expr, lo - dur_ms(&sq.range), hi, out);
+            }
+            Expr::Aggregate(a) => {
+                if let Some(p) = &a.param {
+                    self.plan(p, tmin, tmax, out);
+                }
+                self.plan(&a.expr, tmin, tmax, out);
+            }
+            Expr::Unary(u) => self.plan(&u.expr, tmin, tmax, out),
+            Expr::Binary(b) => {
+                self.plan(&b.lhs, tmin, tmax, out);
+                self.plan(&b.rhs, tmin, tmax, out);
+            }
+            Expr::Paren(p) => self.plan(&p.expr, tmin, tmax, out),
+            Expr::Call(c) => {
+                for a in &c.args.args {
+                    self.plan(a, tmin, tmax, out);
+                }
+            }
+            Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+        }
+    }
+
+    /// The series of a selector, fetched once per query.
+    fn fetch(&self, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Rc<Fetched>, Error> {
+        let key = node_key(vs);
+        if let Some(f) = self.cache.borrow().get(&key) {
+            if f.mint <= lo && f.maxt >= hi {
+                return Ok(f.clone());
+            }
+        }
+        let (mut mint, mut maxt) = self.needed.get(&key).copied().unwrap_or((lo, hi));
+        if let Some(f) = self.cache.borrow().get(&key) {
+            mint = mint.min(f.mint);
+            maxt = maxt.max(f.maxt);
+        }
+        mint = mint.min(lo);
+        maxt = maxt.max(hi);
+        let data = select(self.src, vs, mint, maxt)?;
+        let series = data
+            .into_iter()
+            .map(|s| {
+                let nonstale = if s.samples.iter().any(|x| is_stale_nan(x.1)) {
+                    Some(s.samples.iter().copied().filter(|x| !is_stale_nan(x.1)).collect())
+                } else {
+                    None
+                };
+                FetchedSeries { labels: s.labels, samples: s.samples, nonstale }
+            })
+            .collect();
+        let f = Rc::new(Fetched { mint, maxt, series });
+        self.cache.borrow_mut().insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// Evaluates `expr` at time `t`.
+    pub(crate) fn eval(&self, expr: &Expr, t: i64) -> Result<Value, Error> {
+        match expr {
+            Expr::NumberLiteral(n) => Ok(Value::Scalar { t, v: n.val }),
+            Expr::StringLiteral(s) => Ok(Value::String { t, s: s.val.clone() }),
+            Expr::Paren(p) => self.eval(&p.expr, t),
+            Expr::Unary(u) => match self.eval(&u.expr, t)? {
+                Value::Scalar { t, v } => Ok(Value::Scalar { t, v: -v }),
+                Value::Vector(mut vec) => {
+                    for s in &mut vec {
+                        s.v = -s.v;
+                        s.drop_name = true;
+                    }
+                    Ok(Value::Vector(vec))
+                }
+                other => Err(Error::Eval(format!(
+                    "unary expression only allowed on expressions of type scalar or vector, got {}",
+                    other.type_name()
+                ))),
+            },
+            Expr::VectorSelector(vs) => Ok(Value::Vector(self.eval_vector_selector(vs, t)?)),
+            Expr::MatrixSelector(ms) => {
+                let (rs, _) = self.eval_matrix_selector(ms, t)?;
+                Ok(Value::Matrix(range_to_matrix(rs)))
+            }
+            Expr::Subquery(sq) => {
+                let (rs, _) = self.eval_subquery(sq, t)?;
+                Ok(Value::Matrix(range_to_matrix(rs)))
+            }
+            Expr::Binary(b) => self.eval_binary(b, t),
+            Expr::Aggregate(a) => self.eval_aggregate(a, t),
+            Expr::Call(c) => self.eval_call(c, t),
+            Expr::Extension(_) => Err(Error::Unsupported("extension expressions".into())),
+        }
+    }
+
+    /// Evaluates to an instant vector, or fails with a type error.
+    pub(crate) fn eval_vector(&self, expr: &Expr, t: i64) -> Result<Vec<Sample>, Error> {
+        match self.eval(expr, t)? {
+            Value::Vector(v) => Ok(v),
+            other => Err(Error::Eval(format!("expected instant vector, got {}", other.type_name()))),
+        }
+    }
+
+    pub(crate) fn eval_scalar(&self, expr: &Expr, t: i64) -> Result<f64, Error> {
+        match self.eval(expr, t)? {
+            Value::Scalar { v, .. } => Ok(v),
+            other => Err(Error::Eval(format!("expected scalar, got {}", other.type_name()))),
+        }
+    }
+
+    pub(crate) fn eval_string(&self, expr: &Expr, t: i64) -> Result<String, Error> {
+        match self.eval(expr, t)? {
+            Value::String { s, .. } => Ok(s),
+            other => Err(Error::Eval(format!("expected string, got {}", other.type_name()))),
+        }
+    }
+
+    pub(crate) fn eval_vector_selector(&self, vs: &VectorSelector, t: i64) -> Result<Vec<Sample>, Error> {
+        let (r, _) = self.ref_range(&vs.at, &vs.offset, t, t);
+        let f = self.fetch(vs, r - self.lookback, r)?;
+        let mut out = Vec::with_capacity(f.series.len());
+        for s in &f.series {
+            if let Some((_, v)) = last_in_lookback(&s.samples, r, self.lookback) {
+                out.push(Sample { metric: s.labels.clone(), t, v, drop_name: false });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Like a vector selector, but each sample keeps its own timestamp (for `timestamp()`).
+    pub(crate) fn eval_vector_selector_timestamps(&self, vs: &VectorSelector, t: i64) -> Result<Vec<Sample>, Error> {
+        let (r, _) = self.ref_range(&vs.at, &vs.offset, t, t);
+        let f = self.fetch(vs, r - self.lookback, r)?;
+        let mut out = Vec::with_capacity(f.series.len());
+        for s in &f.series {
+            if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
+                out.push(Sample { metric: s.labels.clone(), t, v: st as f64 / 1000.0, drop_name: true });
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn eval_matrix_selector(
+        &self,
+        ms: &MatrixSelector,
+        t: i64,
+    ) -> Result<(Vec<RangeSeries>, RangeWindow), Error> {
+        let (r, _) = self.ref_range(&ms.vs.at, &ms.vs.offset, t, t);
+        let range = dur_ms(&ms.range);
+        let f = self.fetch(&ms.vs, r - range, r)?;
+        let mut out = Vec::with_capacity(f.series.len());
+        for (i, s) in f.series.iter().enumerate() {
+            let samples = s.range_samples();
+            // Left-open window (r - range, r].
+            let lo = samples.partition_point(|x| x.0 <= r - range);
+            let hi = samples.partition_point(|x| x.0 <= r);
+            if lo < hi {
+                out.push(RangeSeries {
+                    metric: s.labels.clone(),
+                    drop_name: false,
+                    samples: SampleSlice::Shared(f.clone(), i, lo..hi),
+                });
+            }
+        }
+        Ok((out, RangeWindow { start: r - range, end: r, range_ms: range }))
+    }
+
+    pub(crate) fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<RangeSeries>, RangeWindow), Error> {
+        let (r, _) = self.ref_range(&sq.at, &sq.offset, t, t);
+        let range = dur_ms(&sq.range);
+        let step = sq.step.as_ref().map(dur_ms).filter(|s| *s > 0).unwrap_or(self.default_step);
+        // First step-aligned timestamp after r - range (Go's truncating division, as Prometheus).
+        let lo = r - range;
+        let mut start = step * (lo / step);
+        if start <= lo {
+            start += step;
+        }
+        let mut acc: Vec<(Labels, bool, Vec<(i64, f64)>)> = Vec::new();
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut ts = start;
+        while ts <= r {
+            match self.eval(&sq.expr, ts)? {
+                Value::Vector(v) => {
+                    for s in v {
+                        let key = s.metric.clone();
+                        let idx = *index.entry(key).or_insert_with(|| {
+                            acc.push((s.metric.clone(), s.drop_name, Vec::new()));
+                            acc.len() - 1
+                        });
+                        acc[idx].2.push((ts, s.v));
+                    }
+                }
+                Value::Scalar { v, .. } => {
+                    let idx = *index.entry(Labels::empty()).or_insert_with(|| {
+                        acc.push((Labels::empty(), false, Vec::new()));
+                        acc.len() - 1
+                    });
+                    acc[idx].2.push((ts, v));
+                }
+                other => {
+                    return Err(Error::Eval(format!(
+                        "subquery is only allowed on instant vector, got {} instead",
+                        other.type_name()
+                    )))
+                }
+            }
+            ts += step;
+        }
+        let out = acc
+            .into_iter()
+            .map(|(metric, drop_name, samples)| RangeSeries { metric, drop_name, samples: SampleSlice::Owned(samples) })
+            .collect();
+        Ok((out, RangeWindow { start: lo, end: r, range_ms: range }))
+    }
+
+    /// Evaluates an argument that must be a range vector.
+    pub(crate) fn eval_range_arg(&self, expr: &Expr, t: i64) -> Result<(Vec<RangeSeries>, RangeWindow), Error> {
+        match expr {
+            Expr::MatrixSelector(ms) => self.eval_matrix_selector(ms, t),
+            Expr::Subquery(sq) => self.eval_subquery(sq, t),
+            Expr::Paren(p) => self.eval_range_arg(&p.expr, t),
+            _ => Err(Error::Eval("expected range vector argument".into())),
+        }
+    }
+
+    pub(crate) fn warn(&self, msg: String) {
+        self.annotations.borrow_mut().add_warning(msg);
+    }
+
+    pub(crate) fn info(&self, msg: String) {
+        self.annotations.borrow_mut().add_info(msg);
+    }
+
+    pub(crate) fn eval_call(&self, c: &Call, t: i64) -> Result<Value, Error> {
+        super::functions::call(self, c, t)
+    }
+}
+
+/// The newest sample in (r - lookback, r], unless it is a staleness marker.
+pub(crate) fn last_in_lookback(samples: &[(i64, f64)], r: i64, lookback: i64) -> Option<(i64, f64)> {
+    let hi = samples.partition_point(|x| x.0 <= r);
+    if hi == 0 {
+        return None;
+    }
+    let (st, v) = samples[hi - 1];
+    if st <= r - lookback || is_stale_nan(v) {
+        return None;
+    }
+    Some((st, v))
+}
+
+pub(crate) fn range_to_matrix(rs: Vec<RangeSeries>) -> Vec<Series> {
+    rs.into_iter()
+        .map(|r| Series { samples: r.samples.as_slice().to_vec(), metric: r.metric, drop_name: r.drop_name })
+        .collect()
+}
+
+/// Converts a selector's matchers to ours and asks the source.
+fn select(src: &dyn Queryable, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<SeriesData>, Error> {
+    let base = convert_matchers(vs, &vs.matchers.matchers)?;
+    if vs.matchers.or_matchers.is_empty() {
+        return Ok(src.select(&base, mint, maxt)?);
+    }
+    // `{a="1" or b="2"}`: the union of each alternative, each series once.
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for alt in &vs.matchers.or_matchers {
+        let mut ms = base.clone();
+        ms.extend(convert_matchers(vs, alt)?);
+        for s in src.select(&ms, mint, maxt)? {
+            if seen.insert(s.labels.clone()) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn convert_matchers(vs: &VectorSelector, ms: &[promql_parser::label::Matcher]) -> Result<Vec<Matcher>, Error> {
+    let mut out = Vec::with_capacity(ms.len() + 1);
+    if let Some(name) = &vs.name {
+        if !ms.iter().any(|m| m.name == METRIC_NAME) {
+            out.push(Matcher::equal(METRIC_NAME, name));
+        }
+    }
+    for m in ms {
+        let bad = |e: regex::Error| Error::Eval(format!("invalid regular expression {:?}: {e}", m.value));
+        out.push(match &m.op {
+            PMatchOp::Equal => Matcher::equal(&m.name, &m.value),
+            PMatchOp::NotEqual => Matcher::not_equal(&m.name, &m.value),
+            PMatchOp::Re(_) => Matcher::regex(&m.name, &m.value).map_err(bad)?,
+            PMatchOp::NotRe(_) => Matcher::not_regex(&m.name, &m.value).map_err(bad)?,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,1 @@
+//! promqltest runner.

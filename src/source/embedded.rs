@@ -1,0 +1,19 @@
+//! The embedded store as a source.
+
+use super::{Queryable, SeriesData, SourceError};
+use crate::labels::Matcher;
+use crate::tsdb::Store;
+
+impl Queryable for Store {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let mut out = Vec::new();
+        for id in self.select_ids(matchers) {
+            let mut samples = Vec::new();
+            self.samples(id, mint, maxt, &mut samples);
+            if !samples.is_empty() {
+                out.push(SeriesData { labels: self.labels(id).clone(), samples });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,613 @@
+//! The series notation of promqltest `load` blocks and `promtool test rules` input series:
+//! `metric{label="value"} 0+10x10 _ stale 1 -2-3x4 _x3 1e3 Inf`.
+//!
+//! Semantics follow Prometheus' series-description parser: `a+bxN` yields N+1 values computed
+//! by repeated addition (so float drift matches Prometheus exactly), `axN` N+1 copies, `_` one
+//! missing point, `_xN` N missing points, `stale` the staleness marker. Native histogram values
+//! (`{{...}}`) are rejected with an error starting with [`NATIVE_HISTOGRAM_ERROR`].
+
+use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
+
+use super::store::Store;
+
+/// Bits of Prometheus' staleness marker NaN.
+pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+
+/// Prefix of the error returned for native histogram values, so callers can skip them.
+pub const NATIVE_HISTOGRAM_ERROR: &str = "native histogram";
+
+/// One point of a series description.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SeriesValue {
+    Float(f64),
+    Stale,
+}
+
+impl SeriesValue {
+    /// The stored value: the staleness marker is the NaN with [`STALE_NAN_BITS`].
+    pub fn to_f64(self) -> f64 {
+        match self {
+            SeriesValue::Float(v) => v,
+            SeriesValue::Stale => f64::from_bits(STALE_NAN_BITS),
+        }
+    }
+
+    fn from_f64(v: f64) -> Self {
+        if v.to_bits() == STALE_NAN_BITS {
+            SeriesValue::Stale
+        } else {
+            SeriesValue::Float(v)
+        }
+    }
+}
+
+/// Whether an error from this module means "native histogram values, unsupported".
+pub fn is_native_histogram_error(err: &str) -> bool {
+    err.starts_with(NATIVE_HISTOGRAM_ERROR)
+}
+
+/// Parses `metric values...` into the label set and the expanded points.
+pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>), String> {
+    let line = line.trim();
+    let mut p = Cursor::new(line);
+    let labels = p.metric()?;
+    let rest = &line[p.pos..];
+    if !rest.is_empty() && !rest.starts_with(|c: char| c.is_whitespace()) {
+        return Err(format!("unexpected {:?} after the series selector at column {}", rest_head(rest), p.pos + 1));
+    }
+    let values = parse_values(rest)?;
+    Ok((labels, values))
+}
+
+/// Parses a series selector alone: `name`, `name{l="v"}`, `{l="v"}`, `{"quoted.name", l="v"}`.
+pub fn parse_metric(s: &str) -> Result<Labels, String> {
+    let s = s.trim();
+    let mut p = Cursor::new(s);
+    let labels = p.metric()?;
+    if p.pos != s.len() {
+        return Err(format!("unexpected {:?} after the series selector at column {}", rest_head(&s[p.pos..]), p.pos + 1));
+    }
+    Ok(labels)
+}
+
+/// Parses and expands a whitespace-separated value sequence.
+pub fn parse_values(s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
+    if s.contains("{{") {
+        return Err(format!("{NATIVE_HISTOGRAM_ERROR} values are not supported"));
+    }
+    let mut out = Vec::new();
+    for item in s.split_whitespace() {
+        expand_item(item, &mut out).map_err(|e| format!("bad series value {item:?}: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// Appends the points of a description: value `i` at `start_ms + i * interval_ms`, missing
+/// points skipped.
+pub fn load_notation(
+    store: &mut Store,
+    interval_ms: i64,
+    start_ms: i64,
+    labels: &Labels,
+    values: &[Option<SeriesValue>],
+) {
+    let id = store.get_or_create(labels);
+    for (i, v) in values.iter().enumerate() {
+        if let Some(v) = v {
+            let t = start_ms.saturating_add((i as i64).saturating_mul(interval_ms));
+            store.append_id(id, t, v.to_f64());
+        }
+    }
+}
+
+fn rest_head(s: &str) -> &str {
+    let end = s.char_indices().nth(12).map_or(s.len(), |(i, _)| i);
+    &s[..end]
+}
+
+/// Expands one item: `_`, `_xN`, `v`, `vxN`, `v+dxN`, `v-dxN`.
+fn expand_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), String> {
+    if let Some(rest) = item.strip_prefix('_') {
+        if rest.is_empty() {
+            out.push(None);
+            return Ok(());
+        }
+        let n = rest
+            .strip_prefix('x')
+            .ok_or_else(|| "expected 'x' after '_'".to_string())
+            .and_then(parse_times)?;
+        out.extend(std::iter::repeat_n(None, n as usize));
+        return Ok(());
+    }
+    let (first, len) = scan_value(item, true)?;
+    let mut rest = &item[len..];
+    if rest.is_empty() {
+        out.push(Some(SeriesValue::from_f64(first)));
+        return Ok(());
+    }
+    let mut step = 0.0;
+    if rest.starts_with(['+', '-']) {
+        let (d, len) = scan_value(rest, false)?;
+        step = d;
+        rest = &rest[len..];
+        if rest.is_empty() {
+            return Err("an increment needs a repetition count ('x' and a number)".into());
+        }
+    }
+    let times = rest
+        .strip_prefix('x')
+        .ok_or_else(|| format!("unexpected {rest:?}"))
+        .and_then(parse_times)?;
+    // Prometheus adds the step repeatedly; multiplying would drift differently.
+    let mut k = first;
+    for _ in 0..=times {
+        out.push(Some(SeriesValue::from_f64(k)));
+        k += step;
+    }
+    Ok(())
+}
+
+/// Repetition counts: decimal digits only, as Prometheus' `ParseUint(s, 10, 64)`; capped so a
+/// typo cannot exhaust memory.
+fn parse_times(s: &str) -> Result<u64, String> {
+    const MAX: u64 = 10_000_000;
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("invalid repetition count {s:?}"));
+    }
+    let n: u64 = s.parse().map_err(|_| format!("invalid repetition count {s:?}"))?;
+    if n > MAX {
+        return Err(format!("repetition count {n} is larger than {MAX}"));
+    }
+    Ok(n)
+}
+
+/// Scans a value at the start of `s`: an optional sign, then a number, `Inf`, `NaN` or (when
+/// `allow_stale`, without sign) `stale`. Returns the value and the bytes consumed; stops before
+/// a trailing `x`, `+` or `-` that starts a step or a count.
+fn scan_value(s: &str, allow_stale: bool) -> Result<(f64, usize), String> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut neg = false;
+    if let Some(&c @ (b'+' | b'-')) = b.first() {
+        neg = c == b'-';
+        i = 1;
+    }
+    let start = i;
+    match b.get(i) {
+        Some(c) if c.is_ascii_alphabetic() => {
+            // Words run over letters, digits, '_' and ':' like Prometheus identifiers, so
+            // `stalex3` is one (invalid) word there too.
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                i += 1;
+            }
+            let word = &s[start..i];
+            let v = if word.eq_ignore_ascii_case("inf") {
+                f64::INFINITY
+            } else if word.eq_ignore_ascii_case("nan") {
+                f64::NAN
+            } else if word == "stale" && allow_stale && start == 0 {
+                f64::from_bits(STALE_NAN_BITS)
+            } else {
+                return Err(format!("expected a number or \"stale\", got {word:?}"));
+            };
+            Ok((if neg { -v } else { v }, i))
+        }
+        Some(c) if c.is_ascii_digit() || *c == b'.' => {
+            let end = scan_number(b, i);
+            if end == start {
+                return Err("expected a number".into());
+            }
+            let v = parse_go_number(&s[start..end])?;
+            Ok((if neg { -v } else { v }, end))
+        }
+        _ => Err("expected a number".into()),
+    }
+}
+
+/// The end of a number token starting at `i`: digits, one '.', one exponent with optional sign,
+/// and '_' separators; `0x` followed by hex digits containing a letter is a hex literal (a
+/// purely decimal `0x10` is "0 repeated 10 times", as in Prometheus).
+fn scan_number(b: &[u8], i: usize) -> usize {
+    if b.get(i) == Some(&b'0') && matches!(b.get(i + 1), Some(b'x' | b'X')) {
+        let mut j = i + 2;
+        while j < b.len() && (b[j].is_ascii_hexdigit() || b[j] == b'_') {
+            j += 1;
+        }
+        let digits = &b[i + 2..j];
+        if digits.iter().any(|c| c.is_ascii_alphabetic()) && !b.get(j).is_some_and(|c| c.is_ascii_alphanumeric()) {
+            return j;
+        }
+    }
+    let mut j = i;
+    let mut seen_dot = false;
+    let mut seen_exp = false;
+    while j < b.len() {
+        match b[j] {
+            b'0'..=b'9' | b'_' => j += 1,
+            b'.' if !seen_dot && !seen_exp => {
+                seen_dot = true;
+                j += 1;
+            }
+            b'e' | b'E' if !seen_exp => {
+                seen_exp = true;
+                j += 1;
+                if matches!(b.get(j), Some(b'+' | b'-')) {
+                    j += 1;
+                }
+            }
+            _ => break,
+        }
+    }
+    j
+}
+
+/// Go's `ParseInt(s, 0, 64)` then `ParseFloat(s, 64)`, as Prometheus' parser does: so `0x1F`
+/// and `0o17` work, `017` is octal, and `1_000` is allowed.
+pub(crate) fn parse_go_number(s: &str) -> Result<f64, String> {
+    if let Some(v) = parse_go_int(s) {
+        return Ok(v as f64);
+    }
+    if !s.contains('_') {
+        if let Ok(v) = s.parse::<f64>() {
+            return Ok(v);
+        }
+    }
+    Err(format!("invalid number {s:?}"))
+}
+
+/// Go's integer literal syntax with base prefixes and underscores between digits.
+fn parse_go_int(s: &str) -> Option<i64> {
+    let (digits, radix, prefixed) = match s.as_bytes() {
+        [b'0', b'x' | b'X', ..] => (&s[2..], 16, true),
+        [b'0', b'o' | b'O', ..] => (&s[2..], 8, true),
+        [b'0', b'b' | b'B', ..] => (&s[2..], 2, true),
+        [b'0', _, ..] => (&s[1..], 8, true),
+        _ => (s, 10, false),
+    };
+    if s.contains('_') {
+        // Underscores only between digits (or right after a base prefix).
+        let bytes = digits.as_bytes();
+        let bad_edge = bytes.last() == Some(&b'_') || (!prefixed && bytes.first() == Some(&b'_'));
+        if bad_edge || digits.contains("__") {
+            return None;
+        }
+    }
+    let clean: String = digits.chars().filter(|&c| c != '_').collect();
+    if clean.is_empty() {
+        return None;
+    }
+    i64::from_str_radix(&clean, radix).ok()
+}
+
+/// A byte cursor over a series selector.
+struct Cursor<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(s: &'a str) -> Self {
+        Cursor { s, pos: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.as_bytes().get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    fn err(&self, msg: &str) -> String {
+        format!("{msg} at column {}", self.s[..self.pos.min(self.s.len())].chars().count() + 1)
+    }
+
+    /// `name`, `name{...}` or `{...}`.
+    fn metric(&mut self) -> Result<Labels, String> {
+        let mut b = LabelsBuilder::new(&Labels::empty());
+        let name = self.ident(true);
+        if name.is_empty() && self.peek() != Some(b'{') {
+            return Err(self.err("expected a metric name or '{'"));
+        }
+        if self.peek() == Some(b'{') {
+            self.pos += 1;
+            self.label_set(&mut b)?;
+        }
+        if !name.is_empty() {
+            b.set(METRIC_NAME, name);
+        }
+        Ok(b.build())
+    }
+
+    /// An identifier: `[a-zA-Z_][a-zA-Z0-9_]*`, with ':' allowed in metric names.
+    fn ident(&mut self, metric: bool) -> &'a str {
+        let start = self.pos;
+        let b = self.s.as_bytes();
+        while let Some(&c) = b.get(self.pos) {
+            let ok = c.is_ascii_alphabetic() || c == b'_' || (metric && c == b':') || (self.pos > start && c.is_ascii_digit());
+            if !ok {
+                break;
+            }
+            self.pos += 1;
+        }
+        &self.s[start..self.pos]
+    }
+
+    /// The inside of `{...}` after the brace: `l="v"` pairs, a lone quoted metric name, trailing
+    /// comma allowed.
+    fn label_set(&mut self, b: &mut LabelsBuilder) -> Result<(), String> {
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                None => return Err(self.err("unclosed '{'")),
+                _ => {}
+            }
+            let quoted_name = matches!(self.peek(), Some(b'"' | b'\'' | b'`'));
+            let name = if quoted_name {
+                self.quoted()?
+            } else {
+                let n = self.ident(false);
+                if n.is_empty() {
+                    return Err(self.err("expected a label name"));
+                }
+                n.to_string()
+            };
+            self.skip_ws();
+            match self.peek() {
+                Some(b'=') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if !matches!(self.peek(), Some(b'"' | b'\'' | b'`')) {
+                        return Err(self.err("expected a quoted label value"));
+                    }
+                    let value = self.quoted()?;
+                    b.set(&name, &value);
+                }
+                // A lone quoted string is the metric name (Prometheus 3 UTF-8 names).
+                Some(b',' | b'}') if quoted_name => {
+                    b.set(METRIC_NAME, &name);
+                }
+                _ => return Err(self.err(&format!("expected '=' after label name {name:?}"))),
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {}
+                None => return Err(self.err("unclosed '{'")),
+                _ => return Err(self.err("expected ',' or '}'")),
+            }
+        }
+    }
+
+    /// A Go-style quoted string at the cursor: "..." or '...' with escapes, or `...` raw.
+    fn quoted(&mut self) -> Result<String, String> {
+        let start = self.pos;
+        let rest = &self.s[self.pos..];
+        match unquote_prefix(rest) {
+            Ok((v, len)) => {
+                self.pos += len;
+                Ok(v)
+            }
+            Err((msg, off)) => {
+                self.pos = start + off;
+                Err(self.err(&msg))
+            }
+        }
+    }
+}
+
+/// Unquotes the Go-style string literal that starts `s`; returns it and the bytes consumed, or
+/// a message and the byte offset of the problem.
+pub(crate) fn unquote_prefix(s: &str) -> Result<(String, usize), (String, usize)> {
+    let b = s.as_bytes();
+    let q = match b.first() {
+        Some(&q @ (b'"' | b'\'' | b'`')) => q,
+        _ => return Err(("expected a quoted string".into(), 0)),
+    };
+    if q == b'`' {
+        return match s[1..].find('`') {
+            Some(end) => Ok((s[1..1 + end].to_string(), end + 2)),
+            None => Err(("unterminated raw string".into(), s.len())),
+        };
+    }
+    let mut out: Vec<u8> = Vec::new();
+    let mut i = 1;
+    while i < b.len() {
+        let c = b[i];
+        if c == q {
+            return String::from_utf8(out)
+                .map(|v| (v, i + 1))
+                .map_err(|_| ("string is not valid UTF-8".to_string(), i));
+        }
+        if c == b'\n' {
+            return Err(("newline in quoted string".into(), i));
+        }
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let esc_at = i;
+        i += 1;
+        let Some(&e) = b.get(i) else {
+            return Err(("unterminated escape sequence".into(), esc_at));
+        };
+        i += 1;
+        let simple = match e {
+            b'a' => Some(0x07),
+            b'b' => Some(0x08),
+            b'f' => Some(0x0c),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(0x0b),
+            b'\\' => Some(b'\\'),
+            b'"' => Some(b'"'),
+            b'\'' => Some(b'\''),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            out.push(c);
+            continue;
+        }
+        let (n, radix, is_byte) = match e {
+            b'0'..=b'7' => {
+                i -= 1;
+                (3, 8, true)
+            }
+            b'x' => (2, 16, true),
+            b'u' => (4, 16, false),
+            b'U' => (8, 16, false),
+            _ => return Err((format!("unknown escape sequence \\{}", e as char), esc_at)),
+        };
+        let digits = s.get(i..i + n).ok_or(("escape sequence not terminated".to_string(), esc_at))?;
+        let x = u32::from_str_radix(digits, radix)
+            .map_err(|_| (format!("invalid escape sequence \\{}{digits}", e as char), esc_at))?;
+        i += n;
+        if is_byte {
+            let byte = u8::try_from(x).map_err(|_| ("octal escape value > 255".to_string(), esc_at))?;
+            out.push(byte);
+        } else {
+            let ch = char::from_u32(x).ok_or(("escape sequence is an invalid Unicode code point".to_string(), esc_at))?;
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    Err(("unterminated quoted string".into(), s.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Matcher;
+
+    fn floats(vs: &[Option<SeriesValue>]) -> Vec<Option<f64>> {
+        vs.iter().map(|v| v.map(|v| v.to_f64())).collect()
+    }
+
+    fn vals(s: &str) -> Vec<Option<f64>> {
+        floats(&parse_values(s).unwrap())
+    }
+
+    #[test]
+    fn expansions() {
+        assert_eq!(vals("1+1x3"), [Some(1.0), Some(2.0), Some(3.0), Some(4.0)]);
+        assert_eq!(vals("-2-3x2"), [Some(-2.0), Some(-5.0), Some(-8.0)]);
+        assert_eq!(vals("5x2"), [Some(5.0); 3]);
+        assert_eq!(vals("_x2 1"), [None, None, Some(1.0)]);
+        assert_eq!(vals("_ 1 _"), [None, Some(1.0), None]);
+        assert_eq!(vals("0+10x0"), [Some(0.0)]);
+        assert_eq!(vals("1-1x2"), [Some(1.0), Some(0.0), Some(-1.0)]);
+        assert_eq!(vals("+1 -1"), [Some(1.0), Some(-1.0)]);
+        assert_eq!(vals("0x3"), [Some(0.0); 4]);
+        assert_eq!(vals("  "), []);
+    }
+
+    #[test]
+    fn repeated_addition_matches_prometheus() {
+        // 0.1 added ten times is not 1.0; Prometheus keeps that drift.
+        let v = vals("0+0.1x10");
+        let mut k = 0.0f64;
+        for x in &v {
+            assert_eq!(x.unwrap().to_bits(), k.to_bits());
+            k += 0.1;
+        }
+        assert_ne!(v[10].unwrap(), 1.0);
+    }
+
+    #[test]
+    fn numbers_and_specials() {
+        let v = parse_values("stale 1e3 Inf -Inf NaN +Inf .5 0x1F 017 1_000 inf -nan 2.5e-1").unwrap();
+        assert_eq!(v[0], Some(SeriesValue::Stale));
+        assert_eq!(v[0].unwrap().to_f64().to_bits(), STALE_NAN_BITS);
+        let f = floats(&v);
+        assert_eq!(f[1], Some(1000.0));
+        assert_eq!(f[2], Some(f64::INFINITY));
+        assert_eq!(f[3], Some(f64::NEG_INFINITY));
+        assert!(f[4].unwrap().is_nan());
+        assert_eq!(f[5], Some(f64::INFINITY));
+        assert_eq!(f[6], Some(0.5));
+        assert_eq!(f[7], Some(31.0));
+        assert_eq!(f[8], Some(15.0));
+        assert_eq!(f[9], Some(1000.0));
+        assert_eq!(f[10], Some(f64::INFINITY));
+        assert!(f[11].unwrap().is_nan());
+        assert_eq!(f[12], Some(0.25));
+        assert_eq!(vals("1e3+1e3x1"), [Some(1000.0), Some(2000.0)]);
+        assert_eq!(vals("Inf-1x1"), [Some(f64::INFINITY), Some(f64::INFINITY)]);
+    }
+
+    #[test]
+    fn bad_values() {
+        for bad in ["abc", "1+1", "1x", "1xa", "_y", "stalex3", "1..2", "x3", "1+x2", "-stale", "1x-2", "_x"] {
+            assert!(parse_values(bad).is_err(), "{bad}");
+        }
+        let e = parse_values("1 {{schema:1 sum:3 count:22 buckets:[5 10 7]}}").unwrap_err();
+        assert!(is_native_histogram_error(&e), "{e}");
+    }
+
+    #[test]
+    fn full_lines() {
+        let (l, v) = parse_series_line(r#"http_requests{job="api", instance="0"} 0+10x2 _ stale"#).unwrap();
+        assert_eq!(l.to_string(), r#"http_requests{instance="0", job="api"}"#);
+        assert_eq!(v.len(), 5);
+        assert_eq!(v[4], Some(SeriesValue::Stale));
+
+        let (l, v) = parse_series_line("up 1").unwrap();
+        assert_eq!(l.metric_name(), Some("up"));
+        assert_eq!(v, [Some(SeriesValue::Float(1.0))]);
+
+        let (l, _) = parse_series_line(r#"{__name__="x", l="v",} 1"#).unwrap();
+        assert_eq!(l.metric_name(), Some("x"));
+        assert_eq!(l.get("l"), Some("v"));
+
+        let (l, _) = parse_series_line(r#"{"some.metric", "l.x"="v", 'b'='q\'s'} 1"#).unwrap();
+        assert_eq!(l.metric_name(), Some("some.metric"));
+        assert_eq!(l.get("l.x"), Some("v"));
+        assert_eq!(l.get("b"), Some("q's"));
+
+        let (l, v) = parse_series_line("name:with:colons{} ").unwrap();
+        assert_eq!(l.metric_name(), Some("name:with:colons"));
+        assert!(v.is_empty());
+
+        let (l, _) = parse_series_line("m{a=\"x\\ny\\\"z\\\\\", b=`raw\\n`, c=\"\\u00e9\\x41\\101\"} 1").unwrap();
+        assert_eq!(l.get("a"), Some("x\ny\"z\\"));
+        assert_eq!(l.get("b"), Some("raw\\n"));
+        assert_eq!(l.get("c"), Some("éAA"));
+    }
+
+    #[test]
+    fn metric_selectors() {
+        let l = parse_metric(r#"{job="x"}"#).unwrap();
+        assert_eq!(l.metric_name(), None);
+        assert_eq!(l.get("job"), Some("x"));
+        assert!(parse_metric("{}").unwrap().is_empty());
+        // An empty value means "absent".
+        assert!(!parse_metric(r#"m{a=""}"#).unwrap().has("a"));
+        for bad in ["", "m{", r#"m{a="b""#, r#"m{a}"#, r#"m{a="b" c="d"}"#, r#"m{="b"}"#, "m x", r#"m{a="\q"}"#, "1m"] {
+            assert!(parse_metric(bad).is_err(), "{bad}");
+        }
+        let e = parse_metric(r#"m{a "b"}"#).unwrap_err();
+        assert!(e.contains("expected '='") && e.contains("column 5"), "{e}");
+    }
+
+    #[test]
+    fn load_into_store() {
+        let mut store = Store::new();
+        let (l, v) = parse_series_line("m{a=\"1\"} 1 _ 3 stale").unwrap();
+        load_notation(&mut store, 60_000, 0, &l, &v);
+        let ids = store.select_ids(&[Matcher::equal("a", "1")]);
+        let mut out = Vec::new();
+        store.samples(ids[0], i64::MIN, i64::MAX, &mut out);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[1], (120_000, 3.0));
+        assert_eq!(out[2].0, 180_000);
+        assert_eq!(out[2].1.to_bits(), STALE_NAN_BITS);
+    }
+}

@@ -71,12 +71,25 @@ impl Labels {
         self.get(METRIC_NAME)
     }
 
-    /// A copy without the metric name.
+    /// A copy without the metric name (and the `__type__`/`__unit__` labels that describe it).
     pub fn without_name(&self) -> Labels {
-        if !self.has(METRIC_NAME) {
+        if !self.0.iter().any(|l| is_name_label(&l.name)) {
             return self.clone();
         }
-        Labels(self.0.iter().filter(|l| &*l.name != METRIC_NAME).cloned().collect())
+        Labels(self.0.iter().filter(|l| !is_name_label(&l.name)).cloned().collect())
+    }
+
+    /// Go's labels.String(): `{__name__="x", a="b"}`, used in Prometheus' error messages.
+    pub fn to_go_string(&self) -> String {
+        let mut s = String::from("{");
+        for (i, l) in self.0.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&format!("{}=\"{}\"", l.name, escape_label_value(&l.value)));
+        }
+        s.push('}');
+        s
     }
 
     /// Keeps only the named labels (`by`/`on`).
@@ -89,9 +102,7 @@ impl Labels {
         Labels(
             self.0
                 .iter()
-                .filter(|l| {
-                    !(drop_name && &*l.name == METRIC_NAME) && !names.iter().any(|n| **n == *l.name)
-                })
+                .filter(|l| !(drop_name && is_name_label(&l.name)) && !names.iter().any(|n| **n == *l.name))
                 .cloned()
                 .collect(),
         )
@@ -104,6 +115,11 @@ impl Labels {
         self.hash(&mut h);
         h.finish()
     }
+}
+
+/// The metric name and the labels that only describe it (Prometheus 3's type and unit labels).
+fn is_name_label(n: &str) -> bool {
+    n == METRIC_NAME || n == "__type__" || n == "__unit__"
 }
 
 static HASHER: std::sync::LazyLock<ahash::RandomState> =

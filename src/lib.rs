@@ -5,5 +5,6 @@
 pub mod labels;
 pub mod promql;
 pub mod promqltest;
+pub mod rules;
 pub mod source;
 pub mod tsdb;

@@ -50,7 +50,10 @@ impl Evaluator<'_> {
         let input = self.eval_vector(&a.expr, t)?;
         match op {
             T_TOPK | T_BOTTOMK | T_LIMITK => {
-                if param_f.is_nan() || param_f >= 9.223_372_036_854_776e18 || param_f < -9.223_372_036_854_776e18 {
+                if param_f.is_nan() {
+                    return Err(Error::Eval("Parameter value is NaN".into()));
+                }
+                if param_f >= 9.223_372_036_854_776e18 || param_f < -9.223_372_036_854_776e18 {
                     return Err(Error::Eval(format!("Scalar value {} overflows int64", format_go_float(param_f))));
                 }
                 let k = param_f as i64;
@@ -65,8 +68,9 @@ impl Evaluator<'_> {
                 }
                 let r = param_f.clamp(-1.0, 1.0);
                 if param_f != r {
+                    let at = a.param.as_ref().map(|p| self.pos(p)).unwrap_or_default();
                     self.warn(format!(
-                        "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}",
+                        "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}{at}",
                         format_go_float(param_f),
                         format_go_float(r)
                     ));
@@ -97,8 +101,9 @@ impl Evaluator<'_> {
             return Err(Error::Eval(format!("invalid label name {label:?}")));
         }
         if op == T_QUANTILE && !(0.0..=1.0).contains(&param) {
+            let at = a.param.as_ref().map(|p| self.pos(p)).unwrap_or_default();
             self.warn(format!(
-                "PromQL warning: quantile value should be between 0 and 1, got {}",
+                "PromQL warning: quantile value should be between 0 and 1, got {}{at}",
                 format_go_float(param)
             ));
         }
@@ -166,6 +171,9 @@ impl Evaluator<'_> {
                     }
                 }
                 T_STDDEV | T_STDVAR => {
+                    if !f.is_finite() {
+                        g.incremental = true;
+                    }
                     if first {
                         g.mean = f;
                         g.value = 0.0;
@@ -195,6 +203,8 @@ impl Evaluator<'_> {
                 }
                 T_COUNT | T_COUNT_VALUES => g.count as f64,
                 T_GROUP => 1.0,
+                // A NaN or infinite input makes the deviation undefined.
+                T_STDVAR | T_STDDEV if g.incremental => f64::NAN,
                 T_STDVAR => g.value / g.count as f64,
                 T_STDDEV => (g.value / g.count as f64).sqrt(),
                 T_QUANTILE => {

@@ -210,13 +210,14 @@ fn vector_vector(
         return Ok(vec![]);
     }
     // The "many" side is iterated, the "one" side hashed; group_right swaps them.
-    let (many, one, fill_many, fill_one) = if one_to_many { (rhs, lhs, fill_r, fill_l) } else { (lhs, rhs, fill_l, fill_r) };
+    // Fill values stay with the positions after the swap, as Prometheus applies them.
+    let (many, one, fill_many, fill_one) = if one_to_many { (rhs, lhs, fill_l, fill_r) } else { (lhs, rhs, fill_l, fill_r) };
     let mut one_sigs: HashMap<Labels, usize> = HashMap::with_capacity(one.len());
     for (i, s) in one.iter().enumerate() {
         let sig = signature(&s.metric, m);
         if let Some(&prev) = one_sigs.get(&sig) {
             let side = if one_to_many { "left" } else { "right" };
-            let mut names = [one[prev].metric.to_string(), s.metric.to_string()];
+            let mut names = [one[prev].metric.to_go_string(), s.metric.to_go_string()];
             names.sort();
             return Err(Error::Eval(format!(
                 "found duplicate series for the match group {} on the {side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
@@ -232,9 +233,7 @@ fn vector_vector(
     let mut out = Vec::new();
     let mut emit = |metric: Labels, v: f64, keep: bool, lhs_drop: bool, sig: Labels, out: &mut Vec<Sample>| -> Result<(), Error> {
         let (v, keep) = if return_bool { (if keep { 1.0 } else { 0.0 }, true) } else { (v, keep) };
-        if !keep {
-            return Ok(());
-        }
+        // Matching errors are found even for samples the comparison filters out.
         if one_to_one {
             let e = matched.entry(sig).or_default();
             if !e.is_empty() {
@@ -248,6 +247,9 @@ fn vector_vector(
             if !e.insert(metric.clone()) {
                 return Err(Error::Eval("multiple matches for labels: grouping labels must ensure unique matches".into()));
             }
+        }
+        if !keep {
+            return Ok(());
         }
         let drop_name = return_bool || drops_name(op) || lhs_drop;
         out.push(Sample { metric, t: 0, v, drop_name });
@@ -282,7 +284,7 @@ fn vector_vector(
             let (l, r) = if one_to_many { (os.v, f) } else { (f, os.v) };
             let (v, keep) = apply(op, l, r);
             let v = if is_comparison(op) && !one_to_many && !return_bool { f } else { v };
-            let metric = result_metric(&os.metric.without_name(), &Labels::empty(), m);
+            let metric = signature(&os.metric, m);
             emit(metric, v, keep, true, sig, &mut out)?;
         }
     }

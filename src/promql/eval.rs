@@ -81,6 +81,8 @@ pub(crate) struct Evaluator<'a> {
     needed: HashMap<usize, (i64, i64)>,
     cache: RefCell<HashMap<usize, Rc<Fetched>>>,
     pub(crate) annotations: RefCell<Annotations>,
+    /// The query text, to give annotations a position.
+    query: String,
 }
 
 fn node_key<T>(n: &T) -> usize {
@@ -114,6 +116,7 @@ impl<'a> Evaluator<'a> {
         default_step: i64,
         q_start: i64,
         q_end: i64,
+        query: &str,
     ) -> Self {
         let mut ev = Evaluator {
             src,
@@ -124,6 +127,7 @@ impl<'a> Evaluator<'a> {
             needed: HashMap::new(),
             cache: RefCell::new(HashMap::new()),
             annotations: RefCell::new(Annotations::default()),
+            query: query.to_string(),
         };
         let mut needed = HashMap::new();
         ev.plan(expr, q_start, q_end, &mut needed);
@@ -386,6 +390,25 @@ impl<'a> Evaluator<'a> {
             Expr::Paren(p) => self.eval_range_arg(&p.expr, t),
             _ => Err(Error::Eval("expected range vector argument".into())),
         }
+    }
+
+    /// ` (line:col)` of a sub-expression in the query text, as Prometheus appends to annotations.
+    pub(crate) fn pos(&self, e: &Expr) -> String {
+        let text = e.to_string();
+        let off = self.query.find(&text).or_else(|| {
+            // The printed form may differ in spacing; fall back to the first token.
+            let head: String = text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if head.is_empty() {
+                None
+            } else {
+                self.query.find(&head)
+            }
+        });
+        let off = off.unwrap_or(0);
+        let before = &self.query[..off];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+        format!(" ({line}:{col})")
     }
 
     pub(crate) fn warn(&self, msg: String) {

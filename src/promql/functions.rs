@@ -234,17 +234,20 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let v = ev.eval_vector(arg(1)?, t)?;
             if !(0.0..=1.0).contains(&q) {
                 ev.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {}",
-                    super::mathx::format_go_float(q)
+                    "PromQL warning: quantile value should be between 0 and 1, got {}{}",
+                    super::mathx::format_go_float(q),
+                    ev.pos(arg(0)?)
                 ));
             }
-            vector(super::histogram::classic(ev, v, t, |b| super::histogram::bucket_quantile(q, b)))
+            let at = ev.pos(arg(1)?);
+            vector(super::histogram::classic(ev, v, t, &at, |b| super::histogram::bucket_quantile(q, b)))
         }
         "histogram_fraction" => {
             let lo = ev.eval_scalar(arg(0)?, t)?;
             let hi = ev.eval_scalar(arg(1)?, t)?;
             let v = ev.eval_vector(arg(2)?, t)?;
-            vector(super::histogram::classic(ev, v, t, |b| super::histogram::bucket_fraction(lo, hi, b)))
+            let at = ev.pos(arg(2)?);
+            vector(super::histogram::classic(ev, v, t, &at, |b| super::histogram::bucket_fraction(lo, hi, b)))
         }
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             // These read native histograms only; float samples are ignored, as Prometheus does.
@@ -271,8 +274,9 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let (rs, _) = ev.eval_range_arg(arg(1)?, t)?;
             if !(0.0..=1.0).contains(&q) {
                 ev.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {}",
-                    super::mathx::format_go_float(q)
+                    "PromQL warning: quantile value should be between 0 and 1, got {}{}",
+                    super::mathx::format_go_float(q),
+                    ev.pos(arg(0)?)
                 ));
             }
             vector(
@@ -378,17 +382,18 @@ fn absent_labels(e: &Expr) -> Labels {
     let mut b = LabelsBuilder::new(&Labels::empty());
     let mut seen: Vec<&str> = Vec::new();
     let mut dup: Vec<&str> = Vec::new();
+    // A label named by more than one matcher is ambiguous and left out.
     for m in &vs.matchers.matchers {
         if m.name == METRIC_NAME {
             continue;
         }
+        if seen.contains(&m.name.as_str()) {
+            dup.push(&m.name);
+            continue;
+        }
+        seen.push(&m.name);
         if let promql_parser::label::MatchOp::Equal = m.op {
-            if seen.contains(&m.name.as_str()) {
-                dup.push(&m.name);
-            } else {
-                seen.push(&m.name);
-                b.set(&m.name, &m.value);
-            }
+            b.set(&m.name, &m.value);
         }
     }
     for d in dup {
@@ -516,6 +521,9 @@ fn range_fn(name: &str, s: &[(i64, f64)], w: &RangeWindow) -> Option<f64> {
             Some(if name == "stdvar_over_time" { var } else { var.sqrt() })
         }
         "mad_over_time" => {
+            if s.iter().any(|x| x.1.is_nan()) {
+                return Some(f64::NAN);
+            }
             let mut vals: Vec<f64> = s.iter().map(|x| x.1).collect();
             let median = quantile(0.5, &mut vals);
             let mut dev: Vec<f64> = vals.iter().map(|v| (v - median).abs()).collect();

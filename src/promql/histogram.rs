@@ -14,7 +14,13 @@ pub(crate) struct Bucket {
 }
 
 /// Groups bucket series by their labels without `le` and applies `f` to each group's buckets.
-pub(crate) fn classic(ev: &Evaluator, v: Vec<Sample>, t: i64, f: impl Fn(&mut Vec<Bucket>) -> (f64, bool)) -> Vec<Sample> {
+pub(crate) fn classic(
+    ev: &Evaluator,
+    v: Vec<Sample>,
+    t: i64,
+    at: &str,
+    f: impl Fn(&mut Vec<Bucket>) -> (f64, bool),
+) -> Vec<Sample> {
     let mut order: Vec<Labels> = Vec::new();
     let mut groups: HashMap<Labels, Vec<Bucket>> = HashMap::new();
     for s in v {
@@ -22,16 +28,17 @@ pub(crate) fn classic(ev: &Evaluator, v: Vec<Sample>, t: i64, f: impl Fn(&mut Ve
             Some(Some(u)) => u,
             _ => {
                 ev.warn(format!(
-                    "PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{}\" for metric name \"{}\"",
+                    "PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{}\" for metric name \"{}\"{at}",
                     s.metric.get("le").unwrap_or(""),
                     s.metric.metric_name().unwrap_or("")
                 ));
                 continue;
             }
         };
+        // The name stays in the key until the result leaves the engine (delayed name removal),
+        // so buckets of differently named histograms never mix.
         let mut b = LabelsBuilder::new(&s.metric);
         b.del("le");
-        b.del(crate::labels::METRIC_NAME);
         let key = b.build();
         groups
             .entry(key.clone())
@@ -47,11 +54,11 @@ pub(crate) fn classic(ev: &Evaluator, v: Vec<Sample>, t: i64, f: impl Fn(&mut Ve
         let (v, forced) = f(&mut buckets);
         if forced {
             ev.info(format!(
-                "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"",
-                ""
+                "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"{at}",
+                key.metric_name().unwrap_or("")
             ));
         }
-        out.push(Sample { metric: key, t, v, drop_name: false });
+        out.push(Sample { metric: key, t, v, drop_name: true });
     }
     out
 }
@@ -155,8 +162,9 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
     if lower >= upper {
         return (0.0, forced);
     }
-    // The rank (cumulative count) at value x, interpolating linearly inside a bucket.
-    let rank_at = |x: f64| -> f64 {
+    // The rank (cumulative count) at value x, interpolating linearly inside a bucket. A bucket
+    // of infinite width is not interpolated: it contributes nothing between the two values.
+    let rank_at = |x: f64, is_lower: bool| -> f64 {
         let mut prev_upper = f64::NEG_INFINITY;
         let mut prev_count = 0.0;
         for (i, b) in buckets.iter().enumerate() {
@@ -174,7 +182,7 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
             }
             if x < b.upper {
                 if lower_bound.is_infinite() || b.upper.is_infinite() {
-                    return prev_count;
+                    return if is_lower { b.count } else { prev_count };
                 }
                 return prev_count + (b.count - prev_count) * (x - lower_bound) / (b.upper - lower_bound);
             }
@@ -183,5 +191,6 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
         }
         total
     };
-    ((rank_at(upper) - rank_at(lower)) / total, forced)
+    let (lo, hi) = (rank_at(lower, true), rank_at(upper, false));
+    ((hi - lo).max(0.0) / total, forced)
 }

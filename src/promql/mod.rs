@@ -65,12 +65,16 @@ impl Engine {
     /// Evaluates `expr` at time `t` (ms since the epoch).
     pub fn instant_query(&self, src: &dyn Queryable, expr: &str, t: i64) -> Result<QueryResult, Error> {
         let ast = parse(expr)?;
-        self.instant_query_ast(src, &ast, t)
+        self.instant_query_text(src, &ast, expr, t)
     }
 
     /// Evaluates a parsed expression at time `t`.
     pub fn instant_query_ast(&self, src: &dyn Queryable, ast: &Expr, t: i64) -> Result<QueryResult, Error> {
-        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, t, t);
+        self.instant_query_text(src, ast, &ast.to_string(), t)
+    }
+
+    fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
+        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, t, t, text);
         let value = match ev.eval(ast, t)? {
             Value::Vector(v) => Value::Vector(finish_vector(v)?),
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),
@@ -90,7 +94,7 @@ impl Engine {
         step: i64,
     ) -> Result<QueryResult, Error> {
         let ast = parse(expr)?;
-        self.range_query_ast(src, &ast, start, end, step)
+        self.range_query_text(src, &ast, expr, start, end, step)
     }
 
     /// Evaluates a parsed expression over a range.
@@ -98,6 +102,18 @@ impl Engine {
         &self,
         src: &dyn Queryable,
         ast: &Expr,
+        start: i64,
+        end: i64,
+        step: i64,
+    ) -> Result<QueryResult, Error> {
+        self.range_query_text(src, ast, &ast.to_string(), start, end, step)
+    }
+
+    fn range_query_text(
+        &self,
+        src: &dyn Queryable,
+        ast: &Expr,
+        text: &str,
         start: i64,
         end: i64,
         step: i64,
@@ -120,7 +136,8 @@ impl Engine {
                 )))
             }
         }
-        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, start, end);
+        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, start, end, text);
+        warn_ineffective_sort(&ev, ast);
         let mut index: HashMap<(Labels, bool), usize> = HashMap::new();
         let mut out: Vec<Series> = Vec::new();
         let mut t = start;
@@ -155,6 +172,31 @@ impl Engine {
         let value = Value::Matrix(finish_matrix(out)?);
         let ann = ev.annotations.into_inner();
         Ok(QueryResult { value, warnings: ann.warnings, infos: ann.infos })
+    }
+}
+
+/// Sorting functions do nothing in a range query, whose result is ordered by labels.
+fn warn_ineffective_sort(ev: &Evaluator, e: &Expr) {
+    match e {
+        Expr::Call(c) => {
+            if matches!(c.func.name, "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc") {
+                ev.warn(format!(
+                    "PromQL warning: sort is ineffective for range queries since results are always ordered by labels{}",
+                    ev.pos(e)
+                ));
+            }
+            for a in &c.args.args {
+                warn_ineffective_sort(ev, a);
+            }
+        }
+        Expr::Aggregate(a) => warn_ineffective_sort(ev, &a.expr),
+        Expr::Binary(b) => {
+            warn_ineffective_sort(ev, &b.lhs);
+            warn_ineffective_sort(ev, &b.rhs);
+        }
+        Expr::Paren(p) => warn_ineffective_sort(ev, &p.expr),
+        Expr::Unary(u) => warn_ineffective_sort(ev, &u.expr),
+        _ => {}
     }
 }
 
@@ -227,6 +269,8 @@ fn finish_matrix(m: Vec<Series>) -> Result<Vec<Series>, Error> {
             }
         }
     }
+    // Prometheus returns matrices sorted by label set.
+    out.sort_by(|a, b| a.metric.cmp(&b.metric));
     Ok(out)
 }
 

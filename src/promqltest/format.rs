@@ -56,7 +56,13 @@ pub fn format_duration(ms: i64) -> String {
     if ms < 0 {
         out.push('-');
     }
-    for (unit, size) in [("d", 86_400_000u64), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)] {
+    for (unit, size) in [
+        ("d", 86_400_000u64),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+        ("ms", 1),
+    ] {
         if rest >= size {
             out.push_str(&format!("{}{unit}", rest / size));
             rest %= size;

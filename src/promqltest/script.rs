@@ -57,10 +57,16 @@ impl DataLimit {
 #[derive(Debug)]
 pub enum Command {
     Load(LoadCmd),
-    Clear { line: usize },
+    Clear {
+        line: usize,
+    },
     Eval(Box<EvalCmd>),
     /// A line that is not a command, or a command that could not be parsed.
-    Invalid { line: usize, text: String, message: String },
+    Invalid {
+        line: usize,
+        text: String,
+        message: String,
+    },
 }
 
 /// A float series to load.
@@ -230,7 +236,9 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
         if i == start {
             return Err(format!("not a valid duration string: {s:?}"));
         }
-        let n: i64 = s[start..i].parse().map_err(|_| format!("duration out of range: {s:?}"))?;
+        let n: i64 = s[start..i]
+            .parse()
+            .map_err(|_| format!("duration out of range: {s:?}"))?;
         let ustart = i;
         while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
             i += 1;
@@ -262,7 +270,9 @@ pub fn parse_number(s: &str) -> Option<f64> {
         if digits.is_empty() {
             return None;
         }
-        i64::from_str_radix(&digits, radix).ok().map(|v| if neg { -(v as f64) } else { v as f64 })
+        i64::from_str_radix(&digits, radix)
+            .ok()
+            .map(|v| if neg { -(v as f64) } else { v as f64 })
     };
     let lower = body.to_ascii_lowercase();
     if let Some(rest) = lower.strip_prefix("0x") {
@@ -298,7 +308,7 @@ pub fn unquote(s: &str) -> Result<String, String> {
         return Err(bad());
     }
     let (q, last) = (b[0], b[b.len() - 1]);
-    if q != last {
+    if q != last || !matches!(q, b'`' | b'"' | b'\'') {
         return Err(bad());
     }
     let inner = &s[1..s.len() - 1];
@@ -407,7 +417,9 @@ fn is_histogram_error(msg: &str) -> bool {
 /// The labels of the NHCB series Prometheus derives from a classic histogram series, if any.
 fn nhcb_labels(labels: &Labels) -> Option<Labels> {
     let name = labels.metric_name()?;
-    let base = ["_bucket", "_count", "_sum"].iter().find_map(|suf| name.strip_suffix(suf))?;
+    let base = ["_bucket", "_count", "_sum"]
+        .iter()
+        .find_map(|suf| name.strip_suffix(suf))?;
     if name.ends_with("_bucket") && !labels.has("le") {
         return None;
     }
@@ -509,7 +521,12 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
             );
         }
     };
-    let mut cmd = LoadCmd { line: i + 1, interval_ms, with_nhcb, ..Default::default() };
+    let mut cmd = LoadCmd {
+        line: i + 1,
+        interval_ms,
+        with_nhcb,
+        ..Default::default()
+    };
     let mut default_st = false;
     let mut pending_st: Option<Labels> = None;
     let mut j = i + 1;
@@ -539,7 +556,16 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
         }
         let labels = match notation::parse_series_line(def) {
             Ok((labels, values)) => {
-                cmd.series.push(LoadSeries { line: lineno, labels: labels.clone(), values });
+                // A later line for the same series replaces the earlier one, as in Prometheus.
+                let s = LoadSeries {
+                    line: lineno,
+                    labels: labels.clone(),
+                    values,
+                };
+                match cmd.series.iter_mut().find(|p| p.labels == labels) {
+                    Some(prev) => *prev = s,
+                    None => cmd.series.push(s),
+                }
                 labels
             }
             Err(e) => {
@@ -568,17 +594,25 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
         let mut derived: Vec<Labels> = cmd.series.iter().filter_map(|s| nhcb_labels(&s.labels)).collect();
         derived.sort();
         derived.dedup();
-        cmd.limited.extend(derived.into_iter().map(|l| (l, DataLimit::NativeHistogram)));
+        cmd.limited
+            .extend(derived.into_iter().map(|l| (l, DataLimit::NativeHistogram)));
     }
     (j, Command::Load(cmd))
 }
 
 fn parse_eval(lines: &[String], i: usize) -> (usize, Command) {
     let line = &lines[i];
-    let invalid = |message: String| Command::Invalid { line: i + 1, text: line.clone(), message };
+    let invalid = |message: String| Command::Invalid {
+        line: i + 1,
+        text: line.clone(),
+        message,
+    };
     let inst = PAT_EVAL_INSTANT.captures(line);
     let rng = PAT_EVAL_RANGE.captures(line);
-    let mut cmd = EvalCmd { line: i + 1, ..Default::default() };
+    let mut cmd = EvalCmd {
+        line: i + 1,
+        ..Default::default()
+    };
     let modifier;
     if let Some(c) = &inst {
         modifier = c.get(1).map(|m| m.as_str().to_string());
@@ -587,7 +621,10 @@ fn parse_eval(lines: &[String], i: usize) -> (usize, Command) {
         match parse_duration(at) {
             Ok(t) => cmd.at = t,
             Err(e) => {
-                return (skip_block(lines, i + 1), invalid(format!("invalid timestamp definition {at:?}: {e}")));
+                return (
+                    skip_block(lines, i + 1),
+                    invalid(format!("invalid timestamp definition {at:?}: {e}")),
+                );
             }
         }
     } else if let Some(c) = &rng {
@@ -694,7 +731,11 @@ fn parse_eval(lines: &[String], i: usize) -> (usize, Command) {
                     continue;
                 }
                 series_pos += 1;
-                let es = ExpectedSeries { pos: series_pos, labels, values };
+                let es = ExpectedSeries {
+                    pos: series_pos,
+                    labels,
+                    values,
+                };
                 if let Some(prev) = cmd.expected_series.iter_mut().find(|s| s.labels == es.labels) {
                     *prev = es;
                 } else {
@@ -722,7 +763,11 @@ fn parse_range(from: &str, to: &str, step: &str) -> Result<RangeSpec, String> {
         ));
     }
     let step_ms = parse_duration(step).map_err(|e| format!("invalid step definition {step:?}: {e}"))?;
-    Ok(RangeSpec { start, end, step: step_ms })
+    Ok(RangeSpec {
+        start,
+        end,
+        step: step_ms,
+    })
 }
 
 fn parse_expect(def: &str, ex: &mut Expects) -> Result<(), String> {
@@ -732,9 +777,7 @@ fn parse_expect(def: &str, ex: &mut Expects) -> Result<(), String> {
     let mode = &c[1];
     let matcher = match (c.get(2).map(|m| m.as_str()), c.get(3).map(|m| m.as_str().trim())) {
         (Some("msg"), Some(m)) => Matcher::Msg(m.to_string()),
-        (Some("regex"), Some(p)) => {
-            Matcher::Regex(Regex::new(p).map_err(|_| format!("invalid regex {p} for {mode}"))?)
-        }
+        (Some("regex"), Some(p)) => Matcher::Regex(Regex::new(p).map_err(|_| format!("invalid regex {p} for {mode}"))?),
         _ => Matcher::Any,
     };
     match mode {

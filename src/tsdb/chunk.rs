@@ -68,67 +68,88 @@ impl BitWriter {
     }
 }
 
-/// Reads bits most-significant first; reads past the end yield zeros (callers know the sample
-/// count, so a well-formed stream is never over-read).
+/// Reads bits most-significant first from a 64-bit buffer refilled a word at a time; reads
+/// past the end yield zeros (callers know the sample count, so a well-formed stream is never
+/// over-read).
 #[derive(Clone, Debug)]
 struct BitReader<'a> {
     data: &'a [u8],
-    pos: usize,
+    /// Next byte of `data` to load into `buf`.
+    next: usize,
+    /// Unread bits, left-aligned; bits below `avail` are zero or copies of the following bytes.
+    buf: u64,
+    avail: u32,
 }
 
 impl<'a> BitReader<'a> {
     fn new(data: &'a [u8]) -> Self {
-        BitReader { data, pos: 0 }
+        BitReader {
+            data,
+            next: 0,
+            buf: 0,
+            avail: 0,
+        }
     }
 
-    /// The next 64 bits of the stream starting at the current position; at least the first 57
-    /// are valid (more cannot be had without unaligned loads across 9 bytes).
-    #[inline]
-    fn peek(&self) -> u64 {
-        let byte = self.pos >> 3;
-        let word = match self.data.get(byte..byte + 8) {
-            Some(s) => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(s);
-                u64::from_be_bytes(a)
+    /// Tops `buf` up to at least 57 valid bits while data remains.
+    #[inline(always)]
+    fn refill(&mut self) {
+        if let Some(bytes) = self.data.get(self.next..self.next + 8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(bytes);
+            // Bits beyond the whole bytes counted here are the next bytes' own bits, so loading
+            // them again on the following refill ORs identical values.
+            self.buf |= u64::from_be_bytes(a) >> self.avail;
+            let whole = (64 - self.avail) >> 3;
+            self.next += whole as usize;
+            self.avail += whole * 8;
+        } else {
+            while self.avail <= 56 {
+                let Some(&b) = self.data.get(self.next) else {
+                    return;
+                };
+                self.buf |= (b as u64) << (56 - self.avail);
+                self.next += 1;
+                self.avail += 8;
             }
-            None => {
-                let mut a = [0u8; 8];
-                if let Some(rest) = self.data.get(byte..) {
-                    a[..rest.len()].copy_from_slice(rest);
-                }
-                u64::from_be_bytes(a)
-            }
-        };
-        word << (self.pos & 7)
+        }
     }
 
-    #[inline]
+    /// The next bits without consuming them; at least `n <= 56` of them are valid.
+    #[inline(always)]
+    fn peek(&mut self, n: u32) -> u64 {
+        if self.avail < n {
+            self.refill();
+        }
+        self.buf
+    }
+
+    #[inline(always)]
     fn skip(&mut self, n: u32) {
-        self.pos += n as usize;
+        // Callers only skip what they peeked, so `n <= avail`, except at the stream's end.
+        let n = n.min(self.avail);
+        self.buf = if n >= 64 { 0 } else { self.buf << n };
+        self.avail -= n;
     }
 
-    #[inline]
-    fn read_bit(&mut self) -> bool {
-        let b = self.data.get(self.pos >> 3).map_or(0, |b| (b >> (7 - (self.pos & 7))) & 1);
-        self.pos += 1;
-        b == 1
+    /// Reads `n` bits (1 <= n <= 56) as an unsigned integer.
+    #[inline(always)]
+    fn read_small(&mut self, n: u32) -> u64 {
+        let v = self.peek(n) >> (64 - n);
+        self.skip(n);
+        v
     }
 
     /// Reads `n` bits (n <= 64) as an unsigned integer.
-    #[inline]
+    #[inline(always)]
     fn read_bits(&mut self, n: u32) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        if n <= 56 {
-            let v = self.peek() >> (64 - n);
-            self.pos += n as usize;
-            v
-        } else {
-            let hi = self.read_bits(n - 32);
-            let lo = self.read_bits(32);
-            (hi << 32) | lo
+        match n {
+            0 => 0,
+            1..=56 => self.read_small(n),
+            _ => {
+                let hi = self.read_small(n - 32);
+                (hi << 32) | self.read_small(32)
+            }
         }
     }
 
@@ -140,13 +161,10 @@ impl<'a> BitReader<'a> {
             if shift < 64 {
                 x |= (b & 0x7f) << shift;
             }
-            if b < 0x80 {
+            if b < 0x80 || shift >= 63 {
                 return x;
             }
             shift += 7;
-            if shift >= 70 {
-                return x; // malformed; cannot happen for streams we wrote
-            }
         }
     }
 }
@@ -200,7 +218,13 @@ impl XorChunk {
             len: 0,
             min_t: i64::MAX,
             max_t: i64::MIN,
-            st: EncState { t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0 },
+            st: EncState {
+                t: 0,
+                delta: 0,
+                v: 0,
+                leading: 0xff,
+                trailing: 0,
+            },
         }
     }
 
@@ -392,13 +416,17 @@ impl<'a> ChunkIter<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn read_value(&mut self) {
         let r = &mut self.r;
-        if !r.read_bit() {
-            return; // unchanged
+        let ctl = r.peek(2) >> 62;
+        if ctl < 2 {
+            r.skip(1);
+            return; // `0`: unchanged
         }
-        if r.read_bit() {
+        r.skip(2);
+        if ctl == 3 {
+            // `11`: a new window follows.
             let hdr = r.read_bits(11);
             self.leading = (hdr >> 6) as u32;
             let mut sig = (hdr & 63) as u32;
@@ -421,47 +449,39 @@ impl Iterator for ChunkIter<'_> {
         if self.remaining == 0 {
             return None;
         }
-        match self.read {
-            0 => {
-                self.t = unzigzag(self.r.read_uvarint());
-                self.v = self.r.read_bits(64);
-            }
-            1 => {
-                self.delta = self.r.read_uvarint();
-                self.t = self.t.wrapping_add(self.delta as i64);
-                self.read_value();
-            }
-            _ => {
-                let w = self.r.peek();
+        if self.read >= 2 {
+            let w = self.r.peek(24);
+            if w >> 63 == 0 {
+                // `0`: same interval as before (the regular-scrape case).
+                self.r.skip(1);
+            } else {
                 let ones = w.leading_ones().min(4);
-                let dod: i64 = match ones {
-                    0 => {
-                        self.r.skip(1);
-                        0
-                    }
-                    4 => {
-                        self.r.skip(4);
-                        self.r.read_bits(64) as i64
-                    }
-                    _ => {
-                        let nbits = [0, 14, 17, 20][ones as usize];
-                        // Prefix is `ones` one-bits plus a terminating zero.
-                        let prefix = ones + 1;
-                        let raw = (w << prefix) >> (64 - nbits);
-                        self.r.skip(prefix + nbits);
-                        let half = 1i64 << (nbits - 1);
-                        let v = raw as i64;
-                        if v > half {
-                            v - (1i64 << nbits)
-                        } else {
-                            v
-                        }
+                let dod: i64 = if ones == 4 {
+                    self.r.skip(4);
+                    self.r.read_bits(64) as i64
+                } else {
+                    let nbits = [0, 14, 17, 20][ones as usize];
+                    // The prefix is `ones` one-bits and a terminating zero.
+                    let prefix = ones + 1;
+                    let raw = ((w << prefix) >> (64 - nbits)) as i64;
+                    self.r.skip(prefix + nbits);
+                    if raw > 1i64 << (nbits - 1) {
+                        raw - (1i64 << nbits)
+                    } else {
+                        raw
                     }
                 };
                 self.delta = self.delta.wrapping_add(dod as u64);
-                self.t = self.t.wrapping_add(self.delta as i64);
-                self.read_value();
             }
+            self.t = self.t.wrapping_add(self.delta as i64);
+            self.read_value();
+        } else if self.read == 1 {
+            self.delta = self.r.read_uvarint();
+            self.t = self.t.wrapping_add(self.delta as i64);
+            self.read_value();
+        } else {
+            self.t = unzigzag(self.r.read_uvarint());
+            self.v = self.r.read_bits(64);
         }
         self.read += 1;
         self.remaining -= 1;
@@ -500,7 +520,10 @@ mod tests {
     struct Lcg(u64);
     impl Lcg {
         fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             self.0 >> 11
         }
         fn unit(&mut self) -> f64 {
@@ -545,8 +568,25 @@ mod tests {
         let mut ts = vec![0i64, 1000];
         let mut delta = 1000i64;
         for dod in [
-            0, 1, -1, 8192, -8191, 8193, -8192, 65536, -65535, 65537, 524288, -524287, 524289,
-            -524288, 1 << 40, -(1 << 39), 0, 0, 7,
+            0,
+            1,
+            -1,
+            8192,
+            -8191,
+            8193,
+            -8192,
+            65536,
+            -65535,
+            65537,
+            524288,
+            -524287,
+            524289,
+            -524288,
+            1 << 40,
+            -(1 << 39),
+            0,
+            0,
+            7,
         ] {
             delta += dod;
             let last = *ts.last().unwrap_or(&0);
@@ -556,7 +596,13 @@ mod tests {
         round_trip(&samples);
 
         // Huge jumps that overflow i64 deltas still round-trip (wrapping arithmetic).
-        round_trip(&[(i64::MIN, 1.0), (i64::MAX, 2.0), (0, 3.0), (i64::MIN + 1, 4.0), (-1, 5.0)]);
+        round_trip(&[
+            (i64::MIN, 1.0),
+            (i64::MAX, 2.0),
+            (0, 3.0),
+            (i64::MIN + 1, 4.0),
+            (-1, 5.0),
+        ]);
         // Non-monotonic (negative deltas) also decode exactly.
         round_trip(&[(100, 1.0), (50, 2.0), (75, 3.0), (-1_000_000_000_000, 4.0), (3, 5.0)]);
     }

@@ -12,5 +12,10 @@ pub enum LoadError {
     },
     /// The input is malformed; `line` and `col` are 1-based (`col` counts characters).
     #[error("{file}:{line}:{col}: {message}")]
-    Syntax { file: String, line: u64, col: usize, message: String },
+    Syntax {
+        file: String,
+        line: u64,
+        col: usize,
+        message: String,
+    },
 }

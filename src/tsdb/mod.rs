@@ -1,29 +1,18 @@
-//! Embedded in-memory series store. (Being built: see the tsdb brief.)
-use crate::labels::{Labels, Matcher};
+//! Embedded in-memory series store and its loaders.
+//!
+//! - [`chunk`]: Gorilla-style sample compression (delta-of-delta timestamps, XOR values);
+//! - `store`: series with interned labels, compressed chunks and an inverted index;
+//! - [`notation`]: promqltest / promtool series notation (`metric{l="v"} 0+10x5 _ stale`);
+//! - [`openmetrics`]: OpenMetrics / Prometheus text exposition with timestamps (backfill input).
 
-pub type SeriesId = u32;
+pub mod chunk;
+mod error;
+pub mod notation;
+pub mod openmetrics;
+mod store;
 
-#[derive(Default)]
-pub struct Store {
-    series: Vec<(Labels, Vec<(i64, f64)>)>,
-}
-
-impl Store {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn select_ids(&self, matchers: &[Matcher]) -> Vec<SeriesId> {
-        (0..self.series.len() as u32)
-            .filter(|&i| {
-                let l = &self.series[i as usize].0;
-                matchers.iter().all(|m| m.matches(l.get(&m.name).unwrap_or("")))
-            })
-            .collect()
-    }
-    pub fn labels(&self, id: SeriesId) -> &Labels {
-        &self.series[id as usize].0
-    }
-    pub fn samples(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<(i64, f64)>) {
-        out.extend(self.series[id as usize].1.iter().filter(|s| s.0 >= mint && s.0 <= maxt));
-    }
-}
+pub use chunk::{ClosedChunk, XorChunk, MAX_SAMPLES_PER_CHUNK};
+pub use error::LoadError;
+pub use notation::{load_notation, parse_metric, parse_series_line, parse_values, SeriesValue};
+pub use openmetrics::{detect_unit, load_file, load_openmetrics, load_text, LoadStats, TimestampUnit};
+pub use store::{SeriesId, Store};

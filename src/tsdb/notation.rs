@@ -53,7 +53,11 @@ pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>
     let labels = p.metric()?;
     let rest = &line[p.pos..];
     if !rest.is_empty() && !rest.starts_with(|c: char| c.is_whitespace()) {
-        return Err(format!("unexpected {:?} after the series selector at column {}", rest_head(rest), p.pos + 1));
+        return Err(format!(
+            "unexpected {:?} after the series selector at column {}",
+            rest_head(rest),
+            p.pos + 1
+        ));
     }
     let values = parse_values(rest)?;
     Ok((labels, values))
@@ -65,7 +69,11 @@ pub fn parse_metric(s: &str) -> Result<Labels, String> {
     let mut p = Cursor::new(s);
     let labels = p.metric()?;
     if p.pos != s.len() {
-        return Err(format!("unexpected {:?} after the series selector at column {}", rest_head(&s[p.pos..]), p.pos + 1));
+        return Err(format!(
+            "unexpected {:?} after the series selector at column {}",
+            rest_head(&s[p.pos..]),
+            p.pos + 1
+        ));
     }
     Ok(labels)
 }
@@ -91,6 +99,10 @@ pub fn load_notation(
     labels: &Labels,
     values: &[Option<SeriesValue>],
 ) {
+    // A description with only missing points creates no series, as in Prometheus.
+    if values.iter().all(Option::is_none) {
+        return;
+    }
     let id = store.get_or_create(labels);
     for (i, v) in values.iter().enumerate() {
         if let Some(v) = v {
@@ -301,7 +313,10 @@ impl<'a> Cursor<'a> {
     }
 
     fn err(&self, msg: &str) -> String {
-        format!("{msg} at column {}", self.s[..self.pos.min(self.s.len())].chars().count() + 1)
+        format!(
+            "{msg} at column {}",
+            self.s[..self.pos.min(self.s.len())].chars().count() + 1
+        )
     }
 
     /// `name`, `name{...}` or `{...}`.
@@ -326,7 +341,10 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let b = self.s.as_bytes();
         while let Some(&c) = b.get(self.pos) {
-            let ok = c.is_ascii_alphabetic() || c == b'_' || (metric && c == b':') || (self.pos > start && c.is_ascii_digit());
+            let ok = c.is_ascii_alphabetic()
+                || c == b'_'
+                || (metric && c == b':')
+                || (self.pos > start && c.is_ascii_digit());
             if !ok {
                 break;
             }
@@ -466,7 +484,9 @@ pub(crate) fn unquote_prefix(s: &str) -> Result<(String, usize), (String, usize)
             b'U' => (8, 16, false),
             _ => return Err((format!("unknown escape sequence \\{}", e as char), esc_at)),
         };
-        let digits = s.get(i..i + n).ok_or(("escape sequence not terminated".to_string(), esc_at))?;
+        let digits = s
+            .get(i..i + n)
+            .ok_or(("escape sequence not terminated".to_string(), esc_at))?;
         let x = u32::from_str_radix(digits, radix)
             .map_err(|_| (format!("invalid escape sequence \\{}{digits}", e as char), esc_at))?;
         i += n;
@@ -474,7 +494,8 @@ pub(crate) fn unquote_prefix(s: &str) -> Result<(String, usize), (String, usize)
             let byte = u8::try_from(x).map_err(|_| ("octal escape value > 255".to_string(), esc_at))?;
             out.push(byte);
         } else {
-            let ch = char::from_u32(x).ok_or(("escape sequence is an invalid Unicode code point".to_string(), esc_at))?;
+            let ch =
+                char::from_u32(x).ok_or(("escape sequence is an invalid Unicode code point".to_string(), esc_at))?;
             let mut buf = [0u8; 4];
             out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
         }
@@ -545,7 +566,9 @@ mod tests {
 
     #[test]
     fn bad_values() {
-        for bad in ["abc", "1+1", "1x", "1xa", "_y", "stalex3", "1..2", "x3", "1+x2", "-stale", "1x-2", "_x"] {
+        for bad in [
+            "abc", "1+1", "1x", "1xa", "_y", "stalex3", "1..2", "x3", "1+x2", "-stale", "1x-2", "_x",
+        ] {
             assert!(parse_values(bad).is_err(), "{bad}");
         }
         let e = parse_values("1 {{schema:1 sum:3 count:22 buckets:[5 10 7]}}").unwrap_err();
@@ -590,7 +613,17 @@ mod tests {
         assert!(parse_metric("{}").unwrap().is_empty());
         // An empty value means "absent".
         assert!(!parse_metric(r#"m{a=""}"#).unwrap().has("a"));
-        for bad in ["", "m{", r#"m{a="b""#, r#"m{a}"#, r#"m{a="b" c="d"}"#, r#"m{="b"}"#, "m x", r#"m{a="\q"}"#, "1m"] {
+        for bad in [
+            "",
+            "m{",
+            r#"m{a="b""#,
+            r#"m{a}"#,
+            r#"m{a="b" c="d"}"#,
+            r#"m{="b"}"#,
+            "m x",
+            r#"m{a="\q"}"#,
+            "1m",
+        ] {
             assert!(parse_metric(bad).is_err(), "{bad}");
         }
         let e = parse_metric(r#"m{a "b"}"#).unwrap_err();
@@ -609,5 +642,8 @@ mod tests {
         assert_eq!(out[1], (120_000, 3.0));
         assert_eq!(out[2].0, 180_000);
         assert_eq!(out[2].1.to_bits(), STALE_NAN_BITS);
+        let (l, v) = parse_series_line("empty _x3").unwrap();
+        load_notation(&mut store, 60_000, 0, &l, &v);
+        assert_eq!(store.num_series(), 1);
     }
 }

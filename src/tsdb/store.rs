@@ -14,6 +14,9 @@ pub type SeriesId = u32;
 
 type Hasher = ahash::RandomState;
 
+/// Label value -> ascending ids of the series having it.
+type ValuePostings = HashMap<Arc<str>, Vec<SeriesId>, Hasher>;
+
 /// One series: its label set, the closed chunks in time order, then the open head chunk.
 /// Invariant: chunks never overlap in time and the head's samples come after every closed one.
 #[derive(Debug, Default)]
@@ -25,7 +28,9 @@ struct Series {
 
 impl Series {
     fn last_time(&self) -> Option<i64> {
-        self.head.last_time().or_else(|| self.chunks.last().map(|c| c.max_time()))
+        self.head
+            .last_time()
+            .or_else(|| self.chunks.last().map(|c| c.max_time()))
     }
 }
 
@@ -40,7 +45,7 @@ pub struct Store {
     by_hash: HashMap<u64, SeriesId, Hasher>,
     collisions: HashMap<u64, Vec<SeriesId>, Hasher>,
     /// Label name -> value -> series having it, ascending (ids are handed out in order).
-    postings: HashMap<Arc<str>, HashMap<Arc<str>, Vec<SeriesId>, Hasher>, Hasher>,
+    postings: HashMap<Arc<str>, ValuePostings, Hasher>,
     num_samples: u64,
     empty: Labels,
 }
@@ -119,7 +124,10 @@ impl Store {
         let id = self.series.len() as SeriesId;
         let interned: Vec<Label> = labels
             .iter()
-            .map(|l| Label { name: self.intern(&l.name), value: self.intern(&l.value) })
+            .map(|l| Label {
+                name: self.intern(&l.name),
+                value: self.intern(&l.value),
+            })
             .collect();
         for l in &interned {
             self.postings
@@ -129,7 +137,10 @@ impl Store {
                 .or_default()
                 .push(id);
         }
-        self.series.push(Series { labels: Labels::from_sorted(interned), ..Series::default() });
+        self.series.push(Series {
+            labels: Labels::from_sorted(interned),
+            ..Series::default()
+        });
         match self.by_hash.entry(h) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(id);
@@ -195,8 +206,11 @@ impl Store {
 
     /// The distinct values of a label, sorted.
     pub fn label_values(&self, name: &str) -> Vec<Arc<str>> {
-        let mut v: Vec<Arc<str>> =
-            self.postings.get(name).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<Arc<str>> = self
+            .postings
+            .get(name)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
         v.sort_unstable();
         v
     }
@@ -278,7 +292,9 @@ impl Store {
             return Cow::Borrowed(&[]);
         };
         match &m.op {
-            MatchOp::Equal => values.get(m.value.as_str()).map_or(Cow::Borrowed(&[]), |l| Cow::Borrowed(l)),
+            MatchOp::Equal => values
+                .get(m.value.as_str())
+                .map_or(Cow::Borrowed(&[]), |l| Cow::Borrowed(l)),
             MatchOp::Regex(_) => match literal_alternatives(&m.value) {
                 Some(lits) => Cow::Owned(union_of(lits.iter().filter_map(|v| values.get(*v)))),
                 None => Cow::Owned(union_of(values.iter().filter(|(v, _)| m.matches(v)).map(|(_, l)| l))),
@@ -288,11 +304,7 @@ impl Store {
     }
 
     /// Series having a value of `m.name` that `m` (which accepts "") rejects.
-    fn rejected_postings(
-        &self,
-        m: &Matcher,
-        values: &HashMap<Arc<str>, Vec<SeriesId>, Hasher>,
-    ) -> Vec<SeriesId> {
+    fn rejected_postings(&self, m: &Matcher, values: &HashMap<Arc<str>, Vec<SeriesId>, Hasher>) -> Vec<SeriesId> {
         match &m.op {
             MatchOp::NotEqual => values.get(m.value.as_str()).cloned().unwrap_or_default(),
             MatchOp::NotRegex(_) => match literal_alternatives(&m.value) {
@@ -452,7 +464,11 @@ mod tests {
         s.append(&lbls(&[("__name__", "up"), ("instance", "2")]), 0, 1.0);
         s.append(&lbls(&[("instance", "3"), ("env", "prod")]), 0, 1.0);
         s.append(&lbls(&[("__name__", "up"), ("job", "b"), ("instance", "4")]), 0, 1.0);
-        s.append(&lbls(&[("__name__", "down"), ("job", "a-b"), ("instance", "5")]), 0, 1.0);
+        s.append(
+            &lbls(&[("__name__", "down"), ("job", "a-b"), ("instance", "5")]),
+            0,
+            1.0,
+        );
         s
     }
 
@@ -473,7 +489,11 @@ mod tests {
     fn equality_and_inequality() {
         let s = fixture();
         check(&s, &[Matcher::equal("__name__", "up")], &[0, 1, 3]);
-        check(&s, &[Matcher::equal("__name__", "up"), Matcher::equal("job", "a")], &[0]);
+        check(
+            &s,
+            &[Matcher::equal("__name__", "up"), Matcher::equal("job", "a")],
+            &[0],
+        );
         check(&s, &[Matcher::equal("__name__", "nope")], &[]);
         check(&s, &[Matcher::equal("nolabel", "x")], &[]);
         // job="" matches series without job.
@@ -481,7 +501,11 @@ mod tests {
         check(&s, &[Matcher::equal("__name__", "up"), Matcher::equal("job", "")], &[1]);
         // != includes series lacking the label.
         check(&s, &[Matcher::not_equal("job", "a")], &[1, 2, 3, 4]);
-        check(&s, &[Matcher::equal("__name__", "up"), Matcher::not_equal("job", "a")], &[1, 3]);
+        check(
+            &s,
+            &[Matcher::equal("__name__", "up"), Matcher::not_equal("job", "a")],
+            &[1, 3],
+        );
         check(&s, &[Matcher::not_equal("job", "")], &[0, 3, 4]);
         check(&s, &[Matcher::not_equal("nolabel", "x")], &[0, 1, 2, 3, 4]);
         check(&s, &[Matcher::equal("nolabel", "")], &[0, 1, 2, 3, 4]);

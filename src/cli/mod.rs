@@ -1,0 +1,56 @@
+//! Command-line interface: argument parsing, logging setup and dispatch to subcommands.
+
+mod promqltest;
+mod query;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Alerting and SLO rule engine for ML training and serving.
+#[derive(Parser, Debug)]
+#[command(name = "watchfire", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run Prometheus promqltest files (`*.test`) against the engine.
+    Promqltest(promqltest::Args),
+    /// Evaluate a PromQL expression over data files.
+    Query(query::Args),
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    init_logging();
+    // A panic must never end the process with a backtrace dump: callers report it as an error.
+    std::panic::set_hook(Box::new(|info| tracing::debug!("panic: {info}")));
+    match cli.command {
+        Command::Promqltest(args) => promqltest::run(args),
+        Command::Query(args) => query::run(args),
+    }
+}
+
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Prints `error: ...` to stderr and returns exit code 1.
+pub(crate) fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    1
+}

@@ -1,0 +1,345 @@
+use super::script::{parse_duration, parse_number, split_series_line, unquote, Command, DataLimit, Matcher};
+use super::*;
+
+fn evals(s: &Script) -> Vec<&EvalCmd> {
+    s.commands
+        .iter()
+        .filter_map(|c| match c {
+            Command::Eval(e) => Some(&**e),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("0"), Ok(0));
+    assert_eq!(parse_duration("0s"), Ok(0));
+    assert_eq!(parse_duration("10m"), Ok(600_000));
+    assert_eq!(parse_duration("1h30m"), Ok(5_400_000));
+    assert_eq!(parse_duration("20s500ms"), Ok(20_500));
+    assert_eq!(parse_duration("1d"), Ok(86_400_000));
+    assert_eq!(parse_duration("1w"), Ok(7 * 86_400_000));
+    assert_eq!(parse_duration("1y"), Ok(365 * 86_400_000));
+    assert_eq!(parse_duration("10s53ms"), Ok(10_053));
+    // Plain numbers are seconds.
+    assert_eq!(parse_duration("90"), Ok(90_000));
+    assert_eq!(parse_duration("1.5"), Ok(1_500));
+    // Units out of order, repeated, unknown, or missing numbers.
+    assert!(parse_duration("30m1h").is_err());
+    assert!(parse_duration("1m1m").is_err());
+    assert!(parse_duration("5x").is_err());
+    assert!(parse_duration("m").is_err());
+    assert!(parse_duration("").is_err());
+    assert!(parse_duration("-1m").is_err());
+    assert!(parse_duration("99999999999999999999y").is_err());
+}
+
+#[test]
+fn numbers() {
+    assert_eq!(parse_number("12340000"), Some(12_340_000.0));
+    assert_eq!(parse_number("-0.2e-6"), Some(-0.0000002));
+    assert_eq!(parse_number("+Inf"), Some(f64::INFINITY));
+    assert_eq!(parse_number("-Inf"), Some(f64::NEG_INFINITY));
+    assert!(parse_number("NaN").unwrap().is_nan());
+    assert_eq!(parse_number("0x10"), Some(16.0));
+    assert_eq!(parse_number("2."), Some(2.0));
+    assert_eq!(parse_number(".2"), Some(0.2));
+    assert_eq!(parse_number("{} 3"), None);
+    assert_eq!(parse_number("foo"), None);
+    assert_eq!(parse_number("metric 1"), None);
+    assert_eq!(parse_number(""), None);
+}
+
+#[test]
+fn quoting() {
+    assert_eq!(unquote("\"Foo\""), Ok("Foo".into()));
+    assert_eq!(unquote("`Foo`"), Ok("Foo".into()));
+    assert_eq!(unquote("\" Foo \""), Ok(" Foo ".into()));
+    assert_eq!(unquote("\"\""), Ok(String::new()));
+    assert_eq!(unquote("\"a\\nb\\x41\\u00e9\""), Ok("a\nbA\u{e9}".into()));
+    assert!(unquote("Foo").is_err());
+    assert!(unquote("\"Foo").is_err());
+    assert!(unquote("\"a\"b\"").is_err());
+}
+
+#[test]
+fn series_line_split() {
+    assert_eq!(split_series_line("foo 1 2"), ("foo", "1 2"));
+    assert_eq!(split_series_line("foo{a=\"x y}\"} 1+1x2"), ("foo{a=\"x y}\"}", "1+1x2"));
+    assert_eq!(split_series_line("{} 3"), ("{}", "3"));
+    assert_eq!(split_series_line("foo{a=\"b\"}@st _ 1m"), ("foo{a=\"b\"}", "@st _ 1m"));
+    assert_eq!(split_series_line("foo"), ("foo", ""));
+}
+
+#[test]
+fn commands_and_expectations() {
+    let s = parse(
+        "# comment\n\
+         load 5m\n\
+         \x20 foo{a=\"1\"} 1+1x3\n\
+         \x20 bar 1 _ stale\n\
+         \n\
+         eval instant at 10m foo\n\
+         \x20 expect no_warn\n\
+         \x20 expect info msg: PromQL info: x (1:1)\n\
+         \x20 foo{a=\"1\"} 3\n\
+         \n\
+         eval range from 0 to 1h30m step 30m sum(foo)\n\
+         \x20 expect warn regex: some.*thing\n\
+         \x20 {} 1 _ 3 4\n\
+         \n\
+         eval instant at 1m 1 + 1\n\
+         \x20 2\n\
+         \n\
+         eval instant at 0 \"a\"\n\
+         \x20 expect string `a`\n\
+         \n\
+         eval instant at 1m foo[1m]\n\
+         \x20 expect range vector from 10s to 1m step 10s\n\
+         \x20 foo{a=\"1\"} 1 2 3\n\
+         \n\
+         eval instant at 1m sort(foo)\n\
+         \x20 expect ordered\n\
+         \x20 expect fail regex: bad (thing)\n\
+         \x20 foo{a=\"2\"} 1\n\
+         \x20 foo{a=\"1\"} 2\n\
+         clear\n",
+    );
+    assert!(
+        matches!(s.commands[0], Command::Load(ref l) if l.interval_ms == 300_000 && l.series.len() == 2 && l.line == 2)
+    );
+    let e = evals(&s);
+    assert_eq!(e.len(), 6);
+
+    assert_eq!(e[0].line, 6);
+    assert_eq!(e[0].expr, "foo");
+    assert_eq!(e[0].at, 600_000);
+    assert!(e[0].range.is_none());
+    assert!(e[0].expects.no_warn);
+    assert!(matches!(&e[0].expects.info[..], [Matcher::Msg(m)] if m == "PromQL info: x (1:1)"));
+    assert_eq!(e[0].expected_series.len(), 1);
+
+    let r = e[1].range.unwrap();
+    assert_eq!((r.start, r.end, r.step), (0, 5_400_000, 1_800_000));
+    assert_eq!(e[1].expr, "sum(foo)");
+    assert!(matches!(&e[1].expects.warn[..], [Matcher::Regex(re)] if re.is_match("something")));
+    assert_eq!(e[1].expected_series[0].values.len(), 4);
+    assert!(e[1].expected_series[0].values[1].is_none());
+
+    assert_eq!(e[2].expected_scalar, Some(2.0));
+    assert_eq!(e[3].expected_string, "a");
+    assert!(e[3].exclude_from_range_query);
+
+    let rv = e[4].range_vector.unwrap();
+    assert_eq!((rv.start, rv.end, rv.step), (10_000, 60_000, 10_000));
+    assert!(e[4].exclude_from_range_query);
+    assert!(e[4].problem.is_none());
+
+    assert!(e[5].is_ordered() && e[5].is_fail());
+    assert_eq!(e[5].expected_series[0].pos, 1);
+    assert_eq!(e[5].expected_series[1].pos, 2);
+    assert!(matches!(s.commands.last(), Some(Command::Clear { line: 30 })));
+}
+
+#[test]
+fn deprecated_forms() {
+    let s = parse(
+        "eval_fail instant at 0 foo\n\
+         \x20 expected_fail_message something broke\n\
+         \n\
+         eval_fail range from 0 to 1m step 1m foo\n\
+         \x20 expected_fail_regexp broke.*\n\
+         \n\
+         eval_warn instant at 1m foo\n\
+         eval_info range from 0 to 1m step 30s foo\n\
+         eval_ordered instant at 1m foo\n\
+         \x20 foo 1\n",
+    );
+    let e = evals(&s);
+    assert_eq!(e.len(), 5);
+    assert!(e[0].legacy_fail && e[0].is_fail());
+    assert_eq!(e[0].expected_fail_message.as_deref(), Some("something broke"));
+    assert!(e[1].legacy_fail && e[1].range.is_some());
+    assert_eq!(e[1].expected_fail_regexp.as_ref().map(|r| r.as_str()), Some("broke.*"));
+    // A missing blank line before the next command still ends the block.
+    assert!(e[2].legacy_warn);
+    assert!(e[3].legacy_info && e[3].range.is_some());
+    assert!(e[4].legacy_ordered && e[4].is_ordered());
+}
+
+#[test]
+fn malformed_lines_never_panic() {
+    let s = parse(
+        "bogus command\n\
+         \n\
+         load\n\
+         load xyz\n\
+         \x20 foo 1\n\
+         \n\
+         eval instant at nope foo\n\
+         \n\
+         eval range from 1m to 0 step 1m foo\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect sometimes\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect warn\n\
+         \x20 expect no_warn\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 foo 1 2 3\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect string Foo\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect fail\n\
+         \x20 expect fail msg: x\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect range vector from 1m to 0 step 1m\n\
+         \n\
+         \u{1F600} {{{ \"\n\
+         \n\
+         eval",
+    );
+    let invalid = s
+        .commands
+        .iter()
+        .filter(|c| matches!(c, Command::Invalid { .. }))
+        .count();
+    assert_eq!(invalid, 6, "{:#?}", s.commands);
+    let problems = evals(&s).iter().filter(|e| e.problem.is_some()).count();
+    assert_eq!(problems, 6);
+    // Lines are reported 1-based.
+    assert!(matches!(s.commands[0], Command::Invalid { line: 1, .. }));
+}
+
+#[test]
+fn native_histograms_and_start_timestamps() {
+    let s = parse(
+        "load 1m\n\
+         \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
+         \x20 f 1 2\n\
+         \x20 st@st _ -1m\n\
+         \x20 st 1 2\n\
+         \n\
+         load_with_nhcb 1m\n\
+         \x20 c_bucket{le=\"1\"} 1\n\
+         \x20 c_bucket{le=\"+Inf\"} 2\n\
+         \x20 c_count 2\n\
+         \n\
+         eval instant at 1m h\n\
+         \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n",
+    );
+    let Command::Load(l) = &s.commands[0] else {
+        panic!("load expected")
+    };
+    assert_eq!(l.errors, vec![]);
+    let names: Vec<(String, DataLimit)> = l.limited.iter().map(|(l, d)| (l.to_string(), *d)).collect();
+    assert_eq!(
+        names,
+        vec![
+            ("h{a=\"1\"}".to_string(), DataLimit::NativeHistogram),
+            ("st".to_string(), DataLimit::StartTimestamp)
+        ]
+    );
+    assert_eq!(l.series.len(), 2); // f and st
+    let Command::Load(n) = &s.commands[1] else {
+        panic!("load expected")
+    };
+    assert!(n.with_nhcb);
+    assert_eq!(n.series.len(), 3);
+    let nh: Vec<String> = n.limited.iter().map(|(l, _)| l.to_string()).collect();
+    assert_eq!(nh, vec!["c".to_string()]);
+    assert!(evals(&s)[0].expects_histograms);
+}
+
+fn run(text: &str) -> FileReport {
+    run_script("t.test", text, &Engine::default(), &RunOptions::default())
+}
+
+#[test]
+fn skips_by_reason() {
+    let r = run("load 1m\n\
+         \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
+         \x20 f 1 2\n\
+         \n\
+         eval instant at 1m sum(h)\n\
+         \x20 {} 1\n\
+         \n\
+         eval instant at 1m h\n\
+         \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
+         \n\
+         eval instant at 1m foo +* bar\n\
+         \n\
+         clear\n\
+         \n\
+         eval instant at 1m sum(h)\n");
+    let reasons: Vec<String> = r
+        .cases
+        .iter()
+        .map(|c| match &c.outcome {
+            Outcome::Skip { reason } => reason.clone(),
+            o => format!("{o:?}"),
+        })
+        .collect();
+    // The last case runs (the histogram data was cleared); the engine decides its outcome.
+    assert_eq!(
+        &reasons[..3],
+        &["native histogram", "native histogram", SKIP_UNPARSEABLE]
+    );
+    assert_eq!(r.cases[0].line, 5);
+    assert_ne!(reasons[3], "native histogram");
+    let mut sum = Summary::default();
+    sum.add(&r);
+    assert_eq!(sum.skip_reasons.get("native histogram"), Some(&2));
+    assert_eq!(sum.passed + sum.failed + sum.skipped, 4);
+}
+
+#[test]
+fn malformed_lines_are_failures_with_lines() {
+    let r = run("load 1m\n\
+         \x20 foo{a=} 1\n\
+         \n\
+         what is this\n\
+         \n\
+         eval instant at 1m foo\n\
+         \x20 expect bogus\n");
+    let fails: Vec<usize> = r
+        .cases
+        .iter()
+        .filter(|c| matches!(c.outcome, Outcome::Fail { .. }))
+        .map(|c| c.line)
+        .collect();
+    assert_eq!(fails, vec![2, 4, 6]);
+}
+
+#[test]
+fn filter_selects_cases() {
+    let opts = RunOptions {
+        filter: Some(Regex::new("t.test:5:").unwrap()),
+        ..Default::default()
+    };
+    let r = run_script(
+        "dir/t.test",
+        "load 1m\n  foo 1\n\neval instant at 0 foo\n\neval instant at 1m foo\n",
+        &Engine::default(),
+        &opts,
+    );
+    assert_eq!(r.cases.len(), 0);
+    let opts = RunOptions {
+        filter: Some(Regex::new("t.test:6:").unwrap()),
+        ..Default::default()
+    };
+    let r = run_script(
+        "dir/t.test",
+        "load 1m\n  foo 1\n\neval instant at 0 foo\n\neval instant at 1m foo\n",
+        &Engine::default(),
+        &opts,
+    );
+    assert_eq!(r.cases.len(), 1);
+    assert_eq!(r.cases[0].line, 6);
+}

@@ -94,7 +94,13 @@ impl Labels {
 
     /// Keeps only the named labels (`by`/`on`).
     pub fn keep(&self, names: &[String]) -> Labels {
-        Labels(self.0.iter().filter(|l| names.iter().any(|n| **n == *l.name)).cloned().collect())
+        Labels(
+            self.0
+                .iter()
+                .filter(|l| names.iter().any(|n| **n == *l.name))
+                .cloned()
+                .collect(),
+        )
     }
 
     /// Drops the named labels (`without`/`ignoring`); `drop_name` also drops `__name__`.
@@ -102,7 +108,7 @@ impl Labels {
         Labels(
             self.0
                 .iter()
-                .filter(|l| !(drop_name && is_name_label(&l.name)) && !names.iter().any(|n| **n == *l.name))
+                .filter(|l| !(names.iter().any(|n| **n == *l.name) || drop_name && is_name_label(&l.name)))
                 .cloned()
                 .collect(),
         )
@@ -110,10 +116,7 @@ impl Labels {
 
     /// A 64-bit hash of the label set, stable within one process.
     pub fn hash64(&self) -> u64 {
-        use std::hash::{BuildHasher, Hash, Hasher};
-        let mut h = HASHER.build_hasher();
-        self.hash(&mut h);
-        h.finish()
+        HASHER.hash_one(self)
     }
 }
 
@@ -183,7 +186,13 @@ impl LabelsBuilder {
             }
             Err(i) => {
                 if !value.is_empty() {
-                    self.labels.insert(i, Label { name: Arc::from(name), value: Arc::from(value) });
+                    self.labels.insert(
+                        i,
+                        Label {
+                            name: Arc::from(name),
+                            value: Arc::from(value),
+                        },
+                    );
                 }
             }
         }
@@ -237,19 +246,35 @@ pub struct Matcher {
 
 impl Matcher {
     pub fn equal(name: &str, value: &str) -> Self {
-        Matcher { name: name.into(), value: value.into(), op: MatchOp::Equal }
+        Matcher {
+            name: name.into(),
+            value: value.into(),
+            op: MatchOp::Equal,
+        }
     }
 
     pub fn not_equal(name: &str, value: &str) -> Self {
-        Matcher { name: name.into(), value: value.into(), op: MatchOp::NotEqual }
+        Matcher {
+            name: name.into(),
+            value: value.into(),
+            op: MatchOp::NotEqual,
+        }
     }
 
     pub fn regex(name: &str, pattern: &str) -> Result<Self, regex::Error> {
-        Ok(Matcher { name: name.into(), value: pattern.into(), op: MatchOp::Regex(anchored(pattern)?) })
+        Ok(Matcher {
+            name: name.into(),
+            value: pattern.into(),
+            op: MatchOp::Regex(anchored(pattern)?),
+        })
     }
 
     pub fn not_regex(name: &str, pattern: &str) -> Result<Self, regex::Error> {
-        Ok(Matcher { name: name.into(), value: pattern.into(), op: MatchOp::NotRegex(anchored(pattern)?) })
+        Ok(Matcher {
+            name: name.into(),
+            value: pattern.into(),
+            op: MatchOp::NotRegex(anchored(pattern)?),
+        })
     }
 
     pub fn matches(&self, value: &str) -> bool {
@@ -278,7 +303,13 @@ impl Matcher {
 
 impl fmt::Display for Matcher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}\"{}\"", self.name, self.op_str(), escape_label_value(&self.value))
+        write!(
+            f,
+            "{}{}\"{}\"",
+            self.name,
+            self.op_str(),
+            escape_label_value(&self.value)
+        )
     }
 }
 

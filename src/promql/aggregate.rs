@@ -53,8 +53,11 @@ impl Evaluator<'_> {
                 if param_f.is_nan() {
                     return Err(Error::Eval("Parameter value is NaN".into()));
                 }
-                if param_f >= 9.223_372_036_854_776e18 || param_f < -9.223_372_036_854_776e18 {
-                    return Err(Error::Eval(format!("Scalar value {} overflows int64", format_go_float(param_f))));
+                if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&param_f) {
+                    return Err(Error::Eval(format!(
+                        "Scalar value {} overflows int64",
+                        format_go_float(param_f)
+                    )));
                 }
                 let k = param_f as i64;
                 if k < 1 {
@@ -214,7 +217,12 @@ impl Evaluator<'_> {
                 _ => g.value,
             };
             let drop_name = g.drop_name && g.metric.has(METRIC_NAME);
-            out.push(Sample { metric: g.metric, t, v, drop_name });
+            out.push(Sample {
+                metric: g.metric,
+                t,
+                v,
+                drop_name,
+            });
         }
         Ok(Value::Vector(out))
     }

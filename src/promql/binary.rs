@@ -67,7 +67,12 @@ struct Matching<'m> {
 fn matching(m: Option<&BinModifier>) -> Matching<'_> {
     static ONE: VectorMatchCardinality = VectorMatchCardinality::OneToOne;
     match m {
-        None => Matching { card: &ONE, on: false, labels: vec![], include: vec![] },
+        None => Matching {
+            card: &ONE,
+            on: false,
+            labels: vec![],
+            include: vec![],
+        },
         Some(m) => {
             let (on, labels) = match &m.matching {
                 Some(LabelModifier::Include(l)) => (true, l.labels.clone()),
@@ -75,7 +80,12 @@ fn matching(m: Option<&BinModifier>) -> Matching<'_> {
                 None => (false, vec![]),
             };
             let include = m.card.labels().map(|l| l.labels.clone()).unwrap_or_default();
-            Matching { card: &m.card, on, labels, include }
+            Matching {
+                card: &m.card,
+                on,
+                labels,
+                include,
+            }
         }
     }
 }
@@ -99,17 +109,33 @@ impl Evaluator<'_> {
         match (lhs, rhs) {
             (Value::Scalar { v: l, .. }, Value::Scalar { v: r, .. }) => {
                 let (v, keep) = apply(op, l, r);
-                let v = if is_comparison(op) { if keep { 1.0 } else { 0.0 } } else { v };
+                let v = if is_comparison(op) {
+                    if keep {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                } else {
+                    v
+                };
                 Ok(Value::Scalar { t, v })
             }
-            (Value::Vector(l), Value::Scalar { v: r, .. }) => Ok(Value::Vector(vector_scalar(op, l, r, false, return_bool))),
-            (Value::Scalar { v: l, .. }, Value::Vector(r)) => Ok(Value::Vector(vector_scalar(op, r, l, true, return_bool))),
+            (Value::Vector(l), Value::Scalar { v: r, .. }) => {
+                Ok(Value::Vector(vector_scalar(op, l, r, false, return_bool)))
+            }
+            (Value::Scalar { v: l, .. }, Value::Vector(r)) => {
+                Ok(Value::Vector(vector_scalar(op, r, l, true, return_bool)))
+            }
             (Value::Vector(l), Value::Vector(r)) => {
                 let m = matching(b.modifier.as_ref());
                 if is_set_op(op) {
                     return Ok(Value::Vector(set_op(op, l, r, &m)));
                 }
-                let fill = b.modifier.as_ref().map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
+                let fill = b
+                    .modifier
+                    .as_ref()
+                    .map(|m| (m.fill_values.lhs, m.fill_values.rhs))
+                    .unwrap_or((None, None));
                 let mut out = vector_vector(op, l, r, &m, return_bool, fill)?;
                 for s in &mut out {
                     s.t = t;
@@ -152,11 +178,15 @@ fn set_op(op: TokenId, l: Vec<Sample>, r: Vec<Sample>, m: &Matching) -> Vec<Samp
     match op {
         T_LAND => {
             let sigs: HashSet<Labels> = r.iter().map(|s| signature(&s.metric, m)).collect();
-            l.into_iter().filter(|s| sigs.contains(&signature(&s.metric, m))).collect()
+            l.into_iter()
+                .filter(|s| sigs.contains(&signature(&s.metric, m)))
+                .collect()
         }
         T_LUNLESS => {
             let sigs: HashSet<Labels> = r.iter().map(|s| signature(&s.metric, m)).collect();
-            l.into_iter().filter(|s| !sigs.contains(&signature(&s.metric, m))).collect()
+            l.into_iter()
+                .filter(|s| !sigs.contains(&signature(&s.metric, m)))
+                .collect()
         }
         _ => {
             let sigs: HashSet<Labels> = l.iter().map(|s| signature(&s.metric, m)).collect();
@@ -172,7 +202,11 @@ fn result_metric(l: &Labels, r: &Labels, m: &Matching) -> Labels {
     let mut b = LabelsBuilder::new(l);
     if matches!(m.card, VectorMatchCardinality::OneToOne) {
         if m.on {
-            let keep: Vec<String> = l.iter().map(|x| x.name.to_string()).filter(|n| !m.labels.contains(n)).collect();
+            let keep: Vec<String> = l
+                .iter()
+                .map(|x| x.name.to_string())
+                .filter(|n| !m.labels.contains(n))
+                .collect();
             for n in keep {
                 b.del(&n);
             }
@@ -211,7 +245,11 @@ fn vector_vector(
     }
     // The "many" side is iterated, the "one" side hashed; group_right swaps them.
     // Fill values stay with the positions after the swap, as Prometheus applies them.
-    let (many, one, fill_many, fill_one) = if one_to_many { (rhs, lhs, fill_l, fill_r) } else { (lhs, rhs, fill_l, fill_r) };
+    let (many, one, fill_many, fill_one) = if one_to_many {
+        (rhs, lhs, fill_l, fill_r)
+    } else {
+        (lhs, rhs, fill_l, fill_r)
+    };
     let mut one_sigs: HashMap<Labels, usize> = HashMap::with_capacity(one.len());
     for (i, s) in one.iter().enumerate() {
         let sig = signature(&s.metric, m);
@@ -231,30 +269,43 @@ fn vector_vector(
     let mut matched_one = vec![false; one.len()];
     let mut matched: HashMap<Labels, HashSet<Labels>> = HashMap::new();
     let mut out = Vec::new();
-    let mut emit = |metric: Labels, v: f64, keep: bool, lhs_drop: bool, sig: Labels, out: &mut Vec<Sample>| -> Result<(), Error> {
-        let (v, keep) = if return_bool { (if keep { 1.0 } else { 0.0 }, true) } else { (v, keep) };
-        // Matching errors are found even for samples the comparison filters out.
-        if one_to_one {
-            let e = matched.entry(sig).or_default();
-            if !e.is_empty() {
-                return Err(Error::Eval(
-                    "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".into(),
-                ));
+    let mut emit =
+        |metric: Labels, v: f64, keep: bool, lhs_drop: bool, sig: Labels, out: &mut Vec<Sample>| -> Result<(), Error> {
+            let (v, keep) = if return_bool {
+                (if keep { 1.0 } else { 0.0 }, true)
+            } else {
+                (v, keep)
+            };
+            // Matching errors are found even for samples the comparison filters out.
+            if one_to_one {
+                let e = matched.entry(sig).or_default();
+                if !e.is_empty() {
+                    return Err(Error::Eval(
+                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"
+                            .into(),
+                    ));
+                }
+                e.insert(Labels::empty());
+            } else {
+                let e = matched.entry(sig).or_default();
+                if !e.insert(metric.clone()) {
+                    return Err(Error::Eval(
+                        "multiple matches for labels: grouping labels must ensure unique matches".into(),
+                    ));
+                }
             }
-            e.insert(Labels::empty());
-        } else {
-            let e = matched.entry(sig).or_default();
-            if !e.insert(metric.clone()) {
-                return Err(Error::Eval("multiple matches for labels: grouping labels must ensure unique matches".into()));
+            if !keep {
+                return Ok(());
             }
-        }
-        if !keep {
-            return Ok(());
-        }
-        let drop_name = return_bool || drops_name(op) || lhs_drop;
-        out.push(Sample { metric, t: 0, v, drop_name });
-        Ok(())
-    };
+            let drop_name = return_bool || drops_name(op) || lhs_drop;
+            out.push(Sample {
+                metric,
+                t: 0,
+                v,
+                drop_name,
+            });
+            Ok(())
+        };
     for ms in &many {
         let sig = signature(&ms.metric, m);
         let (one_v, one_metric) = match one_sigs.get(&sig) {
@@ -283,7 +334,11 @@ fn vector_vector(
             let sig = signature(&os.metric, m);
             let (l, r) = if one_to_many { (os.v, f) } else { (f, os.v) };
             let (v, keep) = apply(op, l, r);
-            let v = if is_comparison(op) && !one_to_many && !return_bool { f } else { v };
+            let v = if is_comparison(op) && !one_to_many && !return_bool {
+                f
+            } else {
+                v
+            };
             let metric = signature(&os.metric, m);
             emit(metric, v, keep, true, sig, &mut out)?;
         }

@@ -9,9 +9,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use promql_parser::label::MatchOp as PMatchOp;
-use promql_parser::parser::{
-    AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector,
-};
+use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector};
 
 use super::value::{is_stale_nan, Sample, Series, Value};
 use super::{Annotations, Error};
@@ -77,6 +75,8 @@ pub(crate) struct Evaluator<'a> {
     /// Query start and end, for `@ start()` and `@ end()`.
     q_start: i64,
     q_end: i64,
+    /// Query step (0 for an instant query), for `step()`.
+    pub(crate) q_step: i64,
     /// Time ranges each selector needs, keyed by node address.
     needed: HashMap<usize, (i64, i64)>,
     cache: RefCell<HashMap<usize, Rc<Fetched>>>,
@@ -124,6 +124,7 @@ impl<'a> Evaluator<'a> {
             default_step,
             q_start,
             q_end,
+            q_step: 0,
             needed: HashMap::new(),
             cache: RefCell::new(HashMap::new()),
             annotations: RefCell::new(Annotations::default()),
@@ -218,7 +219,11 @@ impl<'a> Evaluator<'a> {
                 } else {
                     None
                 };
-                FetchedSeries { labels: s.labels, samples: s.samples, nonstale }
+                FetchedSeries {
+                    labels: s.labels,
+                    samples: s.samples,
+                    nonstale,
+                }
             })
             .collect();
         let f = Rc::new(Fetched { mint, maxt, series });
@@ -266,7 +271,10 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn eval_vector(&self, expr: &Expr, t: i64) -> Result<Vec<Sample>, Error> {
         match self.eval(expr, t)? {
             Value::Vector(v) => Ok(v),
-            other => Err(Error::Eval(format!("expected instant vector, got {}", other.type_name()))),
+            other => Err(Error::Eval(format!(
+                "expected instant vector, got {}",
+                other.type_name()
+            ))),
         }
     }
 
@@ -290,7 +298,12 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::with_capacity(f.series.len());
         for s in &f.series {
             if let Some((_, v)) = last_in_lookback(&s.samples, r, self.lookback) {
-                out.push(Sample { metric: s.labels.clone(), t, v, drop_name: false });
+                out.push(Sample {
+                    metric: s.labels.clone(),
+                    t,
+                    v,
+                    drop_name: false,
+                });
             }
         }
         Ok(out)
@@ -303,7 +316,12 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::with_capacity(f.series.len());
         for s in &f.series {
             if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
-                out.push(Sample { metric: s.labels.clone(), t, v: st as f64 / 1000.0, drop_name: true });
+                out.push(Sample {
+                    metric: s.labels.clone(),
+                    t,
+                    v: st as f64 / 1000.0,
+                    drop_name: true,
+                });
             }
         }
         Ok(out)
@@ -331,20 +349,34 @@ impl<'a> Evaluator<'a> {
                 });
             }
         }
-        Ok((out, RangeWindow { start: r - range, end: r, range_ms: range }))
+        Ok((
+            out,
+            RangeWindow {
+                start: r - range,
+                end: r,
+                range_ms: range,
+            },
+        ))
     }
 
     pub(crate) fn eval_subquery(&self, sq: &SubqueryExpr, t: i64) -> Result<(Vec<RangeSeries>, RangeWindow), Error> {
         let (r, _) = self.ref_range(&sq.at, &sq.offset, t, t);
         let range = dur_ms(&sq.range);
-        let step = sq.step.as_ref().map(dur_ms).filter(|s| *s > 0).unwrap_or(self.default_step);
+        let step = sq
+            .step
+            .as_ref()
+            .map(dur_ms)
+            .filter(|s| *s > 0)
+            .unwrap_or(self.default_step);
         // First step-aligned timestamp after r - range (Go's truncating division, as Prometheus).
         let lo = r - range;
         let mut start = step * (lo / step);
         if start <= lo {
             start += step;
         }
-        let mut acc: Vec<(Labels, bool, Vec<(i64, f64)>)> = Vec::new();
+        // (metric, drop_name, samples) per output series, in first-seen order.
+        type Acc = Vec<(Labels, bool, Vec<(i64, f64)>)>;
+        let mut acc: Acc = Vec::new();
         let mut index: HashMap<Labels, usize> = HashMap::new();
         let mut ts = start;
         while ts <= r {
@@ -377,9 +409,20 @@ impl<'a> Evaluator<'a> {
         }
         let out = acc
             .into_iter()
-            .map(|(metric, drop_name, samples)| RangeSeries { metric, drop_name, samples: SampleSlice::Owned(samples) })
+            .map(|(metric, drop_name, samples)| RangeSeries {
+                metric,
+                drop_name,
+                samples: SampleSlice::Owned(samples),
+            })
             .collect();
-        Ok((out, RangeWindow { start: lo, end: r, range_ms: range }))
+        Ok((
+            out,
+            RangeWindow {
+                start: lo,
+                end: r,
+                range_ms: range,
+            },
+        ))
     }
 
     /// Evaluates an argument that must be a range vector.
@@ -411,6 +454,14 @@ impl<'a> Evaluator<'a> {
         format!(" ({line}:{col})")
     }
 
+    pub(crate) fn query_bounds(&self) -> (i64, i64) {
+        (self.q_start, self.q_end)
+    }
+
+    pub(crate) fn source(&self) -> &dyn Queryable {
+        self.src
+    }
+
     pub(crate) fn warn(&self, msg: String) {
         self.annotations.borrow_mut().add_warning(msg);
     }
@@ -439,7 +490,11 @@ pub(crate) fn last_in_lookback(samples: &[(i64, f64)], r: i64, lookback: i64) ->
 
 pub(crate) fn range_to_matrix(rs: Vec<RangeSeries>) -> Vec<Series> {
     rs.into_iter()
-        .map(|r| Series { samples: r.samples.as_slice().to_vec(), metric: r.metric, drop_name: r.drop_name })
+        .map(|r| Series {
+            samples: r.samples.as_slice().to_vec(),
+            metric: r.metric,
+            drop_name: r.drop_name,
+        })
         .collect()
 }
 
@@ -464,7 +519,10 @@ fn select(src: &dyn Queryable, vs: &VectorSelector, mint: i64, maxt: i64) -> Res
     Ok(out)
 }
 
-fn convert_matchers(vs: &VectorSelector, ms: &[promql_parser::label::Matcher]) -> Result<Vec<Matcher>, Error> {
+pub(crate) fn convert_matchers(
+    vs: &VectorSelector,
+    ms: &[promql_parser::label::Matcher],
+) -> Result<Vec<Matcher>, Error> {
     let mut out = Vec::with_capacity(ms.len() + 1);
     if let Some(name) = &vs.name {
         if !ms.iter().any(|m| m.name == METRIC_NAME) {

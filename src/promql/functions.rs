@@ -13,15 +13,83 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
     let name = c.func.name;
     let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
     let arg = |i: usize| -> Result<&Expr, Error> {
-        args.get(i).copied().ok_or_else(|| Error::Eval(format!("missing argument {} to {name}()", i + 1)))
+        args.get(i)
+            .copied()
+            .ok_or_else(|| Error::Eval(format!("missing argument {} to {name}()", i + 1)))
     };
     let vector = |v: Vec<Sample>| Ok(Value::Vector(v));
     match name {
-        "time" => Ok(Value::Scalar { t, v: t as f64 / 1000.0 }),
-        "pi" => Ok(Value::Scalar { t, v: std::f64::consts::PI }),
+        "time" => Ok(Value::Scalar {
+            t,
+            v: t as f64 / 1000.0,
+        }),
+        "start" | "end" | "range" | "step" => {
+            let (qs, qe) = ev.query_bounds();
+            let ms = match name {
+                "start" => qs,
+                "end" => qe,
+                "range" => qe - qs,
+                _ => ev.q_step,
+            };
+            Ok(Value::Scalar {
+                t,
+                v: ms as f64 / 1000.0,
+            })
+        }
+        "min_of" | "max_of" => {
+            let a = ev.eval_scalar(arg(0)?, t)?;
+            let b = ev.eval_scalar(arg(1)?, t)?;
+            let v = if name == "min_of" { go_min(a, b) } else { go_max(a, b) };
+            Ok(Value::Scalar { t, v })
+        }
+        "info" => vector(super::info::info(ev, arg(0)?, args.get(1).copied(), t)?),
+        "histogram_quantiles" => {
+            let v = ev.eval_vector(arg(0)?, t)?;
+            let label = ev.eval_string(arg(1)?, t)?;
+            let mut qs = Vec::new();
+            for e in &args[2..] {
+                let q = ev.eval_scalar(e, t)?;
+                if !(0.0..=1.0).contains(&q) {
+                    ev.warn(format!(
+                        "PromQL warning: quantile value should be between 0 and 1, got {}{}",
+                        super::mathx::format_go_float(q),
+                        ev.pos(e)
+                    ));
+                }
+                qs.push(q);
+            }
+            let at = ev.pos(arg(0)?);
+            let mut out = Vec::new();
+            for q in qs {
+                // Quantile labels always carry a decimal point ("0.0", "0.25", "1.0").
+                let qv = if q.fract() == 0.0 && q.is_finite() {
+                    format!("{q:.1}")
+                } else {
+                    super::mathx::format_go_float(q)
+                };
+                for mut s in
+                    super::histogram::classic(ev, v.clone(), t, &at, |b| super::histogram::bucket_quantile(q, b))
+                {
+                    let mut b = LabelsBuilder::new(&s.metric);
+                    b.set(&label, &qv);
+                    s.metric = b.build();
+                    out.push(s);
+                }
+            }
+            vector(out)
+        }
+        "pi" => Ok(Value::Scalar {
+            t,
+            v: std::f64::consts::PI,
+        }),
         "vector" => {
             let v = ev.eval_scalar(arg(0)?, t)?;
-            vector(vec![Sample { metric: Labels::empty(), t, v, drop_name: false }])
+            vector(vec![Sample {
+                metric: Labels::empty(),
+                t,
+                v,
+                drop_name: false,
+            }])
         }
         "scalar" => {
             let v = ev.eval_vector(arg(0)?, t)?;
@@ -71,7 +139,9 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 None => 1.0,
             };
             let inv = 1.0 / to;
-            vector(map_values(ev.eval_vector(arg(0)?, t)?, |x| (x * inv + 0.5).floor() / inv))
+            vector(map_values(ev.eval_vector(arg(0)?, t)?, |x| {
+                (x * inv + 0.5).floor() / inv
+            }))
         }
         "clamp" => {
             let v = ev.eval_vector(arg(0)?, t)?;
@@ -95,13 +165,20 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
         "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" => {
             let input = match args.first() {
                 Some(e) => ev.eval_vector(e, t)?,
-                None => vec![Sample { metric: Labels::empty(), t, v: t as f64 / 1000.0, drop_name: false }],
+                None => vec![Sample {
+                    metric: Labels::empty(),
+                    t,
+                    v: t as f64 / 1000.0,
+                    drop_name: false,
+                }],
             };
             let f = |x: f64| -> f64 {
                 if x.is_nan() || x.is_infinite() {
                     return f64::NAN;
                 }
-                let Some(d) = DateTime::from_timestamp(x.trunc() as i64, 0) else { return f64::NAN };
+                let Some(d) = DateTime::from_timestamp(x.trunc() as i64, 0) else {
+                    return f64::NAN;
+                };
                 (match name {
                     "year" => d.year() as u32,
                     "month" => d.month(),
@@ -121,7 +198,11 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 let v = ev.eval_vector(e, t)?;
                 vector(
                     v.into_iter()
-                        .map(|s| Sample { v: s.t as f64 / 1000.0, drop_name: true, ..s })
+                        .map(|s| Sample {
+                            v: s.t as f64 / 1000.0,
+                            drop_name: true,
+                            ..s
+                        })
                         .collect(),
                 )
             }
@@ -131,24 +212,27 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             if !v.is_empty() {
                 return vector(vec![]);
             }
-            vector(vec![Sample { metric: absent_labels(arg(0)?), t, v: 1.0, drop_name: false }])
+            vector(vec![Sample {
+                metric: absent_labels(arg(0)?),
+                t,
+                v: 1.0,
+                drop_name: false,
+            }])
         }
         "sort" | "sort_desc" => {
             let mut v = ev.eval_vector(arg(0)?, t)?;
             let desc = name == "sort_desc";
             // NaN sorts last in both directions, as Prometheus.
-            v.sort_by(|a, b| {
-                match (a.v.is_nan(), b.v.is_nan()) {
-                    (true, true) => std::cmp::Ordering::Equal,
-                    (true, false) => std::cmp::Ordering::Greater,
-                    (false, true) => std::cmp::Ordering::Less,
-                    _ => {
-                        let o = a.v.partial_cmp(&b.v).unwrap_or(std::cmp::Ordering::Equal);
-                        if desc {
-                            o.reverse()
-                        } else {
-                            o
-                        }
+            v.sort_by(|a, b| match (a.v.is_nan(), b.v.is_nan()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => std::cmp::Ordering::Greater,
+                (false, true) => std::cmp::Ordering::Less,
+                _ => {
+                    let o = a.v.partial_cmp(&b.v).unwrap_or(std::cmp::Ordering::Equal);
+                    if desc {
+                        o.reverse()
+                    } else {
+                        o
                     }
                 }
             });
@@ -186,7 +270,9 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let re = crate::labels::anchored(&re_s)
                 .map_err(|e| Error::Eval(format!("invalid regular expression in label_replace(): {re_s} ({e})")))?;
             if !valid_label_name(&dst) {
-                return Err(Error::Eval(format!("invalid destination label name in label_replace(): {dst}")));
+                return Err(Error::Eval(format!(
+                    "invalid destination label name in label_replace(): {dst}"
+                )));
             }
             let mut out = Vec::with_capacity(v.len());
             for mut s in v {
@@ -214,11 +300,17 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 srcs.push(ev.eval_string(e, t)?);
             }
             if !valid_label_name(&dst) {
-                return Err(Error::Eval(format!("invalid destination label name in label_join(): {dst}")));
+                return Err(Error::Eval(format!(
+                    "invalid destination label name in label_join(): {dst}"
+                )));
             }
             let mut out = Vec::with_capacity(v.len());
             for mut s in v {
-                let joined = srcs.iter().map(|n| s.metric.get(n).unwrap_or("")).collect::<Vec<_>>().join(&sep);
+                let joined = srcs
+                    .iter()
+                    .map(|n| s.metric.get(n).unwrap_or(""))
+                    .collect::<Vec<_>>()
+                    .join(&sep);
                 let mut b = LabelsBuilder::new(&s.metric);
                 b.set(&dst, &joined);
                 s.metric = b.build();
@@ -240,31 +332,59 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 ));
             }
             let at = ev.pos(arg(1)?);
-            vector(super::histogram::classic(ev, v, t, &at, |b| super::histogram::bucket_quantile(q, b)))
+            vector(super::histogram::classic(ev, v, t, &at, |b| {
+                super::histogram::bucket_quantile(q, b)
+            }))
         }
         "histogram_fraction" => {
             let lo = ev.eval_scalar(arg(0)?, t)?;
             let hi = ev.eval_scalar(arg(1)?, t)?;
             let v = ev.eval_vector(arg(2)?, t)?;
             let at = ev.pos(arg(2)?);
-            vector(super::histogram::classic(ev, v, t, &at, |b| super::histogram::bucket_fraction(lo, hi, b)))
+            vector(super::histogram::classic(ev, v, t, &at, |b| {
+                super::histogram::bucket_fraction(lo, hi, b)
+            }))
         }
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             // These read native histograms only; float samples are ignored, as Prometheus does.
             let _ = ev.eval_vector(arg(0)?, t)?;
             vector(vec![])
         }
-        "rate" | "increase" | "delta" | "irate" | "idelta" | "deriv" | "changes" | "resets" | "avg_over_time"
-        | "sum_over_time" | "count_over_time" | "min_over_time" | "max_over_time" | "last_over_time"
-        | "first_over_time" | "present_over_time" | "stddev_over_time" | "stdvar_over_time" | "mad_over_time"
-        | "ts_of_max_over_time" | "ts_of_min_over_time" | "ts_of_last_over_time" | "ts_of_first_over_time" => {
+        "rate"
+        | "increase"
+        | "delta"
+        | "irate"
+        | "idelta"
+        | "deriv"
+        | "changes"
+        | "resets"
+        | "avg_over_time"
+        | "sum_over_time"
+        | "count_over_time"
+        | "min_over_time"
+        | "max_over_time"
+        | "last_over_time"
+        | "first_over_time"
+        | "present_over_time"
+        | "stddev_over_time"
+        | "stdvar_over_time"
+        | "mad_over_time"
+        | "ts_of_max_over_time"
+        | "ts_of_min_over_time"
+        | "ts_of_last_over_time"
+        | "ts_of_first_over_time" => {
             let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
             let keep_name = matches!(name, "last_over_time" | "first_over_time");
             let mut out = Vec::with_capacity(rs.len());
             for r in rs {
                 let s = r.samples.as_slice();
                 if let Some(v) = range_fn(name, s, &w) {
-                    out.push(Sample { metric: r.metric, t, v, drop_name: if keep_name { r.drop_name } else { true } });
+                    out.push(Sample {
+                        metric: r.metric,
+                        t,
+                        v,
+                        drop_name: if keep_name { r.drop_name } else { true },
+                    });
                 }
             }
             vector(out)
@@ -283,7 +403,12 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 rs.into_iter()
                     .map(|r| {
                         let mut vals: Vec<f64> = r.samples.as_slice().iter().map(|x| x.1).collect();
-                        Sample { metric: r.metric, t, v: quantile(q, &mut vals), drop_name: true }
+                        Sample {
+                            metric: r.metric,
+                            t,
+                            v: quantile(q, &mut vals),
+                            drop_name: true,
+                        }
                     })
                     .collect(),
             )
@@ -298,7 +423,12 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                     continue;
                 }
                 let (slope, intercept) = linear_regression(s, t);
-                out.push(Sample { metric: r.metric, t, v: slope * d + intercept, drop_name: true });
+                out.push(Sample {
+                    metric: r.metric,
+                    t,
+                    v: slope * d + intercept,
+                    drop_name: true,
+                });
             }
             vector(out)
         }
@@ -307,15 +437,24 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let sf = ev.eval_scalar(arg(1)?, t)?;
             let tf = ev.eval_scalar(arg(2)?, t)?;
             if sf <= 0.0 || sf >= 1.0 {
-                return Err(Error::Eval(format!("invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}")));
+                return Err(Error::Eval(format!(
+                    "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
+                )));
             }
             if tf <= 0.0 || tf >= 1.0 {
-                return Err(Error::Eval(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}")));
+                return Err(Error::Eval(format!(
+                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
+                )));
             }
             let mut out = Vec::new();
             for r in rs {
                 if let Some(v) = double_exp(r.samples.as_slice(), sf, tf) {
-                    out.push(Sample { metric: r.metric, t, v, drop_name: true });
+                    out.push(Sample {
+                        metric: r.metric,
+                        t,
+                        v,
+                        drop_name: true,
+                    });
                 }
             }
             vector(out)
@@ -325,7 +464,12 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             if !rs.is_empty() {
                 return vector(vec![]);
             }
-            vector(vec![Sample { metric: absent_labels(arg(0)?), t, v: 1.0, drop_name: false }])
+            vector(vec![Sample {
+                metric: absent_labels(arg(0)?),
+                t,
+                v: 1.0,
+                drop_name: false,
+            }])
         }
         other => Err(Error::Unsupported(format!("function {other}()"))),
     }
@@ -339,7 +483,13 @@ fn strip_parens(e: &Expr) -> &Expr {
 }
 
 fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
-    v.into_iter().map(|s| Sample { v: f(s.v), drop_name: true, ..s }).collect()
+    v.into_iter()
+        .map(|s| Sample {
+            v: f(s.v),
+            drop_name: true,
+            ..s
+        })
+        .collect()
 }
 
 /// Go's math.Max/Min: NaN wins.
@@ -498,7 +648,11 @@ fn range_fn(name: &str, s: &[(i64, f64)], w: &RangeWindow) -> Option<f64> {
                     best = p;
                 }
             }
-            Some(if name == "max_over_time" { best.1 } else { best.0 as f64 / 1000.0 })
+            Some(if name == "max_over_time" {
+                best.1
+            } else {
+                best.0 as f64 / 1000.0
+            })
         }
         "min_over_time" | "ts_of_min_over_time" => {
             let mut best = s[0];
@@ -507,7 +661,11 @@ fn range_fn(name: &str, s: &[(i64, f64)], w: &RangeWindow) -> Option<f64> {
                     best = p;
                 }
             }
-            Some(if name == "min_over_time" { best.1 } else { best.0 as f64 / 1000.0 })
+            Some(if name == "min_over_time" {
+                best.1
+            } else {
+                best.0 as f64 / 1000.0
+            })
         }
         "stddev_over_time" | "stdvar_over_time" => {
             let (mut count, mut mean, mut cmean, mut aux, mut caux) = (0.0, 0.0, 0.0, 0.0, 0.0);
@@ -618,4 +776,3 @@ fn double_exp(s: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
     }
     Some(s1)
 }
-

@@ -50,7 +50,9 @@ pub(crate) fn classic(
     }
     let mut out = Vec::with_capacity(order.len());
     for key in order {
-        let Some(mut buckets) = groups.remove(&key) else { continue };
+        let Some(mut buckets) = groups.remove(&key) else {
+            continue;
+        };
         let (v, forced) = f(&mut buckets);
         if forced {
             ev.info(format!(
@@ -58,7 +60,12 @@ pub(crate) fn classic(
                 key.metric_name().unwrap_or("")
             ));
         }
-        out.push(Sample { metric: key, t, v, drop_name: true });
+        out.push(Sample {
+            metric: key,
+            t,
+            v,
+            drop_name: true,
+        });
     }
     out
 }

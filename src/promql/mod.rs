@@ -5,6 +5,7 @@ mod binary;
 mod eval;
 mod functions;
 mod histogram;
+mod info;
 pub mod mathx;
 mod value;
 
@@ -47,7 +48,10 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { lookback_ms: 5 * 60 * 1000, default_subquery_step_ms: 60 * 1000 }
+        EngineOptions {
+            lookback_ms: 5 * 60 * 1000,
+            default_subquery_step_ms: 60 * 1000,
+        }
     }
 }
 
@@ -74,14 +78,26 @@ impl Engine {
     }
 
     fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
-        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, t, t, text);
+        let ev = Evaluator::new(
+            src,
+            ast,
+            self.opts.lookback_ms,
+            self.opts.default_subquery_step_ms,
+            t,
+            t,
+            text,
+        );
         let value = match ev.eval(ast, t)? {
             Value::Vector(v) => Value::Vector(finish_vector(v)?),
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),
             other => other,
         };
         let ann = ev.annotations.into_inner();
-        Ok(QueryResult { value, warnings: ann.warnings, infos: ann.infos })
+        Ok(QueryResult {
+            value,
+            warnings: ann.warnings,
+            infos: ann.infos,
+        })
     }
 
     /// Evaluates `expr` at every step from `start` to `end` (ms); the value is a Matrix.
@@ -119,7 +135,9 @@ impl Engine {
         step: i64,
     ) -> Result<QueryResult, Error> {
         if step <= 0 {
-            return Err(Error::Eval("zero or negative query resolution step widths are not accepted".into()));
+            return Err(Error::Eval(
+                "zero or negative query resolution step widths are not accepted".into(),
+            ));
         }
         if end < start {
             return Err(Error::Eval("end timestamp must not be before start time".into()));
@@ -136,7 +154,16 @@ impl Engine {
                 )))
             }
         }
-        let ev = Evaluator::new(src, ast, self.opts.lookback_ms, self.opts.default_subquery_step_ms, start, end, text);
+        let mut ev = Evaluator::new(
+            src,
+            ast,
+            self.opts.lookback_ms,
+            self.opts.default_subquery_step_ms,
+            start,
+            end,
+            text,
+        );
+        ev.q_step = step;
         warn_ineffective_sort(&ev, ast);
         let mut index: HashMap<(Labels, bool), usize> = HashMap::new();
         let mut out: Vec<Series> = Vec::new();
@@ -149,7 +176,11 @@ impl Engine {
                         let i = match index.get(&key) {
                             Some(&i) => i,
                             None => {
-                                out.push(Series { metric: key.0.clone(), samples: Vec::new(), drop_name: key.1 });
+                                out.push(Series {
+                                    metric: key.0.clone(),
+                                    samples: Vec::new(),
+                                    drop_name: key.1,
+                                });
                                 index.insert(key.clone(), out.len() - 1);
                                 out.len() - 1
                             }
@@ -160,7 +191,11 @@ impl Engine {
                 Value::Scalar { v, .. } => {
                     let key = (Labels::empty(), false);
                     let i = *index.entry(key).or_insert_with(|| {
-                        out.push(Series { metric: Labels::empty(), samples: Vec::new(), drop_name: false });
+                        out.push(Series {
+                            metric: Labels::empty(),
+                            samples: Vec::new(),
+                            drop_name: false,
+                        });
                         out.len() - 1
                     });
                     out[i].samples.push((t, v));
@@ -171,7 +206,11 @@ impl Engine {
         }
         let value = Value::Matrix(finish_matrix(out)?);
         let ann = ev.annotations.into_inner();
-        Ok(QueryResult { value, warnings: ann.warnings, infos: ann.infos })
+        Ok(QueryResult {
+            value,
+            warnings: ann.warnings,
+            infos: ann.infos,
+        })
     }
 }
 
@@ -179,7 +218,10 @@ impl Engine {
 fn warn_ineffective_sort(ev: &Evaluator, e: &Expr) {
     match e {
         Expr::Call(c) => {
-            if matches!(c.func.name, "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc") {
+            if matches!(
+                c.func.name,
+                "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc"
+            ) {
                 ev.warn(format!(
                     "PromQL warning: sort is ineffective for range queries since results are always ordered by labels{}",
                     ev.pos(e)

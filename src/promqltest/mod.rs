@@ -302,6 +302,18 @@ impl Runner<'_> {
             .map(|(_, why)| *why)
     }
 
+    /// Like `limit_for`, by the metric names that appear as words in a query's text.
+    fn limit_for_text(&self, expr: &str) -> Option<DataLimit> {
+        let words: std::collections::HashSet<&str> = expr
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        self.limited
+            .iter()
+            .find(|(labels, _)| labels.metric_name().is_some_and(|n| words.contains(n)))
+            .map(|(_, why)| *why)
+    }
+
     fn eval_inner(&self, cmd: &EvalCmd) -> Result<(), (Stop, Option<String>)> {
         if let Some((line, message)) = &cmd.problem {
             return Err((
@@ -317,7 +329,15 @@ impl Runner<'_> {
         }
         let parsed = promql_parser::parser::parse(&cmd.expr);
         match &parsed {
-            Err(_) if !cmd.is_fail() => return Err((Stop::Skip(SKIP_UNPARSEABLE.into()), None)),
+            Err(_) if !cmd.is_fail() => {
+                // A query we cannot parse that names native-histogram data is skipped for the
+                // data's sake: it could not be evaluated even if it parsed.
+                let reason = self
+                    .limit_for_text(&cmd.expr)
+                    .map(|l| l.reason())
+                    .unwrap_or(SKIP_UNPARSEABLE);
+                return Err((Stop::Skip(reason.into()), None));
+            }
             Ok(e) => {
                 if let Some(limit) = self.limit_for(e) {
                     return Err((Stop::Skip(limit.reason().into()), None));

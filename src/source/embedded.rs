@@ -11,7 +11,10 @@ impl Queryable for Store {
             let mut samples = Vec::new();
             self.samples(id, mint, maxt, &mut samples);
             if !samples.is_empty() {
-                out.push(SeriesData { labels: self.labels(id).clone(), samples });
+                out.push(SeriesData {
+                    labels: self.labels(id).clone(),
+                    samples,
+                });
             }
         }
         Ok(out)

@@ -324,22 +324,126 @@ pub fn parse(expr: &str) -> Result<Expr, Error> {
     })
 }
 
-/// promql-parser reports byte offsets in some messages ("... at 12"); map one to line:col.
+/// Finds where in `expr` a parse error lies. promql-parser's messages carry no position, so it
+/// is recovered from what the message names (a character, a function, an unbalanced bracket)
+/// or, failing that, from the longest prefix that parses.
 fn error_position(expr: &str, message: &str) -> (usize, usize) {
-    let offset = message
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| s.parse::<usize>().ok())
-        .find(|&n| n <= expr.len());
-    match offset {
-        Some(off) => {
-            let before = &expr[..expr.floor_char_boundary_compat(off)];
-            let line = before.matches('\n').count() + 1;
-            let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
-            (line, col)
+    let offset = named_offset(expr, message).unwrap_or_else(|| longest_valid_prefix_end(expr));
+    line_col(expr, offset)
+}
+
+fn line_col(expr: &str, offset: usize) -> (usize, usize) {
+    let before = &expr[..expr.floor_char_boundary_compat(offset)];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Byte offsets of code outside string literals, paired with their characters.
+fn code_chars(expr: &str) -> Vec<(usize, char)> {
+    let mut out = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in expr.char_indices() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q != '`' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => {
+                if c == '"' || c == '\'' || c == '`' {
+                    quote = Some(c);
+                } else {
+                    out.push((i, c));
+                }
+            }
         }
-        None => (1, 1),
     }
+    out
+}
+
+fn named_offset(expr: &str, message: &str) -> Option<usize> {
+    let code = code_chars(expr);
+    let quoted = |m: &str| -> Option<String> {
+        let start = m.find('\'')? + 1;
+        let end = m[start..].find('\'')? + start;
+        Some(m[start..end].to_string())
+    };
+    if message.contains("unexpected character") {
+        let c = quoted(message)?;
+        return code.iter().find(|(_, ch)| c.starts_with(*ch)).map(|(i, _)| *i);
+    }
+    if message.starts_with("unclosed left")
+        || message.starts_with("unexpected right")
+        || message.contains("inside braces")
+    {
+        // Find the unbalanced bracket.
+        let mut stack = Vec::new();
+        for &(i, c) in &code {
+            match c {
+                '(' | '[' | '{' => stack.push(i),
+                ')' | ']' | '}' => {
+                    if stack.pop().is_none() {
+                        return Some(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if message.contains("unexpected end") {
+            return Some(expr.len());
+        }
+        return stack.last().copied();
+    }
+    if message.contains("unexpected character") {
+        let c = quoted(message)?;
+        return code.iter().find(|(_, ch)| c.starts_with(*ch)).map(|(i, _)| *i);
+    }
+    if message.contains("function") || message.contains("in call to") {
+        let name = quoted(message)?;
+        let mut from = 0;
+        while let Some(k) = expr[from..].find(&name) {
+            let at = from + k;
+            let after = expr[at + name.len()..].trim_start();
+            let before_ok = expr[..at]
+                .chars()
+                .last()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            if before_ok && after.starts_with('(') {
+                return Some(at);
+            }
+            from = at + name.len();
+        }
+        return None;
+    }
+    if let Some(rest) = message.strip_prefix("bad number or duration syntax: ") {
+        return expr.find(rest.trim());
+    }
+    None
+}
+
+/// The byte offset just past the longest prefix that parses, then on to the next token.
+fn longest_valid_prefix_end(expr: &str) -> usize {
+    let bounds: Vec<usize> = expr
+        .char_indices()
+        .map(|(i, _)| i)
+        .skip(1)
+        .chain([expr.len()])
+        .collect();
+    let mut best = 0;
+    for &k in bounds.iter().rev() {
+        if promql_parser::parser::parse(&expr[..k]).is_ok() {
+            best = k;
+            break;
+        }
+    }
+    let rest = &expr[best..];
+    best + (rest.len() - rest.trim_start().len())
 }
 
 trait FloorCharBoundary {
@@ -353,5 +457,110 @@ impl FloorCharBoundary for str {
             i -= 1;
         }
         i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Labels;
+    use crate::tsdb::Store;
+
+    fn store() -> Store {
+        let mut s = Store::new();
+        for i in 0..=10 {
+            let t = i * 60_000;
+            s.append(
+                &Labels::from_pairs([("__name__", "req_total"), ("job", "a")]),
+                t,
+                (i * 60) as f64,
+            );
+            s.append(
+                &Labels::from_pairs([("__name__", "req_total"), ("job", "b")]),
+                t,
+                (i * 120) as f64,
+            );
+        }
+        s
+    }
+
+    fn vector(r: QueryResult) -> Vec<(String, f64)> {
+        match r.value {
+            Value::Vector(v) => {
+                let mut out: Vec<_> = v.into_iter().map(|s| (s.metric.to_string(), s.v)).collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                out
+            }
+            other => panic!("expected a vector, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rate_and_aggregation() {
+        let e = Engine::default();
+        let r = e
+            .instant_query(&store(), "sum by (job) (rate(req_total[5m]))", 600_000)
+            .unwrap();
+        assert_eq!(
+            vector(r),
+            vec![("{job=\"a\"}".into(), 1.0), ("{job=\"b\"}".into(), 2.0)]
+        );
+    }
+
+    #[test]
+    fn delayed_name_removal_detects_collisions() {
+        let e = Engine::default();
+        let err = e.instant_query(&store(), "ceil(req_total) or ceil(req_total)", 600_000);
+        assert!(err.is_ok());
+        let err = e.instant_query(
+            &store(),
+            "label_replace(ceil(req_total), \"job\", \"x\", \"\", \"\")",
+            600_000,
+        );
+        assert!(matches!(err, Err(Error::Eval(m)) if m.contains("same labelset")));
+    }
+
+    #[test]
+    fn lookback_and_staleness() {
+        let e = Engine::default();
+        let s = store();
+        assert_eq!(
+            vector(e.instant_query(&s, "req_total{job=\"a\"}", 899_999).unwrap()).len(),
+            1
+        );
+        // The last sample is at 10m; a 5m lookback window is left-open.
+        assert!(vector(e.instant_query(&s, "req_total{job=\"a\"}", 900_000).unwrap()).is_empty());
+    }
+
+    #[test]
+    fn range_query_sorted_by_labels() {
+        let e = Engine::default();
+        let r = e.range_query(&store(), "req_total", 0, 120_000, 60_000).unwrap();
+        let Value::Matrix(m) = r.value else {
+            panic!("expected a matrix")
+        };
+        assert_eq!(m.len(), 2);
+        assert!(m[0].metric < m[1].metric);
+        assert_eq!(m[0].samples, vec![(0, 0.0), (60_000, 60.0), (120_000, 120.0)]);
+    }
+
+    #[test]
+    fn parse_errors_have_positions() {
+        let pos = |q: &str| match parse(q) {
+            Err(Error::Parse { line, col, .. }) => (line, col),
+            other => panic!("expected a parse error for {q}, got {other:?}"),
+        };
+        assert_eq!(pos("sum(foo"), (1, 4));
+        assert_eq!(pos("foo{a=1}"), (1, 7));
+        assert_eq!(pos("foo bar"), (1, 5));
+        assert_eq!(pos("sum(rate(foo[5m], 1))"), (1, 5));
+        assert_eq!(pos("foo\n  $"), (2, 3));
+    }
+
+    #[test]
+    fn matching_errors() {
+        let e = Engine::default();
+        let r = e.instant_query(&store(), "req_total + on() req_total", 600_000);
+        assert!(matches!(r, Err(Error::Eval(m)) if m.contains("many-to-many matching not allowed")));
     }
 }

@@ -1,0 +1,53 @@
+//! Prometheus' own engine tests (../shared/conformance/promqltest) through our engine.
+//! The bar from the engine issue: at least 95% of the evaluated cases pass, and skips (cases
+//! the parser cannot read) stay under 15% of the cases that need no native histograms.
+
+use std::path::PathBuf;
+
+use watchfire::promql::Engine;
+use watchfire::promqltest::{run_file, RunOptions, Summary};
+
+fn conformance_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/promqltest")
+}
+
+#[test]
+fn prometheus_promqltest_suite() {
+    let dir = conformance_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("conformance data missing at {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "test"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 20,
+        "expected Prometheus' promqltest files, found {}",
+        files.len()
+    );
+    let engine = Engine::default();
+    let mut total = Summary::default();
+    for f in &files {
+        let r = run_file(f, &engine, &RunOptions::default());
+        println!(
+            "{}: {} passed, {} failed, {} skipped",
+            f.display(),
+            r.passed(),
+            r.failed(),
+            r.skipped()
+        );
+        total.add(&r);
+    }
+    println!("{total}");
+    let evaluated = total.passed + total.failed;
+    let pass_rate = total.passed as f64 / evaluated as f64;
+    assert!(pass_rate >= 0.95, "pass rate {pass_rate:.3} below 0.95: {total}");
+    let native = total.skip_reasons.get("native histogram").copied().unwrap_or(0);
+    let all = total.passed + total.failed + total.skipped;
+    let skip_rate = (total.skipped - native) as f64 / (all - native) as f64;
+    assert!(
+        skip_rate <= 0.15,
+        "skip rate {skip_rate:.3} above 0.15: {:?}",
+        total.skip_reasons
+    );
+}

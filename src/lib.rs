@@ -5,6 +5,5 @@
 pub mod labels;
 pub mod promql;
 pub mod promqltest;
-pub mod rules;
 pub mod source;
 pub mod tsdb;

@@ -1,4 +1,0 @@
-//! Rules: the rule-file model with source spans, the alert state machine, recording rules and
-//! group evaluation.
-
-pub mod yaml;

@@ -17,12 +17,21 @@ pub struct Label {
 }
 
 /// A label set, kept sorted by name, without empty values (an empty value means "absent").
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Labels(Vec<Label>);
+/// Shared behind an `Arc`: the engine copies label sets for every sample of every step, and
+/// a copy must not cost an allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Arc<[Label]>);
+
+impl Default for Labels {
+    fn default() -> Self {
+        Labels::empty()
+    }
+}
 
 impl Labels {
     pub fn empty() -> Self {
-        Labels(Vec::new())
+        static EMPTY: std::sync::LazyLock<Arc<[Label]>> = std::sync::LazyLock::new(|| Arc::from(Vec::new()));
+        Labels(EMPTY.clone())
     }
 
     /// Builds a label set from pairs in any order; empty values are dropped, later duplicates win.
@@ -37,7 +46,7 @@ impl Labels {
     /// Builds from labels that are already sorted by name, unique and non-empty.
     pub fn from_sorted(labels: Vec<Label>) -> Self {
         debug_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
-        Labels(labels)
+        Labels(Arc::from(labels))
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -76,7 +85,14 @@ impl Labels {
         if !self.0.iter().any(|l| is_name_label(&l.name)) {
             return self.clone();
         }
-        Labels(self.0.iter().filter(|l| !is_name_label(&l.name)).cloned().collect())
+        Labels(
+            self.0
+                .iter()
+                .filter(|l| !is_name_label(&l.name))
+                .cloned()
+                .collect::<Vec<_>>()
+                .into(),
+        )
     }
 
     /// Go's labels.String(): `{__name__="x", a="b"}`, used in Prometheus' error messages.
@@ -172,7 +188,9 @@ pub struct LabelsBuilder {
 
 impl LabelsBuilder {
     pub fn new(base: &Labels) -> Self {
-        LabelsBuilder { labels: base.0.clone() }
+        LabelsBuilder {
+            labels: base.0.to_vec(),
+        }
     }
 
     pub fn set(&mut self, name: &str, value: &str) -> &mut Self {
@@ -222,7 +240,7 @@ impl LabelsBuilder {
     }
 
     pub fn build(self) -> Labels {
-        Labels(self.labels)
+        Labels(Arc::from(self.labels))
     }
 }
 

@@ -6,4 +6,5 @@ pub mod labels;
 pub mod promql;
 pub mod promqltest;
 pub mod source;
+pub mod template;
 pub mod tsdb;

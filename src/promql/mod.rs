@@ -387,11 +387,7 @@ fn named_offset(expr: &str, message: &str) -> Option<usize> {
         for &(i, c) in &code {
             match c {
                 '(' | '[' | '{' => stack.push(i),
-                ')' | ']' | '}' => {
-                    if stack.pop().is_none() {
-                        return Some(i);
-                    }
-                }
+                ')' | ']' | '}' if stack.pop().is_none() => return Some(i),
                 _ => {}
             }
         }

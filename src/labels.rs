@@ -130,6 +130,11 @@ impl Labels {
         )
     }
 
+    /// The identity of this shared label set: equal for copies, stable while one is alive.
+    pub fn ptr_id(&self) -> usize {
+        Arc::as_ptr(&self.0).cast::<Label>() as usize
+    }
+
     /// A 64-bit hash of the label set, stable within one process.
     pub fn hash64(&self) -> u64 {
         HASHER.hash_one(self)

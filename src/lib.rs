@@ -3,8 +3,10 @@
 //! Data flows one way: sources → engine (`promql`, over `tsdb` or a remote source) → rules → notify.
 
 pub mod labels;
+pub mod notify;
 pub mod promql;
 pub mod promqltest;
+pub mod slo;
 pub mod source;
 pub mod template;
 pub mod tsdb;

@@ -2,6 +2,8 @@
 
 mod promqltest;
 mod query;
+mod routes;
+mod slo;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -20,6 +22,10 @@ enum Command {
     Promqltest(promqltest::Args),
     /// Evaluate a PromQL expression over data files.
     Query(query::Args),
+    /// Alertmanager routing trees: `routes show`, `routes test LABELS...` (as amtool prints them).
+    Routes(routes::Args),
+    /// SLO specs (Sloth, OpenSLO) to multi-window, multi-burn-rate rules; checks and reports.
+    Slo(slo::Args),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -38,6 +44,8 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Promqltest(args) => promqltest::run(args),
         Command::Query(args) => query::run(args),
+        Command::Routes(args) => routes::run(args),
+        Command::Slo(args) => slo::run(args),
     }
 }
 

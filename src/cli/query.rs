@@ -154,7 +154,7 @@ fn is_notation(text: &str) -> bool {
         .is_some_and(|l| l == "load" || l.starts_with("load ") || l.starts_with("load\t"))
 }
 
-fn load_data(store: &mut Store, path: &Path) -> Result<(), String> {
+pub(crate) fn load_data(store: &mut Store, path: &Path) -> Result<(), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     if is_notation(&text) {

@@ -111,9 +111,9 @@ impl Evaluator<'_> {
             ));
         }
         let mut order: Vec<Labels> = Vec::new();
-        let mut groups: HashMap<Labels, Group> = HashMap::new();
+        let mut groups: HashMap<Labels, Group, ahash::RandomState> = HashMap::default();
         for s in input {
-            let mut key = grouping_key(&s.metric, &a.modifier);
+            let mut key = self.cached_key(a, &s.metric);
             if op == T_COUNT_VALUES {
                 let mut b = LabelsBuilder::new(&key);
                 b.set(label, &format_go_float(s.v));
@@ -225,6 +225,20 @@ impl Evaluator<'_> {
             });
         }
         Ok(Value::Vector(out))
+    }
+
+    /// The grouping key of `metric` for aggregation `a`, computed once per label set per query.
+    fn cached_key(&self, a: &AggregateExpr, metric: &Labels) -> Labels {
+        if a.modifier.is_none() {
+            return Labels::empty();
+        }
+        let k = (a as *const AggregateExpr as usize, metric.ptr_id());
+        if let Some((_, key)) = self.group_keys.borrow().get(&k) {
+            return key.clone();
+        }
+        let key = grouping_key(metric, &a.modifier);
+        self.group_keys.borrow_mut().insert(k, (metric.clone(), key.clone()));
+        key
     }
 
     fn top_k(&self, op: u16, k: usize, input: Vec<Sample>, modifier: &Option<LabelModifier>) -> Vec<Sample> {

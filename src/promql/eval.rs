@@ -4,7 +4,7 @@
 //! whole query (the time range each one needs is worked out before evaluation starts), so a step
 //! only searches samples that are already in memory.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -29,10 +29,14 @@ pub(crate) struct FetchedSeries {
     pub(crate) samples: Vec<(i64, f64)>,
     /// The samples without stale markers, only when there were any (range selectors skip them).
     pub(crate) nonstale: Option<Vec<(i64, f64)>>,
+    /// Where the previous step's searches ended: steps move forward, so the next search
+    /// usually walks a few samples from here instead of bisecting the whole series.
+    hint: Cell<usize>,
+    range_hint: Cell<(usize, usize)>,
 }
 
 impl FetchedSeries {
-    fn range_samples(&self) -> &[(i64, f64)] {
+    pub(crate) fn range_samples(&self) -> &[(i64, f64)] {
         self.nonstale.as_deref().unwrap_or(&self.samples)
     }
 }
@@ -81,11 +85,17 @@ pub(crate) struct Evaluator<'a> {
     needed: HashMap<usize, (i64, i64)>,
     cache: RefCell<HashMap<usize, Rc<Fetched>>>,
     pub(crate) annotations: RefCell<Annotations>,
+    /// Grouping keys by (aggregation node, input label set identity); the entry holds the input
+    /// labels so their identity cannot be reused while cached. Saves rebuilding keys per step.
+    pub(crate) group_keys: RefCell<HashMap<(usize, usize), (Labels, Labels), ahash::RandomState>>,
+    /// Aggregations of a range query computed series by series for all steps at once
+    /// (see `fastpath`), by node address; the step-wise evaluation reads them from here.
+    pub(crate) precomputed: HashMap<usize, super::fastpath::StepVectors>,
     /// The query text, to give annotations a position.
     query: String,
 }
 
-fn node_key<T>(n: &T) -> usize {
+pub(crate) fn node_key<T>(n: &T) -> usize {
     n as *const T as usize
 }
 
@@ -128,6 +138,8 @@ impl<'a> Evaluator<'a> {
             needed: HashMap::new(),
             cache: RefCell::new(HashMap::new()),
             annotations: RefCell::new(Annotations::default()),
+            group_keys: RefCell::new(HashMap::default()),
+            precomputed: HashMap::new(),
             query: query.to_string(),
         };
         let mut needed = HashMap::new();
@@ -146,7 +158,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Reference time range of a selector evaluated at times [tmin, tmax].
-    fn ref_range(&self, at: &Option<AtModifier>, off: &Option<Offset>, tmin: i64, tmax: i64) -> (i64, i64) {
+    pub(crate) fn ref_range(&self, at: &Option<AtModifier>, off: &Option<Offset>, tmin: i64, tmax: i64) -> (i64, i64) {
         let o = offset_ms(off);
         match self.at_ms(at) {
             Some(a) => (a - o, a - o),
@@ -196,7 +208,7 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The series of a selector, fetched once per query.
-    fn fetch(&self, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Rc<Fetched>, Error> {
+    pub(crate) fn fetch(&self, vs: &VectorSelector, lo: i64, hi: i64) -> Result<Rc<Fetched>, Error> {
         let key = node_key(vs);
         if let Some(f) = self.cache.borrow().get(&key) {
             if f.mint <= lo && f.maxt >= hi {
@@ -223,6 +235,8 @@ impl<'a> Evaluator<'a> {
                     labels: s.labels,
                     samples: s.samples,
                     nonstale,
+                    hint: Cell::new(0),
+                    range_hint: Cell::new((0, 0)),
                 }
             })
             .collect();
@@ -261,7 +275,10 @@ impl<'a> Evaluator<'a> {
                 Ok(Value::Matrix(range_to_matrix(rs)))
             }
             Expr::Binary(b) => self.eval_binary(b, t),
-            Expr::Aggregate(a) => self.eval_aggregate(a, t),
+            Expr::Aggregate(a) => match self.precomputed.get(&node_key(a)).and_then(|p| p.at(t)) {
+                Some(v) => Ok(Value::Vector(v)),
+                None => self.eval_aggregate(a, t),
+            },
             Expr::Call(c) => self.eval_call(c, t),
             Expr::Extension(_) => Err(Error::Unsupported("extension expressions".into())),
         }
@@ -297,7 +314,9 @@ impl<'a> Evaluator<'a> {
         let f = self.fetch(vs, r - self.lookback, r)?;
         let mut out = Vec::with_capacity(f.series.len());
         for s in &f.series {
-            if let Some((_, v)) = last_in_lookback(&s.samples, r, self.lookback) {
+            let hi = seek(&s.samples, s.hint.get(), r);
+            s.hint.set(hi);
+            if let Some((_, v)) = sample_before(&s.samples, hi, r, self.lookback) {
                 out.push(Sample {
                     metric: s.labels.clone(),
                     t,
@@ -339,8 +358,10 @@ impl<'a> Evaluator<'a> {
         for (i, s) in f.series.iter().enumerate() {
             let samples = s.range_samples();
             // Left-open window (r - range, r].
-            let lo = samples.partition_point(|x| x.0 <= r - range);
-            let hi = samples.partition_point(|x| x.0 <= r);
+            let (lo_hint, hi_hint) = s.range_hint.get();
+            let lo = seek(samples, lo_hint, r - range);
+            let hi = seek(samples, hi_hint.max(lo), r);
+            s.range_hint.set((lo, hi));
             if lo < hi {
                 out.push(RangeSeries {
                     metric: s.labels.clone(),
@@ -377,7 +398,7 @@ impl<'a> Evaluator<'a> {
         // (metric, drop_name, samples) per output series, in first-seen order.
         type Acc = Vec<(Labels, bool, Vec<(i64, f64)>)>;
         let mut acc: Acc = Vec::new();
-        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
         let mut ts = start;
         while ts <= r {
             match self.eval(&sq.expr, ts)? {
@@ -475,9 +496,30 @@ impl<'a> Evaluator<'a> {
     }
 }
 
+/// `samples.partition_point(|x| x.0 <= t)`, searched from `hint` (the previous answer): a few
+/// steps forward are walked, anything else is bisected.
+pub(crate) fn seek(samples: &[(i64, f64)], hint: usize, t: i64) -> usize {
+    let n = samples.len();
+    let mut i = hint.min(n);
+    if i > 0 && samples[i - 1].0 > t {
+        return samples[..i].partition_point(|x| x.0 <= t);
+    }
+    for _ in 0..8 {
+        if i >= n || samples[i].0 > t {
+            return i;
+        }
+        i += 1;
+    }
+    i + samples[i..].partition_point(|x| x.0 <= t)
+}
+
 /// The newest sample in (r - lookback, r], unless it is a staleness marker.
 pub(crate) fn last_in_lookback(samples: &[(i64, f64)], r: i64, lookback: i64) -> Option<(i64, f64)> {
-    let hi = samples.partition_point(|x| x.0 <= r);
+    sample_before(samples, samples.partition_point(|x| x.0 <= r), r, lookback)
+}
+
+/// Like `last_in_lookback`, given `hi`, the number of samples at or before `r`.
+fn sample_before(samples: &[(i64, f64)], hi: usize, r: i64, lookback: i64) -> Option<(i64, f64)> {
     if hi == 0 {
         return None;
     }

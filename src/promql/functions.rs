@@ -586,7 +586,7 @@ fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// The functions of one range of samples; None drops the series from the result.
-fn range_fn(name: &str, s: &[(i64, f64)], w: &RangeWindow) -> Option<f64> {
+pub(crate) fn range_fn(name: &str, s: &[(i64, f64)], w: &RangeWindow) -> Option<f64> {
     if s.is_empty() {
         return None;
     }

@@ -3,6 +3,7 @@
 mod aggregate;
 mod binary;
 mod eval;
+mod fastpath;
 mod functions;
 mod histogram;
 mod info;
@@ -164,8 +165,9 @@ impl Engine {
             text,
         );
         ev.q_step = step;
+        ev.precomputed = fastpath::precompute(&ev, ast, start, end, step)?;
         warn_ineffective_sort(&ev, ast);
-        let mut index: HashMap<(Labels, bool), usize> = HashMap::new();
+        let mut index: HashMap<(Labels, bool), usize, ahash::RandomState> = HashMap::default();
         let mut out: Vec<Series> = Vec::new();
         let mut t = start;
         while t <= end {

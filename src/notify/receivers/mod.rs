@@ -1,0 +1,462 @@
+//! Receivers: turn a [`Notification`] into requests and send them. The payload builders are
+//! pure functions (tested without a network); [`Deliverer`] is the imperative shell (reqwest +
+//! tokio), with Alertmanager's retry rules: 2xx is success, 5xx (and for PagerDuty 429) and
+//! transport errors are retried with exponential backoff, other statuses are final.
+
+pub mod alertmanager;
+pub mod pagerduty;
+pub mod text;
+pub mod webhook;
+
+use std::collections::BTreeMap;
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Utc};
+
+use super::alert::{go_time_json, Alert};
+use super::config::Config;
+use super::integrations::HttpClientConfig;
+use super::notifier::Notification;
+
+/// Settings shared by all receivers.
+#[derive(Clone, Debug)]
+pub struct DeliveryContext {
+    /// Alertmanager's `--web.external-url`: links back to the sender.
+    pub external_url: String,
+    pub retry: RetryPolicy,
+    /// Per-request timeout.
+    pub timeout: StdDuration,
+}
+
+impl Default for DeliveryContext {
+    fn default() -> Self {
+        DeliveryContext {
+            external_url: "http://localhost:9093".into(),
+            retry: RetryPolicy::default(),
+            timeout: StdDuration::from_secs(30),
+        }
+    }
+}
+
+/// Exponential backoff between attempts, bounded by attempts and total time.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub initial_backoff: StdDuration,
+    pub max_backoff: StdDuration,
+    /// Give up once this much time has passed (Alertmanager uses the group interval).
+    pub deadline: StdDuration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 10,
+            initial_backoff: StdDuration::from_millis(500),
+            max_backoff: StdDuration::from_secs(30),
+            deadline: StdDuration::from_secs(300),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `n + 1` (n counted from 1).
+    pub fn backoff(&self, attempt: u32) -> StdDuration {
+        let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
+        self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
+    }
+}
+
+/// Why a delivery failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("unexpected status code {status}{}", if body.is_empty() { String::new() } else { format!(": {body}") })]
+    Status { status: u16, body: String, retryable: bool },
+    #[error("request failed: {0}")]
+    Transport(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("gave up after {attempts} attempts: {last}")]
+    GaveUp { attempts: u32, last: Box<DeliveryError> },
+}
+
+impl DeliveryError {
+    pub fn retryable(&self) -> bool {
+        match self {
+            DeliveryError::Status { retryable, .. } => *retryable,
+            DeliveryError::Transport(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Alertmanager's `Retrier.Check`: 2xx ok, 5xx retry, `extra_retry` codes retry, others final.
+pub fn check_status(status: u16, body: &str, extra_retry: &[u16]) -> Result<(), DeliveryError> {
+    if status / 100 == 2 {
+        return Ok(());
+    }
+    Err(DeliveryError::Status {
+        status,
+        body: body.to_string(),
+        retryable: status / 100 == 5 || extra_retry.contains(&status),
+    })
+}
+
+/// `template.Data` (the webhook payload body and the templates' dot).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateData {
+    pub receiver: String,
+    pub status: String,
+    pub alerts: Vec<TemplateAlert>,
+    pub group_labels: BTreeMap<String, String>,
+    pub common_labels: BTreeMap<String, String>,
+    pub common_annotations: BTreeMap<String, String>,
+    #[serde(rename = "externalURL")]
+    pub external_url: String,
+}
+
+/// One alert in [`TemplateData`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateAlert {
+    pub status: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub starts_at: String,
+    pub ends_at: String,
+    #[serde(rename = "generatorURL")]
+    pub generator_url: String,
+    pub fingerprint: String,
+}
+
+/// Go's `regexp.QuoteMeta` (Alertmanager passes the receiver name through it).
+pub fn quote_meta(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn labels_map(a: &Alert) -> BTreeMap<String, String> {
+    a.labels
+        .iter()
+        .map(|l| (l.name.to_string(), l.value.to_string()))
+        .collect()
+}
+
+/// `Template.Data`: receiver, status, alerts, group/common labels and common annotations.
+pub fn template_data(
+    receiver: &str,
+    group_labels: &crate::labels::Labels,
+    alerts: &[Alert],
+    now: DateTime<Utc>,
+    external_url: &str,
+) -> TemplateData {
+    let resolved_all = alerts.iter().all(|a| a.resolved_at(now));
+    let items: Vec<TemplateAlert> = alerts
+        .iter()
+        .map(|a| {
+            let resolved = a.resolved_at(now);
+            TemplateAlert {
+                status: if resolved { "resolved" } else { "firing" }.into(),
+                labels: labels_map(a),
+                annotations: a.annotations.clone(),
+                starts_at: go_time_json(Some(a.starts_at)),
+                ends_at: go_time_json(if resolved { a.ends_at } else { None }),
+                generator_url: a.generator_url.clone(),
+                fingerprint: a.fingerprint().to_string(),
+            }
+        })
+        .collect();
+    let mut common_labels = alerts.first().map(labels_map).unwrap_or_default();
+    let mut common_annotations = alerts.first().map(|a| a.annotations.clone()).unwrap_or_default();
+    for a in alerts.iter().skip(1) {
+        let lm = labels_map(a);
+        common_labels.retain(|k, v| lm.get(k) == Some(v));
+        common_annotations.retain(|k, v| a.annotations.get(k) == Some(v));
+    }
+    TemplateData {
+        receiver: quote_meta(receiver),
+        status: if resolved_all { "resolved" } else { "firing" }.into(),
+        alerts: items,
+        group_labels: group_labels
+            .iter()
+            .map(|l| (l.name.to_string(), l.value.to_string()))
+            .collect(),
+        common_labels,
+        common_annotations,
+        external_url: external_url.to_string(),
+    }
+}
+
+/// Sends notifications over HTTP.
+#[derive(Clone, Debug)]
+pub struct Deliverer {
+    pub ctx: DeliveryContext,
+}
+
+impl Deliverer {
+    pub fn new(ctx: DeliveryContext) -> Self {
+        Deliverer { ctx }
+    }
+
+    /// Delivers one notification to its target (as configured in `cfg`), retrying as
+    /// Alertmanager does.
+    pub async fn deliver(&self, cfg: &Config, n: &Notification) -> Result<(), DeliveryError> {
+        let receiver = cfg
+            .receiver(&n.receiver)
+            .ok_or_else(|| DeliveryError::Config(format!("unknown receiver {:?}", n.receiver)))?;
+        if n.target.forward {
+            let fc = receiver
+                .alertmanager_configs
+                .get(n.target.index)
+                .ok_or_else(|| DeliveryError::Config("unknown alertmanager target".into()))?;
+            return alertmanager::send(self, fc, n).await;
+        }
+        let ic = receiver
+            .integrations
+            .get(n.target.index)
+            .ok_or_else(|| DeliveryError::Config("unknown integration".into()))?;
+        match ic.kind {
+            "webhook_configs" => webhook::send(self, ic, n).await,
+            "pagerduty_configs" => pagerduty::send(self, ic, n).await,
+            other => Err(DeliveryError::Config(format!(
+                "receiver {:?}: {other} are accepted in the configuration but not delivered by watchfire yet",
+                n.receiver
+            ))),
+        }
+    }
+
+    /// POSTs JSON with the integration's HTTP settings, retrying per the policy; `extra_retry`
+    /// adds retryable status codes (429 for PagerDuty).
+    pub async fn post_json(
+        &self,
+        http: Option<&HttpClientConfig>,
+        url: &str,
+        body: &[u8],
+        extra_retry: &[u16],
+    ) -> Result<(), DeliveryError> {
+        let client = build_client(http, self.ctx.timeout)?;
+        let policy = &self.ctx.retry;
+        let started = std::time::Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let result = post_once(&client, http, url, body, extra_retry).await;
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if !e.retryable() => return Err(e),
+                Err(e) => {
+                    let wait = policy.backoff(attempt);
+                    if attempt >= policy.max_attempts || started.elapsed() + wait > policy.deadline {
+                        return Err(DeliveryError::GaveUp {
+                            attempts: attempt,
+                            last: Box::new(e),
+                        });
+                    }
+                    tracing::warn!(url = %redact_url(url), attempt, error = %e, "notify attempt failed, will retry");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+}
+
+/// A URL without its query string or credentials, for logs.
+fn redact_url(url: &str) -> String {
+    let no_query = url.split(['?', '#']).next().unwrap_or(url);
+    match no_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let host_and_path = rest.split_once('@').map_or(rest, |(_, r)| r);
+            format!("{scheme}://{host_and_path}")
+        }
+        None => no_query.to_string(),
+    }
+}
+
+fn build_client(http: Option<&HttpClientConfig>, timeout: StdDuration) -> Result<reqwest::Client, DeliveryError> {
+    let mut b = reqwest::Client::builder()
+        .timeout(timeout)
+        .user_agent(concat!("watchfire/", env!("CARGO_PKG_VERSION")));
+    if let Some(h) = http {
+        if h.tls_config.insecure_skip_verify {
+            b = b.danger_accept_invalid_certs(true);
+        }
+        if !h.follow_redirects {
+            b = b.redirect(reqwest::redirect::Policy::none());
+        }
+        if let Some(p) = h.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+            let proxy = reqwest::Proxy::all(p).map_err(|e| DeliveryError::Config(format!("proxy_url: {e}")))?;
+            b = b.proxy(proxy);
+        }
+        if !h.tls_config.ca_file.is_empty() {
+            let pem = std::fs::read(&h.tls_config.ca_file)
+                .map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {}: {e}", h.tls_config.ca_file)))?;
+            let cert = reqwest::Certificate::from_pem(&pem)
+                .map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {}: {e}", h.tls_config.ca_file)))?;
+            b = b.add_root_certificate(cert);
+        }
+    }
+    b.build().map_err(|e| DeliveryError::Config(e.to_string()))
+}
+
+fn read_secret_file(path: &str) -> Result<String, DeliveryError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| DeliveryError::Config(format!("reading {path}: {e}")))
+}
+
+async fn post_once(
+    client: &reqwest::Client,
+    http: Option<&HttpClientConfig>,
+    url: &str,
+    body: &[u8],
+    extra_retry: &[u16],
+) -> Result<(), DeliveryError> {
+    let mut req = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_vec());
+    if let Some(h) = http {
+        if let Some(ba) = &h.basic_auth {
+            let password = if ba.password_file.is_empty() {
+                ba.password.clone()
+            } else {
+                read_secret_file(&ba.password_file)?
+            };
+            req = req.basic_auth(&ba.username, Some(password));
+        } else if let Some(a) = &h.authorization {
+            let cred = if a.credentials_file.is_empty() {
+                a.credentials.clone()
+            } else {
+                read_secret_file(&a.credentials_file)?
+            };
+            req = req.header(reqwest::header::AUTHORIZATION, format!("{} {cred}", a.type_));
+        }
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| DeliveryError::Transport(e.without_url().to_string()))?;
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    let mut body = text.trim().to_string();
+    if body.len() > 512 {
+        let mut end = 512;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+    }
+    check_status(status, &body, extra_retry)
+}
+
+#[cfg(test)]
+pub(crate) mod testserver {
+    //! A tiny HTTP/1.1 server recording requests and answering with scripted statuses.
+
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Debug)]
+    pub struct Recorded {
+        pub path: String,
+        pub headers: Vec<(String, String)>,
+        pub body: String,
+    }
+
+    pub struct Server {
+        pub url: String,
+        pub requests: Arc<Mutex<Vec<Recorded>>>,
+    }
+
+    /// Serves `statuses` in order (the last one repeats) on a loopback port.
+    pub fn start(statuses: Vec<u16>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let reqs = requests.clone();
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut headers = Vec::new();
+                let mut len = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.trim_end().split_once(':') {
+                        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+                        if k == "content-length" {
+                            len = v.parse().unwrap_or(0);
+                        }
+                        headers.push((k, v));
+                    }
+                }
+                let mut body = vec![0u8; len];
+                let _ = reader.read_exact(&mut body);
+                reqs.lock().expect("lock").push(Recorded {
+                    path,
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                });
+                let status = statuses.get(i).or(statuses.last()).copied().unwrap_or(200);
+                i += 1;
+                let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}");
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        Server { url, requests }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retrier_rules() {
+        assert!(check_status(202, "", &[]).is_ok());
+        assert!(check_status(500, "", &[]).unwrap_err().retryable());
+        assert!(!check_status(429, "", &[]).unwrap_err().retryable());
+        assert!(check_status(429, "", &[429]).unwrap_err().retryable());
+        assert!(!check_status(400, "bad", &[429]).unwrap_err().retryable());
+        assert_eq!(
+            check_status(400, "bad", &[]).unwrap_err().to_string(),
+            "unexpected status code 400: bad"
+        );
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let p = RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: StdDuration::from_millis(100),
+            max_backoff: StdDuration::from_millis(350),
+            deadline: StdDuration::from_secs(1),
+        };
+        assert_eq!(p.backoff(1), StdDuration::from_millis(100));
+        assert_eq!(p.backoff(2), StdDuration::from_millis(200));
+        assert_eq!(p.backoff(3), StdDuration::from_millis(350));
+    }
+
+    #[test]
+    fn quote_meta_like_go() {
+        assert_eq!(quote_meta("team-X.pager"), "team-X\\.pager");
+        assert_eq!(redact_url("https://u:p@h/x?k=secret"), "https://h/x");
+    }
+}

@@ -1,0 +1,309 @@
+//! Series-major evaluation of aggregations for range queries.
+//!
+//! The step-wise evaluator touches every input series once per step; for an aggregation over
+//! many series (`sum by (...) (rate(x[5m]))`) that is memory-bound. Here such an aggregation
+//! is computed series by series for all steps at once, walking each series' samples forward
+//! once, and the step-wise evaluation then reads one small vector per step. The arithmetic is
+//! the step-wise path's, in the same order, so results are identical.
+
+use std::collections::HashMap;
+
+use promql_parser::parser::token::{T_AVG, T_COUNT, T_GROUP, T_MAX, T_MIN, T_SUM};
+use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
+
+use super::eval::{dur_ms, node_key, seek, Evaluator, RangeWindow};
+use super::functions::range_fn;
+use super::mathx::kahan_inc;
+use super::value::{is_stale_nan, Sample};
+use super::Error;
+use crate::labels::{Labels, METRIC_NAME};
+
+/// One precomputed vector per step of the query.
+pub(crate) struct StepVectors {
+    start: i64,
+    step: i64,
+    steps: Vec<Vec<Sample>>,
+}
+
+impl StepVectors {
+    pub(crate) fn at(&self, t: i64) -> Option<Vec<Sample>> {
+        let d = t - self.start;
+        if d < 0 || d % self.step != 0 {
+            return None;
+        }
+        self.steps.get((d / self.step) as usize).cloned()
+    }
+}
+
+/// Finds aggregations (outside subqueries) whose input can be evaluated series-major and
+/// computes them for every step.
+pub(crate) fn precompute(
+    ev: &Evaluator,
+    expr: &Expr,
+    start: i64,
+    end: i64,
+    step: i64,
+) -> Result<HashMap<usize, StepVectors>, Error> {
+    let mut out = HashMap::new();
+    let n = ((end - start) / step + 1) as usize;
+    visit(ev, expr, start, step, n, &mut out)?;
+    Ok(out)
+}
+
+fn visit(
+    ev: &Evaluator,
+    expr: &Expr,
+    start: i64,
+    step: i64,
+    n: usize,
+    out: &mut HashMap<usize, StepVectors>,
+) -> Result<(), Error> {
+    match expr {
+        Expr::Aggregate(a) => {
+            if let Some(v) = aggregate(ev, a, start, step, n)? {
+                out.insert(node_key(a), v);
+                return Ok(());
+            }
+            if let Some(p) = &a.param {
+                visit(ev, p, start, step, n, out)?;
+            }
+            visit(ev, &a.expr, start, step, n, out)
+        }
+        Expr::Binary(b) => {
+            visit(ev, &b.lhs, start, step, n, out)?;
+            visit(ev, &b.rhs, start, step, n, out)
+        }
+        Expr::Paren(p) => visit(ev, &p.expr, start, step, n, out),
+        Expr::Unary(u) => visit(ev, &u.expr, start, step, n, out),
+        Expr::Call(c) => {
+            for a in &c.args.args {
+                visit(ev, a, start, step, n, out)?;
+            }
+            Ok(())
+        }
+        // Inside a subquery evaluation times are not the query's steps.
+        _ => Ok(()),
+    }
+}
+
+/// Per-series values at every step: the series' labels, its drop-name flag, and one value
+/// (or none) per step.
+struct SeriesSteps {
+    metric: Labels,
+    drop_name: bool,
+    values: Vec<Option<f64>>,
+}
+
+const RANGE_FUNCS: &[&str] = &[
+    "rate",
+    "increase",
+    "delta",
+    "irate",
+    "idelta",
+    "deriv",
+    "changes",
+    "resets",
+    "avg_over_time",
+    "sum_over_time",
+    "count_over_time",
+    "min_over_time",
+    "max_over_time",
+    "last_over_time",
+    "present_over_time",
+];
+
+/// Evaluates the input of an aggregation series-major, when it is a plain selector or a range
+/// function over a plain matrix selector (no `@`).
+fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Option<Vec<SeriesSteps>>, Error> {
+    match e {
+        Expr::Paren(p) => input(ev, &p.expr, start, step, n),
+        Expr::VectorSelector(vs) if vs.at.is_none() => {
+            let end = start + step * (n as i64 - 1);
+            let (lo, hi) = ev.ref_range(&vs.at, &vs.offset, start, end);
+            let f = ev.fetch(vs, lo - ev.lookback, hi)?;
+            let off = lo - start;
+            let mut out = Vec::with_capacity(f.series.len());
+            for s in &f.series {
+                let mut hint = 0;
+                let mut values = Vec::with_capacity(n);
+                let mut any = false;
+                for i in 0..n {
+                    let r = start + step * i as i64 + off;
+                    hint = seek(&s.samples, hint, r);
+                    let v = if hint > 0 {
+                        let (st, v) = s.samples[hint - 1];
+                        (st > r - ev.lookback && !is_stale_nan(v)).then_some(v)
+                    } else {
+                        None
+                    };
+                    any |= v.is_some();
+                    values.push(v);
+                }
+                if any {
+                    out.push(SeriesSteps {
+                        metric: s.labels.clone(),
+                        drop_name: false,
+                        values,
+                    });
+                }
+            }
+            Ok(Some(out))
+        }
+        Expr::Call(c) if RANGE_FUNCS.contains(&c.func.name) && c.args.args.len() == 1 => {
+            let Expr::MatrixSelector(ms) = c.args.args[0].as_ref() else {
+                return Ok(None);
+            };
+            if ms.vs.at.is_some() {
+                return Ok(None);
+            }
+            let name = c.func.name;
+            let keep_name = name == "last_over_time";
+            let range = dur_ms(&ms.range);
+            let end = start + step * (n as i64 - 1);
+            let (lo, hi) = ev.ref_range(&ms.vs.at, &ms.vs.offset, start, end);
+            let f = ev.fetch(&ms.vs, lo - range, hi)?;
+            let off = lo - start;
+            let mut out = Vec::with_capacity(f.series.len());
+            for s in &f.series {
+                let samples = s.range_samples();
+                let (mut a, mut b) = (0, 0);
+                let mut values = Vec::with_capacity(n);
+                let mut any = false;
+                for i in 0..n {
+                    let r = start + step * i as i64 + off;
+                    a = seek(samples, a, r - range);
+                    b = seek(samples, b.max(a), r);
+                    let w = RangeWindow {
+                        start: r - range,
+                        end: r,
+                        range_ms: range,
+                    };
+                    let v = if a < b {
+                        range_fn(name, &samples[a..b], &w)
+                    } else {
+                        None
+                    };
+                    any |= v.is_some();
+                    values.push(v);
+                }
+                if any {
+                    out.push(SeriesSteps {
+                        metric: s.labels.clone(),
+                        drop_name: !keep_name,
+                        values,
+                    });
+                }
+            }
+            Ok(Some(out))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Running state of one group at one step, as the step-wise aggregation keeps it.
+#[derive(Clone, Copy, Default)]
+struct Cell {
+    count: u32,
+    value: f64,
+    kahan: f64,
+    mean: f64,
+    incremental: bool,
+}
+
+fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize) -> Result<Option<StepVectors>, Error> {
+    let op = a.op.id();
+    if !matches!(op, T_SUM | T_AVG | T_COUNT | T_GROUP | T_MIN | T_MAX) || a.param.is_some() {
+        return Ok(None);
+    }
+    let Some(series) = input(ev, &a.expr, start, step, n)? else {
+        return Ok(None);
+    };
+    // Group of each input series, groups in first-seen order.
+    let mut gids: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
+    let mut keys: Vec<(Labels, bool)> = Vec::new();
+    let mut series_gid = Vec::with_capacity(series.len());
+    for s in &series {
+        let key = match &a.modifier {
+            None => Labels::empty(),
+            Some(LabelModifier::Include(l)) => s.metric.keep(&l.labels),
+            Some(LabelModifier::Exclude(l)) => s.metric.drop(&l.labels, true),
+        };
+        let g = *gids.entry(key.clone()).or_insert_with(|| {
+            keys.push((key, false));
+            keys.len() - 1
+        });
+        keys[g].1 |= s.drop_name;
+        series_gid.push(g);
+    }
+    let groups = keys.len();
+    let mut cells = vec![Cell::default(); groups * n];
+    for (s, &g) in series.iter().zip(&series_gid) {
+        let row = &mut cells[g * n..(g + 1) * n];
+        for (c, v) in row.iter_mut().zip(&s.values) {
+            let Some(f) = *v else { continue };
+            let first = c.count == 0;
+            c.count += 1;
+            match op {
+                T_SUM => (c.value, c.kahan) = kahan_inc(f, c.value, c.kahan),
+                T_AVG => {
+                    if first {
+                        c.value = f;
+                        continue;
+                    }
+                    let cnt = c.count as f64;
+                    if !c.incremental {
+                        let (nv, nc) = kahan_inc(f, c.value, c.kahan);
+                        if !nv.is_infinite() {
+                            c.value = nv;
+                            c.kahan = nc;
+                            continue;
+                        }
+                        c.incremental = true;
+                        c.mean = c.value / (cnt - 1.0);
+                        c.kahan /= cnt - 1.0;
+                    }
+                    let q = (cnt - 1.0) / cnt;
+                    (c.mean, c.kahan) = kahan_inc(f / cnt, q * c.mean, q * c.kahan);
+                }
+                T_MAX => {
+                    if first || c.value < f || c.value.is_nan() {
+                        c.value = f;
+                    }
+                }
+                T_MIN => {
+                    if first || c.value > f || c.value.is_nan() {
+                        c.value = f;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut steps = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = start + step * i as i64;
+        let mut v = Vec::new();
+        for (g, (key, drop)) in keys.iter().enumerate() {
+            let c = &cells[g * n + i];
+            if c.count == 0 {
+                continue;
+            }
+            let value = match op {
+                T_SUM => c.value + c.kahan,
+                T_AVG if c.incremental => c.mean + c.kahan,
+                T_AVG => c.value / c.count as f64 + c.kahan / c.count as f64,
+                T_COUNT => c.count as f64,
+                T_GROUP => 1.0,
+                _ => c.value,
+            };
+            v.push(Sample {
+                metric: key.clone(),
+                t,
+                v: value,
+                drop_name: *drop && key.has(METRIC_NAME),
+            });
+        }
+        steps.push(v);
+    }
+    Ok(Some(StepVectors { start, step, steps }))
+}

@@ -41,6 +41,9 @@ impl FetchedSeries {
     }
 }
 
+/// (aggregation node, input labels identity) → (input labels, grouping key).
+pub(crate) type GroupKeyCache = HashMap<(usize, usize), (Labels, Labels), ahash::RandomState>;
+
 /// One series of a range vector argument, borrowing its samples where it can.
 pub(crate) struct RangeSeries {
     pub(crate) metric: Labels,
@@ -87,7 +90,7 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) annotations: RefCell<Annotations>,
     /// Grouping keys by (aggregation node, input label set identity); the entry holds the input
     /// labels so their identity cannot be reused while cached. Saves rebuilding keys per step.
-    pub(crate) group_keys: RefCell<HashMap<(usize, usize), (Labels, Labels), ahash::RandomState>>,
+    pub(crate) group_keys: RefCell<GroupKeyCache>,
     /// Aggregations of a range query computed series by series for all steps at once
     /// (see `fastpath`), by node address; the step-wise evaluation reads them from here.
     pub(crate) precomputed: HashMap<usize, super::fastpath::StepVectors>,

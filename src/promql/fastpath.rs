@@ -265,16 +265,8 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
                     let q = (cnt - 1.0) / cnt;
                     (c.mean, c.kahan) = kahan_inc(f / cnt, q * c.mean, q * c.kahan);
                 }
-                T_MAX => {
-                    if first || c.value < f || c.value.is_nan() {
-                        c.value = f;
-                    }
-                }
-                T_MIN => {
-                    if first || c.value > f || c.value.is_nan() {
-                        c.value = f;
-                    }
-                }
+                T_MAX if first || c.value < f || c.value.is_nan() => c.value = f,
+                T_MIN if first || c.value > f || c.value.is_nan() => c.value = f,
                 _ => {}
             }
         }

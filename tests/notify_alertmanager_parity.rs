@@ -43,8 +43,19 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// Records webhook POSTs: (path, JSON body).
-fn start_recorder() -> (u16, Arc<Mutex<Vec<(String, serde_json::Value)>>>) {
+/// Webhook POSTs received: (path, JSON body).
+type Recorded = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+
+/// One scripted alert: (offset ms, labels, annotations, resolved).
+type Step = (
+    u64,
+    Vec<(&'static str, &'static str)>,
+    Vec<(&'static str, &'static str)>,
+    bool,
+);
+
+/// Records webhook POSTs.
+fn start_recorder() -> (u16, Recorded) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind recorder");
     let port = listener.local_addr().expect("addr").port();
     let got = Arc::new(Mutex::new(Vec::new()));
@@ -144,12 +155,7 @@ inhibit_rules:
 
 /// (offset ms, labels, annotations, resolved): resolved alerts are sent with endsAt = the
 /// moment they are sent. Offsets sit between group ticks (groups tick at +1s, +3s, +5s, ...).
-fn script() -> Vec<(
-    u64,
-    Vec<(&'static str, &'static str)>,
-    Vec<(&'static str, &'static str)>,
-    bool,
-)> {
+fn script() -> Vec<Step> {
     let a1 = vec![
         ("alertname", "DBDown"),
         ("team", "db"),

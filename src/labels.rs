@@ -337,6 +337,22 @@ impl fmt::Display for Matcher {
 }
 
 /// Compiles a PromQL regex: anchored at both ends, `.` matching newlines (Prometheus 3.x).
+/// Compiled regexes are cached: rules evaluate the same selectors every interval.
 pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
-    regex::Regex::new(&format!("^(?s:{pattern})$"))
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, regex::Regex>>> =
+        std::sync::LazyLock::new(Default::default);
+    if let Ok(cache) = CACHE.lock() {
+        if let Some(r) = cache.get(pattern) {
+            return Ok(r.clone());
+        }
+    }
+    let r = regex::Regex::new(&format!("^(?s:{pattern})$"))?;
+    if let Ok(mut cache) = CACHE.lock() {
+        // Bounded: ad-hoc queries must not grow it without limit.
+        if cache.len() >= 10_000 {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), r.clone());
+    }
+    Ok(r)
 }

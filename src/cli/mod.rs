@@ -4,6 +4,7 @@ mod promqltest;
 mod query;
 mod routes;
 mod slo;
+mod test;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -26,6 +27,8 @@ enum Command {
     Routes(routes::Args),
     /// SLO specs (Sloth, OpenSLO) to multi-window, multi-burn-rate rules; checks and reports.
     Slo(slo::Args),
+    /// Run rule unit tests (`promtool test rules` format, plus alert-state tests).
+    Test(test::Args),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -46,6 +49,7 @@ pub fn main() -> i32 {
         Command::Query(args) => query::run(args),
         Command::Routes(args) => routes::run(args),
         Command::Slo(args) => slo::run(args),
+        Command::Test(args) => test::run(args),
     }
 }
 

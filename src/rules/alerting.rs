@@ -1,0 +1,730 @@
+//! The alert state machine, as Prometheus' `rules/alerting.go`.
+//!
+//! Per evaluation at time `ts`: every output sample becomes an alert keyed by its labels (the
+//! sample's labels without `__name__`, plus the expanded rule labels, plus `alertname`). A new
+//! label set starts `pending` with `ActiveAt = ts`; it fires once `ts - ActiveAt >= for`. A label
+//! set that disappears is dropped at once if pending; if firing it stays firing while
+//! `keep_firing_for` lasts, then turns `inactive` with `ResolvedAt = ts` and is kept (and re-sent)
+//! for 15 minutes. `ALERTS` and `ALERTS_FOR_STATE` samples are written at `ts - query_offset`.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
+use crate::promql::Expr;
+
+use super::eval::{EvalContext, Health, OutputSample, RuleError};
+use super::template;
+
+/// How long a resolved alert is kept and re-sent (ms).
+pub const RESOLVED_RETENTION_MS: i64 = 15 * 60 * 1000;
+/// Prometheus' default `--rules.alert.resend-delay` (ms).
+pub const DEFAULT_RESEND_DELAY_MS: i64 = 60 * 1000;
+
+pub const ALERTS_METRIC: &str = "ALERTS";
+pub const ALERTS_FOR_STATE_METRIC: &str = "ALERTS_FOR_STATE";
+pub const ALERTNAME_LABEL: &str = "alertname";
+pub const ALERTSTATE_LABEL: &str = "alertstate";
+
+/// The state of one alert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AlertState {
+    Inactive,
+    Pending,
+    Firing,
+}
+
+impl AlertState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Inactive => "inactive",
+            AlertState::Pending => "pending",
+            AlertState::Firing => "firing",
+        }
+    }
+}
+
+impl std::fmt::Display for AlertState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One alert instance of a rule. Times are ms since the epoch; `None` is Go's zero time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alert {
+    pub state: AlertState,
+    /// Identifying labels, including `alertname`.
+    pub labels: Labels,
+    /// Expanded annotations, in name order (empty values kept).
+    pub annotations: BTreeMap<String, String>,
+    /// The value of the sample at the last evaluation.
+    pub value: f64,
+    pub active_at: i64,
+    pub fired_at: Option<i64>,
+    pub resolved_at: Option<i64>,
+    pub last_sent_at: Option<i64>,
+    pub valid_until: Option<i64>,
+    pub keep_firing_since: Option<i64>,
+}
+
+impl Alert {
+    /// Whether the alert is due to be sent at `ts` (never while pending; at once after it
+    /// resolved; otherwise every `resend_delay`).
+    pub fn needs_sending(&self, ts: i64, resend_delay: i64) -> bool {
+        if self.state == AlertState::Pending {
+            return false;
+        }
+        if let Some(r) = self.resolved_at {
+            if self.last_sent_at.is_none_or(|l| r > l) {
+                return true;
+            }
+        }
+        match self.last_sent_at {
+            None => true,
+            Some(l) => l.saturating_add(resend_delay) < ts,
+        }
+    }
+
+    /// Alertmanager's `startsAt`: when the alert fired.
+    pub fn starts_at(&self) -> Option<i64> {
+        self.fired_at
+    }
+
+    /// Alertmanager's `endsAt`: the resolution time, or how long the alert stays valid.
+    pub fn ends_at(&self) -> Option<i64> {
+        self.resolved_at.or(self.valid_until)
+    }
+}
+
+/// An alerting rule and its alerts.
+#[derive(Clone, Debug)]
+pub struct AlertingRule {
+    name: String,
+    expr: Expr,
+    expr_text: String,
+    hold_ms: i64,
+    keep_firing_for_ms: i64,
+    /// Label templates (group labels under rule labels), sorted by name.
+    labels: Vec<(String, String)>,
+    annotations: Vec<(String, String)>,
+    /// Whether `ALERTS`/`ALERTS_FOR_STATE` are written (Prometheus waits for `for`-state
+    /// restoration before writing them).
+    restored: bool,
+    active: BTreeMap<Labels, Alert>,
+    health: Health,
+    last_error: Option<RuleError>,
+    last_evaluation: Option<i64>,
+}
+
+impl AlertingRule {
+    /// `labels` and `annotations` are templates; later duplicates of a name win.
+    pub fn new(
+        name: &str,
+        expr: Expr,
+        expr_text: &str,
+        hold_ms: i64,
+        keep_firing_for_ms: i64,
+        labels: Vec<(String, String)>,
+        annotations: Vec<(String, String)>,
+    ) -> Self {
+        AlertingRule {
+            name: name.to_string(),
+            expr,
+            expr_text: expr_text.to_string(),
+            hold_ms,
+            keep_firing_for_ms,
+            labels: sorted_unique(labels),
+            annotations: sorted_unique(annotations),
+            restored: true,
+            active: BTreeMap::new(),
+            health: Health::Unknown,
+            last_error: None,
+            last_evaluation: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn expr(&self) -> &Expr {
+        &self.expr
+    }
+
+    pub fn expr_text(&self) -> &str {
+        &self.expr_text
+    }
+
+    pub fn hold_ms(&self) -> i64 {
+        self.hold_ms
+    }
+
+    pub fn keep_firing_for_ms(&self) -> i64 {
+        self.keep_firing_for_ms
+    }
+
+    pub fn labels(&self) -> &[(String, String)] {
+        &self.labels
+    }
+
+    pub fn annotations(&self) -> &[(String, String)] {
+        &self.annotations
+    }
+
+    pub fn set_restored(&mut self, restored: bool) {
+        self.restored = restored;
+    }
+
+    pub fn health(&self) -> Health {
+        self.health
+    }
+
+    pub fn last_error(&self) -> Option<&RuleError> {
+        self.last_error.as_ref()
+    }
+
+    pub fn last_evaluation(&self) -> Option<i64> {
+        self.last_evaluation
+    }
+
+    /// All alerts held, including resolved ones still retained.
+    pub fn alerts(&self) -> impl Iterator<Item = &Alert> {
+        self.active.values()
+    }
+
+    /// Alerts that are not resolved (pending or firing), like Prometheus' `ActiveAlerts`.
+    pub fn active_alerts(&self) -> impl Iterator<Item = &Alert> {
+        self.active.values().filter(|a| a.resolved_at.is_none())
+    }
+
+    /// The highest state among the alerts; `None` before the first evaluation.
+    pub fn state(&self) -> Option<AlertState> {
+        self.last_evaluation?;
+        Some(
+            self.active
+                .values()
+                .map(|a| a.state)
+                .max()
+                .unwrap_or(AlertState::Inactive),
+        )
+    }
+
+    /// Replaces the held alerts (state restored from storage, or carried over a reload).
+    pub fn restore_alerts(&mut self, alerts: impl IntoIterator<Item = Alert>) {
+        self.active = alerts.into_iter().map(|a| (a.labels.clone(), a)).collect();
+    }
+
+    /// Evaluates the rule at `ctx.ts` and returns the `ALERTS`/`ALERTS_FOR_STATE` samples to
+    /// write. On a query error nothing changes; on a `limit` error all alerts are dropped.
+    pub fn eval(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
+        let result = self.eval_inner(ctx);
+        self.last_evaluation = Some(ctx.ts);
+        match &result {
+            Ok(_) => {
+                self.health = Health::Good;
+                self.last_error = None;
+            }
+            Err(e) => {
+                self.health = Health::Bad;
+                self.last_error = Some(e.clone());
+            }
+        }
+        result
+    }
+
+    fn eval_inner(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
+        let ts = ctx.ts;
+        let qt = ctx.query_time();
+        let res = ctx.query(&self.expr, qt)?;
+        let querier = ctx.querier();
+
+        let mut fresh: BTreeMap<Labels, Alert> = BTreeMap::new();
+        for (metric, value) in res {
+            let data = template::alert_data(&metric, value, ctx.external_labels, ctx.external_url);
+            let expand = |text: &str| template::expand(&self.name, text, &data, &querier, ts);
+            let mut lb = LabelsBuilder::new(&metric);
+            lb.del(METRIC_NAME);
+            for (n, v) in &self.labels {
+                lb.set(n, &expand(v));
+            }
+            lb.set(ALERTNAME_LABEL, &self.name);
+            let annotations: BTreeMap<String, String> =
+                self.annotations.iter().map(|(n, v)| (n.clone(), expand(v))).collect();
+            let labels = lb.build();
+            if fresh.contains_key(&labels) {
+                return Err(RuleError::DuplicateAlertLabels);
+            }
+            fresh.insert(
+                labels.clone(),
+                Alert {
+                    state: AlertState::Pending,
+                    labels,
+                    annotations,
+                    value,
+                    active_at: ts,
+                    fired_at: None,
+                    resolved_at: None,
+                    last_sent_at: None,
+                    valid_until: None,
+                    keep_firing_since: None,
+                },
+            );
+        }
+
+        let result_fps: HashSet<Labels> = fresh.keys().cloned().collect();
+        for (key, alert) in fresh {
+            match self.active.get_mut(&key) {
+                Some(existing) if existing.state != AlertState::Inactive => {
+                    existing.value = alert.value;
+                    existing.annotations = alert.annotations;
+                }
+                _ => {
+                    self.active.insert(key, alert);
+                }
+            }
+        }
+
+        let mut num_active_pending = 0usize;
+        let mut out = Vec::new();
+        let mut remove: Vec<Labels> = Vec::new();
+        for (key, a) in self.active.iter_mut() {
+            if !result_fps.contains(key) {
+                let mut keep_firing = false;
+                if a.state == AlertState::Firing && self.keep_firing_for_ms > 0 {
+                    let since = *a.keep_firing_since.get_or_insert(ts);
+                    if ts.saturating_sub(since) < self.keep_firing_for_ms {
+                        keep_firing = true;
+                    }
+                }
+                if a.state == AlertState::Pending
+                    || a.resolved_at
+                        .is_some_and(|r| ts.saturating_sub(r) > RESOLVED_RETENTION_MS)
+                {
+                    remove.push(key.clone());
+                }
+                if a.state != AlertState::Inactive && !keep_firing {
+                    a.state = AlertState::Inactive;
+                    a.resolved_at = Some(ts);
+                }
+                if !keep_firing {
+                    continue;
+                }
+            } else {
+                a.keep_firing_since = None;
+            }
+            num_active_pending += 1;
+
+            if a.state == AlertState::Pending && ts.saturating_sub(a.active_at) >= self.hold_ms {
+                a.state = AlertState::Firing;
+                a.fired_at = Some(ts);
+            }
+
+            if self.restored {
+                out.push(alerts_sample(&self.name, &self.labels, a, qt));
+                out.push(for_state_sample(&self.name, &self.labels, a, qt));
+            }
+        }
+        for k in remove {
+            self.active.remove(&k);
+        }
+
+        if ctx.limit > 0 && num_active_pending > ctx.limit {
+            self.active.clear();
+            return Err(RuleError::AlertLimit {
+                limit: ctx.limit,
+                count: num_active_pending,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The alerts due to be sent at `ts`, marking them sent: `LastSentAt = ts` and
+    /// `ValidUntil = ts + 4 × max(interval, resend_delay)`.
+    pub fn alerts_to_send(&mut self, ts: i64, resend_delay: i64, interval: i64) -> Vec<Alert> {
+        let mut out = Vec::new();
+        for a in self.active.values_mut() {
+            if a.needs_sending(ts, resend_delay) {
+                a.last_sent_at = Some(ts);
+                let delta = interval.max(resend_delay);
+                a.valid_until = Some(ts.saturating_add(delta.saturating_mul(4)));
+                out.push(a.clone());
+            }
+        }
+        out
+    }
+}
+
+fn sorted_unique(pairs: Vec<(String, String)>) -> Vec<(String, String)> {
+    let map: BTreeMap<String, String> = pairs.into_iter().collect();
+    map.into_iter().collect()
+}
+
+/// Rule labels as written (templates unexpanded), dropping empty values, under the alert's
+/// labels: Prometheus builds the synthetic series this way.
+fn base_builder(rule_labels: &[(String, String)], alert: &Alert) -> LabelsBuilder {
+    let mut lb = LabelsBuilder::new(&Labels::from_pairs(
+        rule_labels.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+    ));
+    for l in alert.labels.iter() {
+        lb.set(&l.name, &l.value);
+    }
+    lb
+}
+
+fn alerts_sample(name: &str, rule_labels: &[(String, String)], alert: &Alert, t: i64) -> OutputSample {
+    let mut lb = base_builder(rule_labels, alert);
+    lb.set(METRIC_NAME, ALERTS_METRIC);
+    lb.set(ALERTNAME_LABEL, name);
+    lb.set(ALERTSTATE_LABEL, alert.state.as_str());
+    OutputSample {
+        labels: lb.build(),
+        t,
+        v: 1.0,
+    }
+}
+
+fn for_state_sample(name: &str, rule_labels: &[(String, String)], alert: &Alert, t: i64) -> OutputSample {
+    let mut lb = base_builder(rule_labels, alert);
+    lb.set(METRIC_NAME, ALERTS_FOR_STATE_METRIC);
+    lb.set(ALERTNAME_LABEL, name);
+    OutputSample {
+        labels: lb.build(),
+        t,
+        v: alert.active_at.div_euclid(1000) as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::Engine;
+    use crate::tsdb::Store;
+
+    const M: i64 = 60_000;
+
+    struct Fixture {
+        store: Store,
+        engine: Engine,
+        ext: Labels,
+    }
+
+    impl Fixture {
+        /// `values[i]` is the value of `up{job="a"}` at minute i (None = no sample).
+        fn new(values: &[Option<f64>]) -> Self {
+            let mut store = Store::new();
+            let l = Labels::from_pairs([("__name__", "up"), ("job", "a")]);
+            for (i, v) in values.iter().enumerate() {
+                if let Some(v) = v {
+                    store.append(&l, i as i64 * M, *v);
+                }
+            }
+            Fixture {
+                store,
+                engine: Engine::default(),
+                ext: Labels::empty(),
+            }
+        }
+
+        fn eval(&self, rule: &mut AlertingRule, ts: i64, limit: usize) -> Result<Vec<OutputSample>, RuleError> {
+            let ctx = EvalContext {
+                engine: &self.engine,
+                source: &self.store,
+                ts,
+                query_offset: 0,
+                external_labels: &self.ext,
+                external_url: "http://x",
+                limit,
+            };
+            rule.eval(&ctx)
+        }
+    }
+
+    fn rule(expr: &str, hold: i64, keep: i64) -> AlertingRule {
+        let ast = crate::promql::parse(expr).unwrap();
+        AlertingRule::new(
+            "Down",
+            ast,
+            expr,
+            hold,
+            keep,
+            vec![("severity".into(), "page".into())],
+            vec![("summary".into(), "{{ $labels.job }} is down ({{ $value }})".into())],
+        )
+    }
+
+    fn state(r: &AlertingRule) -> Vec<AlertState> {
+        r.alerts().map(|a| a.state).collect()
+    }
+
+    #[test]
+    fn pending_then_firing_after_for() {
+        // Down (0) from minute 1 on.
+        let f = Fixture::new(&[Some(1.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0)]);
+        let mut r = rule("up == 0", 3 * M, 0);
+        f.eval(&mut r, 0, 0).unwrap();
+        assert!(r.alerts().next().is_none());
+        assert_eq!(r.state(), Some(AlertState::Inactive));
+        f.eval(&mut r, M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Pending]);
+        let a = r.alerts().next().unwrap();
+        assert_eq!(a.active_at, M);
+        assert_eq!(a.labels.get("alertname"), Some("Down"));
+        assert_eq!(a.labels.get("severity"), Some("page"));
+        assert_eq!(a.labels.get("__name__"), None);
+        assert_eq!(a.annotations["summary"], "a is down (0)");
+        f.eval(&mut r, 2 * M, 0).unwrap();
+        f.eval(&mut r, 3 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Pending]);
+        let out = f.eval(&mut r, 4 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+        assert_eq!(r.alerts().next().unwrap().fired_at, Some(4 * M));
+        // ALERTS and ALERTS_FOR_STATE.
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].labels.get("__name__"), Some("ALERTS"));
+        assert_eq!(out[0].labels.get("alertstate"), Some("firing"));
+        assert_eq!(out[0].t, 4 * M);
+        assert_eq!(out[1].labels.get("__name__"), Some("ALERTS_FOR_STATE"));
+        assert_eq!(out[1].labels.get("alertstate"), None);
+        assert_eq!(out[1].v, 60.0);
+    }
+
+    #[test]
+    fn for_zero_fires_at_once_and_pending_is_dropped() {
+        let f = Fixture::new(&[Some(0.0), Some(1.0), Some(0.0), Some(1.0)]);
+        let mut r = rule("up == 0", 0, 0);
+        f.eval(&mut r, 0, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+        let mut r2 = rule("up == 0", 5 * M, 0);
+        f.eval(&mut r2, 0, 0).unwrap();
+        assert_eq!(state(&r2), [AlertState::Pending]);
+        f.eval(&mut r2, M, 0).unwrap();
+        assert!(
+            r2.alerts().next().is_none(),
+            "a pending alert is deleted when its series goes"
+        );
+        // It comes back as a new alert with a new ActiveAt.
+        f.eval(&mut r2, 2 * M, 0).unwrap();
+        assert_eq!(r2.alerts().next().unwrap().active_at, 2 * M);
+    }
+
+    #[test]
+    fn resolved_alerts_are_kept_for_15m() {
+        let mut values = vec![Some(0.0)];
+        values.extend(std::iter::repeat_n(Some(1.0), 30));
+        let f = Fixture::new(&values);
+        let mut r = rule("up == 0", 0, 0);
+        f.eval(&mut r, 0, 0).unwrap();
+        let out = f.eval(&mut r, M, 0).unwrap();
+        assert!(out.is_empty(), "no ALERTS sample for an inactive alert");
+        let a = r.alerts().next().unwrap();
+        assert_eq!(a.state, AlertState::Inactive);
+        assert_eq!(a.resolved_at, Some(M));
+        assert!(r.active_alerts().next().is_none());
+        for m in 2..=16 {
+            f.eval(&mut r, m * M, 0).unwrap();
+            assert_eq!(r.alerts().count(), 1, "kept at minute {m}");
+            // ResolvedAt does not move.
+            assert_eq!(r.alerts().next().unwrap().resolved_at, Some(M));
+        }
+        f.eval(&mut r, 17 * M, 0).unwrap();
+        assert_eq!(r.alerts().count(), 0, "dropped once more than 15m after resolving");
+    }
+
+    #[test]
+    fn keep_firing_for() {
+        // Down at 0..=2, up from 3 on, down again at 5.
+        let f = Fixture::new(&[
+            Some(0.0),
+            Some(0.0),
+            Some(0.0),
+            Some(1.0),
+            Some(1.0),
+            Some(0.0),
+            Some(1.0),
+            Some(1.0),
+            Some(1.0),
+            Some(1.0),
+        ]);
+        let mut r = rule("up == 0", M, 2 * M);
+        f.eval(&mut r, 0, 0).unwrap();
+        f.eval(&mut r, M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+        f.eval(&mut r, 2 * M, 0).unwrap();
+        f.eval(&mut r, 3 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing], "kept firing: 0 of 2m elapsed");
+        assert_eq!(r.alerts().next().unwrap().keep_firing_since, Some(3 * M));
+        let out = f.eval(&mut r, 4 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing], "kept firing: 1 of 2m elapsed");
+        assert_eq!(out.len(), 2, "ALERTS still written while kept firing");
+        // The condition returns: KeepFiringSince resets.
+        f.eval(&mut r, 5 * M, 0).unwrap();
+        assert_eq!(r.alerts().next().unwrap().keep_firing_since, None);
+        f.eval(&mut r, 6 * M, 0).unwrap();
+        f.eval(&mut r, 7 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+        f.eval(&mut r, 8 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Inactive], "2m after the condition cleared");
+        assert_eq!(r.alerts().next().unwrap().resolved_at, Some(8 * M));
+    }
+
+    #[test]
+    fn limit_drops_all_alerts_and_errors() {
+        let mut store = Store::new();
+        for j in ["a", "b", "c"] {
+            store.append(&Labels::from_pairs([("__name__", "up"), ("job", j)]), 0, 0.0);
+        }
+        let engine = Engine::default();
+        let ext = Labels::empty();
+        let mut r = rule("up == 0", 0, 0);
+        let ctx = |limit| EvalContext {
+            engine: &engine,
+            source: &store,
+            ts: 0,
+            query_offset: 0,
+            external_labels: &ext,
+            external_url: "",
+            limit,
+        };
+        assert!(r.eval(&ctx(3)).is_ok());
+        assert_eq!(r.alerts().count(), 3);
+        let err = r.eval(&ctx(2)).unwrap_err();
+        assert_eq!(err.to_string(), "exceeded limit of 2 with 3 alerts");
+        assert_eq!(r.alerts().count(), 0);
+        assert_eq!(r.health(), Health::Bad);
+    }
+
+    struct Failing;
+
+    impl crate::source::Queryable for Failing {
+        fn select(
+            &self,
+            _: &[crate::labels::Matcher],
+            _: i64,
+            _: i64,
+        ) -> Result<Vec<crate::source::SeriesData>, crate::source::SourceError> {
+            Err(crate::source::SourceError::Unavailable {
+                source_name: "amp".into(),
+                message: "timeout".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn query_errors_leave_state_alone() {
+        let f = Fixture::new(&[Some(0.0)]);
+        let mut r = rule("up == 0", 0, 0);
+        f.eval(&mut r, 0, 0).unwrap();
+        let ctx = EvalContext {
+            engine: &f.engine,
+            source: &Failing,
+            ts: M,
+            query_offset: 0,
+            external_labels: &f.ext,
+            external_url: "",
+            limit: 0,
+        };
+        let err = r.eval(&ctx).unwrap_err();
+        assert!(err.to_string().contains("unavailable"), "{err}");
+        assert_eq!(
+            state(&r),
+            [AlertState::Firing],
+            "a source error never resolves an alert"
+        );
+        assert_eq!(r.health(), Health::Bad);
+    }
+
+    #[test]
+    fn templated_label_change_makes_a_new_alert() {
+        let f = Fixture::new(&[Some(5.0), Some(6.0), Some(6.0)]);
+        let expr = "up > 0";
+        let mut r = AlertingRule::new(
+            "High",
+            crate::promql::parse(expr).unwrap(),
+            expr,
+            M,
+            0,
+            vec![("value".into(), "{{ $value }}".into())],
+            vec![],
+        );
+        f.eval(&mut r, 0, 0).unwrap();
+        f.eval(&mut r, M, 0).unwrap();
+        let alerts: Vec<&Alert> = r.alerts().collect();
+        assert_eq!(alerts.len(), 1, "the old label set was pending and is dropped");
+        assert_eq!(alerts[0].labels.get("value"), Some("6"));
+        assert_eq!(alerts[0].active_at, M, "for restarts");
+        f.eval(&mut r, 2 * M, 0).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+    }
+
+    #[test]
+    fn duplicate_label_sets_are_errors() {
+        let mut store = Store::new();
+        store.append(&Labels::from_pairs([("__name__", "up"), ("job", "a")]), 0, 0.0);
+        store.append(&Labels::from_pairs([("__name__", "up"), ("job", "b")]), 0, 0.0);
+        let engine = Engine::default();
+        let ext = Labels::empty();
+        let expr = "up";
+        let mut r = AlertingRule::new(
+            "X",
+            crate::promql::parse(expr).unwrap(),
+            expr,
+            0,
+            0,
+            vec![("job".into(), "same".into())],
+            vec![],
+        );
+        let ctx = EvalContext {
+            engine: &engine,
+            source: &store,
+            ts: 0,
+            query_offset: 0,
+            external_labels: &ext,
+            external_url: "",
+            limit: 0,
+        };
+        assert_eq!(r.eval(&ctx), Err(RuleError::DuplicateAlertLabels));
+    }
+
+    #[test]
+    fn sending_and_resend_delay() {
+        let mut values = vec![Some(0.0); 4];
+        values.extend(std::iter::repeat_n(Some(1.0), 5));
+        let f = Fixture::new(&values);
+        let mut r = rule("up == 0", M, 0);
+        f.eval(&mut r, 0, 0).unwrap();
+        assert!(r.alerts_to_send(0, M, M).is_empty(), "pending alerts are not sent");
+        f.eval(&mut r, M, 0).unwrap();
+        let sent = r.alerts_to_send(M, M, M);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].valid_until, Some(5 * M));
+        assert_eq!(sent[0].starts_at(), Some(M));
+        f.eval(&mut r, 2 * M, 0).unwrap();
+        assert!(r.alerts_to_send(2 * M, M, M).is_empty(), "resend delay not yet passed");
+        f.eval(&mut r, 3 * M, 0).unwrap();
+        assert_eq!(r.alerts_to_send(3 * M, M, M).len(), 1);
+        // Resolved: sent at once, with EndsAt = ResolvedAt.
+        f.eval(&mut r, 4 * M, 0).unwrap();
+        let sent = r.alerts_to_send(4 * M, M, M);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].ends_at(), Some(4 * M));
+    }
+
+    #[test]
+    fn query_offset_shifts_query_and_output_time() {
+        let f = Fixture::new(&[Some(0.0), Some(1.0), Some(1.0)]);
+        let mut r = rule("up == 0", 0, 0);
+        let ctx = EvalContext {
+            engine: &f.engine,
+            source: &f.store,
+            ts: 2 * M,
+            query_offset: 2 * M,
+            external_labels: &f.ext,
+            external_url: "",
+            limit: 0,
+        };
+        let out = r.eval(&ctx).unwrap();
+        assert_eq!(state(&r), [AlertState::Firing]);
+        assert_eq!(out[0].t, 0);
+        assert_eq!(r.alerts().next().unwrap().active_at, 2 * M);
+    }
+}

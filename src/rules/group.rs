@@ -1,0 +1,424 @@
+//! Group evaluation, as Prometheus' `rules/group.go`: one timestamp for the whole group, rules
+//! in file order, each rule's output written before the next rule runs (so later rules, and
+//! later evaluations, see it), and staleness markers for series a rule stopped producing.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::labels::Labels;
+use crate::promql::{stale_nan, Engine};
+use crate::source::Queryable;
+use crate::tsdb::Store;
+
+use super::alerting::{Alert, AlertingRule, DEFAULT_RESEND_DELAY_MS};
+use super::eval::{EvalContext, Health, OutputSample, RuleError};
+use super::file::{RuleFile, RuleGroup, RuleKind};
+use super::recording::RecordingRule;
+use super::storage::Layered;
+
+/// Settings that come from outside the rule file.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// For groups without `interval` (Prometheus' `global.evaluation_interval`, 1m).
+    pub default_interval_ms: i64,
+    /// For groups without `query_offset` (Prometheus' `global.rule_query_offset`, 0).
+    pub default_query_offset_ms: i64,
+    pub external_labels: Labels,
+    pub external_url: String,
+    /// `--rules.alert.resend-delay` (1m).
+    pub resend_delay_ms: i64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            default_interval_ms: 60_000,
+            default_query_offset_ms: 0,
+            external_labels: Labels::empty(),
+            external_url: String::new(),
+            resend_delay_ms: DEFAULT_RESEND_DELAY_MS,
+        }
+    }
+}
+
+/// A rule of either kind.
+#[derive(Clone, Debug)]
+pub enum GroupRule {
+    Alerting(AlertingRule),
+    Recording(RecordingRule),
+}
+
+impl GroupRule {
+    pub fn name(&self) -> &str {
+        match self {
+            GroupRule::Alerting(r) => r.name(),
+            GroupRule::Recording(r) => r.name(),
+        }
+    }
+
+    pub fn health(&self) -> Health {
+        match self {
+            GroupRule::Alerting(r) => r.health(),
+            GroupRule::Recording(r) => r.health(),
+        }
+    }
+
+    pub fn last_error(&self) -> Option<&RuleError> {
+        match self {
+            GroupRule::Alerting(r) => r.last_error(),
+            GroupRule::Recording(r) => r.last_error(),
+        }
+    }
+
+    pub fn as_alerting(&self) -> Option<&AlertingRule> {
+        match self {
+            GroupRule::Alerting(r) => Some(r),
+            GroupRule::Recording(_) => None,
+        }
+    }
+
+    pub fn as_alerting_mut(&mut self) -> Option<&mut AlertingRule> {
+        match self {
+            GroupRule::Alerting(r) => Some(r),
+            GroupRule::Recording(_) => None,
+        }
+    }
+}
+
+/// A rule whose expression did not parse cannot be evaluated.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{file}: group {group:?}, rule {rule:?}: the expression did not parse")]
+pub struct BuildError {
+    pub file: String,
+    pub group: String,
+    pub rule: String,
+}
+
+/// What one group evaluation produced besides the samples it wrote.
+#[derive(Debug, Default)]
+pub struct EvalOutcome {
+    /// Rules that failed, by index in the group.
+    pub errors: Vec<(usize, RuleError)>,
+    /// Alerts due to be sent, by index of their rule.
+    pub to_send: Vec<(usize, Vec<Alert>)>,
+}
+
+/// An evaluable rule group with its state.
+#[derive(Clone, Debug)]
+pub struct Group {
+    name: String,
+    file: PathBuf,
+    interval_ms: i64,
+    query_offset_ms: i64,
+    limit: usize,
+    rules: Vec<GroupRule>,
+    /// Per rule: the series written at the previous successful evaluation.
+    series_in_previous_eval: Vec<HashSet<Labels>>,
+    external_labels: Labels,
+    external_url: String,
+    resend_delay_ms: i64,
+    last_evaluation: Option<i64>,
+}
+
+impl Group {
+    /// Builds every group of a loaded file.
+    pub fn from_file(file: &RuleFile, cfg: &GroupConfig) -> Result<Vec<Group>, BuildError> {
+        file.groups.iter().map(|g| Group::new(&file.path, g, cfg)).collect()
+    }
+
+    pub fn new(path: &Path, g: &RuleGroup, cfg: &GroupConfig) -> Result<Group, BuildError> {
+        let group_labels: Vec<(String, String)> = g
+            .labels
+            .iter()
+            .map(|l| (l.name.value.clone(), l.value.value.clone()))
+            .collect();
+        let mut rules = Vec::with_capacity(g.rules.len());
+        for r in &g.rules {
+            let Some(ast) = r.expr_ast.clone() else {
+                return Err(BuildError {
+                    file: path.display().to_string(),
+                    group: g.name.value.clone(),
+                    rule: r.name.value.clone(),
+                });
+            };
+            let mut labels = group_labels.clone();
+            labels.extend(r.labels.iter().map(|l| (l.name.value.clone(), l.value.value.clone())));
+            rules.push(match r.kind {
+                RuleKind::Alerting => GroupRule::Alerting(AlertingRule::new(
+                    &r.name.value,
+                    ast,
+                    &r.expr.value,
+                    r.hold().ms(),
+                    r.keep_firing().ms(),
+                    labels,
+                    r.annotations
+                        .iter()
+                        .map(|a| (a.name.value.clone(), a.value.value.clone()))
+                        .collect(),
+                )),
+                RuleKind::Recording => {
+                    GroupRule::Recording(RecordingRule::new(&r.name.value, ast, &r.expr.value, labels))
+                }
+            });
+        }
+        Ok(Group {
+            name: g.name.value.clone(),
+            file: path.to_path_buf(),
+            interval_ms: g.interval.as_ref().map_or(cfg.default_interval_ms, |d| d.value.ms()),
+            query_offset_ms: g
+                .query_offset
+                .as_ref()
+                .map_or(cfg.default_query_offset_ms, |d| d.value.ms()),
+            limit: g.limit(),
+            series_in_previous_eval: vec![HashSet::new(); rules.len()],
+            rules,
+            external_labels: cfg.external_labels.clone(),
+            external_url: cfg.external_url.clone(),
+            resend_delay_ms: cfg.resend_delay_ms,
+            last_evaluation: None,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub fn interval_ms(&self) -> i64 {
+        self.interval_ms
+    }
+
+    pub fn query_offset_ms(&self) -> i64 {
+        self.query_offset_ms
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn rules(&self) -> &[GroupRule] {
+        &self.rules
+    }
+
+    pub fn rules_mut(&mut self) -> &mut [GroupRule] {
+        &mut self.rules
+    }
+
+    pub fn last_evaluation(&self) -> Option<i64> {
+        self.last_evaluation
+    }
+
+    /// The group's stable offset within its interval (ms), so groups spread over the interval
+    /// and keep their slots across restarts (Prometheus hashes file and name the same way).
+    pub fn offset_ms(&self) -> i64 {
+        if self.interval_ms <= 0 {
+            return 0;
+        }
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self
+            .file
+            .to_string_lossy()
+            .bytes()
+            .chain([0xff])
+            .chain(self.name.bytes())
+        {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % self.interval_ms as u64) as i64
+    }
+
+    /// The latest evaluation slot at or before `now` (ms).
+    pub fn eval_timestamp(&self, now: i64) -> i64 {
+        if self.interval_ms <= 0 {
+            return now;
+        }
+        let base = now - now.rem_euclid(self.interval_ms);
+        let next = base + self.offset_ms();
+        if next > now {
+            next - self.interval_ms
+        } else {
+            next
+        }
+    }
+
+    /// Evaluates every rule at `ts`, reading `source` (whose samples after `source_until` are
+    /// hidden) under `outputs`, and writing rule outputs and staleness markers into `outputs`.
+    pub fn eval(
+        &mut self,
+        ts: i64,
+        engine: &Engine,
+        source: &dyn Queryable,
+        source_until: i64,
+        outputs: &mut Store,
+    ) -> EvalOutcome {
+        let mut outcome = EvalOutcome::default();
+        let query_offset = self.query_offset_ms;
+        for i in 0..self.rules.len() {
+            let result = {
+                let view = Layered::new(source, outputs).until(source_until);
+                let ctx = EvalContext {
+                    engine,
+                    source: &view,
+                    ts,
+                    query_offset,
+                    external_labels: &self.external_labels,
+                    external_url: &self.external_url,
+                    limit: self.limit,
+                };
+                match &mut self.rules[i] {
+                    GroupRule::Alerting(r) => r.eval(&ctx),
+                    GroupRule::Recording(r) => r.eval(&ctx),
+                }
+            };
+            let samples: Vec<OutputSample> = match result {
+                Ok(s) => s,
+                Err(e) => {
+                    // No staleness markers after a failed evaluation: the last values stay.
+                    outcome.errors.push((i, e));
+                    continue;
+                }
+            };
+            if let GroupRule::Alerting(r) = &mut self.rules[i] {
+                let due = r.alerts_to_send(ts, self.resend_delay_ms, self.interval_ms);
+                if !due.is_empty() {
+                    outcome.to_send.push((i, due));
+                }
+            }
+            let mut returned: HashSet<Labels> = HashSet::with_capacity(samples.len());
+            for s in samples {
+                outputs.append(&s.labels, s.t, s.v);
+                returned.insert(s.labels);
+            }
+            let stale_at = ts.saturating_sub(query_offset);
+            for gone in self.series_in_previous_eval[i].difference(&returned) {
+                outputs.append(gone, stale_at, stale_nan());
+            }
+            self.series_in_previous_eval[i] = returned;
+        }
+        self.last_evaluation = Some(ts);
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::{is_stale_nan, Value};
+    use crate::rules::file::{parse, LoadOptions};
+
+    const M: i64 = 60_000;
+
+    fn group(src: &str) -> Group {
+        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        Group::from_file(&p.file, &GroupConfig::default()).unwrap().remove(0)
+    }
+
+    fn query(engine: &Engine, src: &dyn Queryable, outputs: &Store, q: &str, t: i64) -> Vec<(String, f64)> {
+        let view = Layered::new(src, outputs);
+        match engine.instant_query(&view, q, t).unwrap().value {
+            Value::Vector(v) => {
+                let mut out: Vec<(String, f64)> = v.into_iter().map(|s| (s.metric.to_string(), s.v)).collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                out
+            }
+            Value::Scalar { v, .. } => vec![(String::new(), v)],
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn later_rules_see_earlier_results_at_the_same_timestamp() {
+        let mut g = group(
+            "groups:\n  - name: g\n    rules:\n      - record: a\n        expr: vector(1)\n      - record: b\n        expr: a + 1\n      - alert: BIsTwo\n        expr: b == 2\n",
+        );
+        let src = Store::new();
+        let mut out = Store::new();
+        let engine = Engine::default();
+        let o = g.eval(0, &engine, &src, i64::MAX, &mut out);
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert_eq!(query(&engine, &src, &out, "b", 0), vec![("b".into(), 2.0)]);
+        let alert = g.rules()[2].as_alerting().unwrap();
+        assert_eq!(alert.active_alerts().count(), 1);
+        assert_eq!(o.to_send.len(), 1, "a firing alert is due to be sent");
+        assert_eq!(
+            query(&engine, &src, &out, "ALERTS", 0),
+            vec![("ALERTS{alertname=\"BIsTwo\", alertstate=\"firing\"}".into(), 1.0)]
+        );
+    }
+
+    #[test]
+    fn series_that_disappear_get_staleness_markers() {
+        let mut g = group("groups:\n  - name: g\n    rules:\n      - record: r\n        expr: x > 0\n");
+        let mut src = Store::new();
+        let x = Labels::from_pairs([("__name__", "x")]);
+        src.append(&x, 0, 1.0);
+        src.append(&x, M, 0.0);
+        let mut out = Store::new();
+        let engine = Engine::default();
+        g.eval(0, &engine, &src, i64::MAX, &mut out);
+        g.eval(M, &engine, &src, i64::MAX, &mut out);
+        let r = Labels::from_pairs([("__name__", "r")]);
+        let id = out.lookup(&r).unwrap();
+        let mut samples = Vec::new();
+        out.samples(id, 0, M, &mut samples);
+        assert_eq!(samples.len(), 2);
+        assert!(is_stale_nan(samples[1].1));
+        assert!(query(&engine, &src, &out, "r", M + 1000).is_empty(), "stale right away");
+    }
+
+    #[test]
+    fn query_offset_and_group_labels() {
+        let mut g = group(
+            "groups:\n  - name: g\n    query_offset: 1m\n    labels: {team: ml}\n    rules:\n      - record: r\n        expr: x\n        labels: {team: infra}\n      - record: s\n        expr: x\n",
+        );
+        let mut src = Store::new();
+        let x = Labels::from_pairs([("__name__", "x")]);
+        src.append(&x, 0, 1.0);
+        src.append(&x, M, 2.0);
+        let mut out = Store::new();
+        let engine = Engine::default();
+        g.eval(M, &engine, &src, i64::MAX, &mut out);
+        assert_eq!(
+            query(&engine, &src, &out, "r", 0),
+            vec![("r{team=\"infra\"}".into(), 1.0)]
+        );
+        assert_eq!(query(&engine, &src, &out, "s", 0), vec![("s{team=\"ml\"}".into(), 1.0)]);
+        assert_eq!(
+            query(&engine, &src, &out, "timestamp(s)", M),
+            vec![("{team=\"ml\"}".into(), 0.0)]
+        );
+    }
+
+    #[test]
+    fn failed_rules_are_reported_and_others_run() {
+        let mut g = group(
+            "groups:\n  - name: g\n    limit: 1\n    rules:\n      - record: r\n        expr: x\n      - record: s\n        expr: vector(1)\n",
+        );
+        let mut src = Store::new();
+        src.append(&Labels::from_pairs([("__name__", "x"), ("a", "1")]), 0, 1.0);
+        src.append(&Labels::from_pairs([("__name__", "x"), ("a", "2")]), 0, 1.0);
+        let mut out = Store::new();
+        let engine = Engine::default();
+        let o = g.eval(0, &engine, &src, i64::MAX, &mut out);
+        assert_eq!(o.errors.len(), 1);
+        assert_eq!(o.errors[0].0, 0);
+        assert_eq!(g.rules()[0].health(), Health::Bad);
+        assert_eq!(g.rules()[1].health(), Health::Good);
+        assert!(query(&engine, &src, &out, "r", 0).is_empty());
+    }
+
+    #[test]
+    fn eval_slots_are_stable() {
+        let g = group("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let off = g.offset_ms();
+        assert!((0..M).contains(&off));
+        let t = g.eval_timestamp(10 * M + 5);
+        assert!(t <= 10 * M + 5 && t > 9 * M - 1);
+        assert_eq!(t.rem_euclid(M), off);
+    }
+}

@@ -1,0 +1,24 @@
+//! Rules: the rule-file model with source spans ([`file`]), the alert state machine
+//! ([`alerting`]), recording rules ([`recording`]) and group evaluation ([`group`]) over a view
+//! that layers rule outputs on the source ([`storage`]).
+//!
+//! Time is injected everywhere: a group is evaluated at the timestamp it is given, so `run`,
+//! `replay` and `test` drive the same code with real or simulated clocks.
+
+pub mod alerting;
+pub mod duration;
+pub mod eval;
+pub mod file;
+pub mod group;
+pub mod recording;
+pub mod storage;
+pub mod template;
+pub mod yaml;
+
+pub use alerting::{Alert, AlertState, AlertingRule};
+pub use duration::Duration;
+pub use eval::{EvalContext, Health, OutputSample, RuleError};
+pub use file::{load_file, LoadError, LoadOptions, RuleFile, RuleGroup};
+pub use group::{EvalOutcome, Group, GroupConfig, GroupRule};
+pub use recording::RecordingRule;
+pub use storage::Layered;

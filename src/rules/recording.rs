@@ -1,0 +1,193 @@
+//! Recording rules, as Prometheus' `rules/recording.go`: the result vector renamed to the
+//! record name, with the rule labels applied; duplicate label sets and an exceeded `limit` are
+//! errors (nothing is written then).
+
+use std::collections::HashSet;
+
+use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
+use crate::promql::Expr;
+
+use super::eval::{EvalContext, Health, OutputSample, RuleError};
+
+/// A recording rule.
+#[derive(Clone, Debug)]
+pub struct RecordingRule {
+    name: String,
+    expr: Expr,
+    expr_text: String,
+    /// Group labels under rule labels, sorted by name; an empty value removes the label.
+    labels: Vec<(String, String)>,
+    health: Health,
+    last_error: Option<RuleError>,
+    last_evaluation: Option<i64>,
+}
+
+impl RecordingRule {
+    pub fn new(name: &str, expr: Expr, expr_text: &str, labels: Vec<(String, String)>) -> Self {
+        let labels: std::collections::BTreeMap<String, String> = labels.into_iter().collect();
+        RecordingRule {
+            name: name.to_string(),
+            expr,
+            expr_text: expr_text.to_string(),
+            labels: labels.into_iter().collect(),
+            health: Health::Unknown,
+            last_error: None,
+            last_evaluation: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn expr(&self) -> &Expr {
+        &self.expr
+    }
+
+    pub fn expr_text(&self) -> &str {
+        &self.expr_text
+    }
+
+    pub fn labels(&self) -> &[(String, String)] {
+        &self.labels
+    }
+
+    pub fn health(&self) -> Health {
+        self.health
+    }
+
+    pub fn last_error(&self) -> Option<&RuleError> {
+        self.last_error.as_ref()
+    }
+
+    pub fn last_evaluation(&self) -> Option<i64> {
+        self.last_evaluation
+    }
+
+    /// Evaluates the rule; the samples are timestamped `ts - query_offset`.
+    pub fn eval(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
+        let result = self.eval_inner(ctx);
+        self.last_evaluation = Some(ctx.ts);
+        match &result {
+            Ok(_) => {
+                self.health = Health::Good;
+                self.last_error = None;
+            }
+            Err(e) => {
+                self.health = Health::Bad;
+                self.last_error = Some(e.clone());
+            }
+        }
+        result
+    }
+
+    fn eval_inner(&self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
+        let t = ctx.query_time();
+        let vector = ctx.query(&self.expr, t)?;
+        let mut out = Vec::with_capacity(vector.len());
+        let mut seen: HashSet<Labels> = HashSet::with_capacity(vector.len());
+        for (metric, v) in vector {
+            let mut lb = LabelsBuilder::new(&metric);
+            lb.set(METRIC_NAME, &self.name);
+            for (n, val) in &self.labels {
+                lb.set(n, val);
+            }
+            let labels = lb.build();
+            if !seen.insert(labels.clone()) {
+                return Err(RuleError::DuplicateRuleLabels);
+            }
+            out.push(OutputSample { labels, t, v });
+        }
+        if ctx.limit > 0 && out.len() > ctx.limit {
+            return Err(RuleError::SeriesLimit {
+                limit: ctx.limit,
+                count: out.len(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::Engine;
+    use crate::tsdb::Store;
+
+    fn fixture() -> Store {
+        let mut store = Store::new();
+        for (job, inst, v) in [("a", "1", 1.0), ("a", "2", 2.0), ("b", "1", 5.0)] {
+            store.append(
+                &Labels::from_pairs([("__name__", "up"), ("job", job), ("instance", inst)]),
+                0,
+                v,
+            );
+        }
+        store
+    }
+
+    fn run(rule: &mut RecordingRule, store: &Store, limit: usize) -> Result<Vec<OutputSample>, RuleError> {
+        let engine = Engine::default();
+        let ext = Labels::empty();
+        let ctx = EvalContext {
+            engine: &engine,
+            source: store,
+            ts: 60_000,
+            query_offset: 30_000,
+            external_labels: &ext,
+            external_url: "",
+            limit,
+        };
+        rule.eval(&ctx)
+    }
+
+    #[test]
+    fn renames_and_labels_the_result() {
+        let store = fixture();
+        let expr = "sum by (job) (up)";
+        let mut r = RecordingRule::new(
+            "job:up:sum",
+            crate::promql::parse(expr).unwrap(),
+            expr,
+            vec![("team".into(), "ml".into())],
+        );
+        let mut out = run(&mut r, &store, 0).unwrap();
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].labels.to_string(), "job:up:sum{job=\"a\", team=\"ml\"}");
+        assert_eq!(out[0].v, 3.0);
+        assert_eq!(out[0].t, 30_000);
+        assert_eq!(r.health(), Health::Good);
+    }
+
+    #[test]
+    fn scalar_results_become_one_series() {
+        let store = fixture();
+        let mut r = RecordingRule::new("one", crate::promql::parse("1").unwrap(), "1", vec![]);
+        let out = run(&mut r, &store, 0).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].labels.to_string(), "one");
+    }
+
+    #[test]
+    fn duplicates_and_limits_are_errors() {
+        let store = fixture();
+        let expr = "up";
+        let mut r = RecordingRule::new(
+            "x",
+            crate::promql::parse(expr).unwrap(),
+            expr,
+            vec![("instance".into(), "".into()), ("job".into(), "same".into())],
+        );
+        let err = run(&mut r, &store, 0).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "vector contains metrics with the same labelset after applying rule labels"
+        );
+        let mut r = RecordingRule::new("x", crate::promql::parse(expr).unwrap(), expr, vec![]);
+        let err = run(&mut r, &store, 2).unwrap_err();
+        assert_eq!(err.to_string(), "exceeded limit of 2 with 3 series");
+        assert_eq!(r.health(), Health::Bad);
+        assert!(run(&mut r, &store, 3).is_ok());
+    }
+}

@@ -1,0 +1,889 @@
+//! Spanned YAML: a small node tree with a line:col on every node, built on yaml-rust2's event
+//! parser, plus strict decoding helpers (unknown keys, wrong types and duplicate keys are errors
+//! that carry their position).
+//!
+//! Semantics follow what Prometheus' loaders (Go yaml.v2/v3) accept: anchors and aliases, merge
+//! keys (`<<: *anchor`), `null`/`~`/empty as "absent", only the first document of a stream.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// A position in a file: 1-based line and column (the column counts characters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+}
+
+impl Pos {
+    pub fn new(line: usize, col: usize) -> Self {
+        Pos { line, col }
+    }
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// How a scalar was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    SingleQuoted,
+    DoubleQuoted,
+    /// `|` block.
+    Literal,
+    /// `>` block.
+    Folded,
+}
+
+/// A scalar with its source position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scalar {
+    pub value: String,
+    pub style: Style,
+    pub pos: Pos,
+    /// The explicit tag, e.g. `tag:yaml.org,2002:str` for `!!str`.
+    pub tag: Option<String>,
+}
+
+impl Scalar {
+    /// YAML's null: `~`, `null` (any usual case) or nothing at all, when not quoted or tagged.
+    pub fn is_null(&self) -> bool {
+        self.style == Style::Plain
+            && self.tag.is_none()
+            && matches!(self.value.as_str(), "" | "~" | "null" | "Null" | "NULL")
+    }
+}
+
+/// A YAML node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node {
+    Scalar(Scalar),
+    Seq(Vec<Node>, Pos),
+    /// Entries in file order, with merge keys (`<<`) already applied.
+    Map(Vec<(Scalar, Node)>, Pos),
+}
+
+impl Node {
+    pub fn pos(&self) -> Pos {
+        match self {
+            Node::Scalar(s) => s.pos,
+            Node::Seq(_, p) | Node::Map(_, p) => *p,
+        }
+    }
+
+    /// Go yaml's name for the node kind, used in type errors (`!!map`, `!!seq`, `!!str`, ...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Node::Seq(..) => "!!seq",
+            Node::Map(..) => "!!map",
+            Node::Scalar(s) => scalar_kind(s),
+        }
+    }
+
+    /// Whether the node is a null scalar (absent value).
+    pub fn is_null(&self) -> bool {
+        matches!(self, Node::Scalar(s) if s.is_null())
+    }
+
+    pub fn as_scalar(&self) -> Option<&Scalar> {
+        match self {
+            Node::Scalar(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+fn scalar_kind(s: &Scalar) -> &'static str {
+    if let Some(t) = &s.tag {
+        return match t.rsplit(':').next().unwrap_or("") {
+            "int" => "!!int",
+            "float" => "!!float",
+            "bool" => "!!bool",
+            "null" => "!!null",
+            _ => "!!str",
+        };
+    }
+    if s.style != Style::Plain {
+        return "!!str";
+    }
+    let v = s.value.as_str();
+    if s.is_null() {
+        "!!null"
+    } else if matches!(v, "true" | "True" | "TRUE" | "false" | "False" | "FALSE") {
+        "!!bool"
+    } else if parse_yaml_int(v).is_some() {
+        "!!int"
+    } else if parse_yaml_float(v).is_some() {
+        "!!float"
+    } else {
+        "!!str"
+    }
+}
+
+/// A YAML integer as Go yaml resolves one (decimal, `0x`, `0o`, `0b`, optional sign, `_`).
+pub fn parse_yaml_int(v: &str) -> Option<i64> {
+    let (neg, rest) = match v.as_bytes().first()? {
+        b'-' => (true, &v[1..]),
+        b'+' => (false, &v[1..]),
+        _ => (false, v),
+    };
+    let clean: String = rest.chars().filter(|&c| c != '_').collect();
+    if clean.is_empty() {
+        return None;
+    }
+    let (digits, radix) = if let Some(h) = clean.strip_prefix("0x") {
+        (h, 16)
+    } else if let Some(o) = clean.strip_prefix("0o") {
+        (o, 8)
+    } else if let Some(b) = clean.strip_prefix("0b") {
+        (b, 2)
+    } else {
+        (clean.as_str(), 10)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let n = i64::from_str_radix(digits, radix).ok()?;
+    Some(if neg { -n } else { n })
+}
+
+/// A YAML float as Go yaml resolves one (`1.5`, `1e3`, `.inf`, `-.Inf`, `.nan`), or an integer.
+pub fn parse_yaml_float(v: &str) -> Option<f64> {
+    match v {
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        _ => {}
+    }
+    if let Some(i) = parse_yaml_int(v) {
+        return Some(i as f64);
+    }
+    let clean: String = v.chars().filter(|&c| c != '_').collect();
+    let body = clean.trim_start_matches(['+', '-']);
+    // Rust accepts "inf"/"nan" words that YAML does not; require a digit.
+    if !body.starts_with(|c: char| c.is_ascii_digit() || c == '.') || !body.chars().any(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    clean.parse::<f64>().ok()
+}
+
+/// A YAML syntax error with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct YamlError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.pos, self.message)
+    }
+}
+
+/// The first document of a YAML stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    /// `None` for an empty document (only comments or nothing).
+    pub root: Option<Node>,
+}
+
+/// Parses the first document of `src`.
+pub fn parse(src: &str) -> Result<Document, YamlError> {
+    // yaml-rust2 asserts on a few internal invariants; never let a malformed file take the
+    // process down.
+    let result = std::panic::catch_unwind(|| {
+        let mut recv = Receiver::default();
+        let mut parser = Parser::new_from_str(src);
+        let scan = parser.load(&mut recv, true);
+        (scan, recv)
+    });
+    let (scan, recv) = match result {
+        Ok(x) => x,
+        Err(_) => {
+            return Err(YamlError {
+                pos: Pos::new(1, 1),
+                message: "the YAML parser failed on this input".into(),
+            });
+        }
+    };
+    if let Err(e) = scan {
+        let m = e.marker();
+        return Err(YamlError {
+            pos: marker_pos(m),
+            message: e.info().to_string(),
+        });
+    }
+    if let Some(e) = recv.error {
+        return Err(e);
+    }
+    Ok(Document { root: recv.root })
+}
+
+fn marker_pos(m: &Marker) -> Pos {
+    Pos::new(m.line().max(1), m.col() + 1)
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Node>,
+        pos: Pos,
+        anchor: usize,
+    },
+    Map {
+        entries: Vec<(Scalar, Node)>,
+        key: Option<Scalar>,
+        pos: Pos,
+        anchor: usize,
+    },
+}
+
+/// Deepest nesting accepted (keeps recursive clone and drop far from the stack limit).
+const MAX_DEPTH: usize = 256;
+/// Most nodes aliases may expand to in one document.
+const MAX_ALIAS_NODES: usize = 1_000_000;
+
+fn node_count(n: &Node) -> usize {
+    match n {
+        Node::Scalar(_) => 1,
+        Node::Seq(items, _) => 1 + items.iter().map(node_count).sum::<usize>(),
+        Node::Map(entries, _) => 1 + entries.iter().map(|(_, v)| 1 + node_count(v)).sum::<usize>(),
+    }
+}
+
+#[derive(Default)]
+struct Receiver {
+    stack: Vec<Frame>,
+    /// Anchored nodes with their size in nodes.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes created by expanding aliases so far (bounded, against "billion laughs").
+    alias_nodes: usize,
+    root: Option<Node>,
+    done: bool,
+    error: Option<YamlError>,
+}
+
+impl Receiver {
+    fn fail(&mut self, pos: Pos, message: impl Into<String>) {
+        if self.error.is_none() {
+            self.error = Some(YamlError {
+                pos,
+                message: message.into(),
+            });
+        }
+    }
+
+    /// Hands a finished node to its parent (or makes it the root).
+    fn push_node(&mut self, node: Node, anchor: usize) {
+        if anchor != 0 {
+            let size = node_count(&node);
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        match self.stack.last_mut() {
+            None => {
+                self.root = Some(node);
+                self.done = true;
+            }
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map { entries, key, .. }) => match key.take() {
+                Some(k) => entries.push((k, node)),
+                None => match node {
+                    Node::Scalar(s) => *key = Some(s),
+                    other => {
+                        let pos = other.pos();
+                        self.fail(pos, "mapping keys must be scalars");
+                    }
+                },
+            },
+        }
+    }
+}
+
+impl MarkedEventReceiver for Receiver {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() || (self.done && self.stack.is_empty() && !matches!(ev, Event::DocumentEnd)) {
+            return;
+        }
+        let pos = marker_pos(&mark);
+        match ev {
+            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart | Event::DocumentEnd => {}
+            Event::Alias(id) => match self.anchors.get(&id) {
+                Some((n, size)) => {
+                    self.alias_nodes = self.alias_nodes.saturating_add(*size);
+                    if self.alias_nodes > MAX_ALIAS_NODES {
+                        self.fail(pos, "document contains excessive aliasing");
+                        return;
+                    }
+                    let n = n.clone();
+                    self.push_node(n, 0);
+                }
+                None => self.fail(pos, "unknown anchor referenced by alias"),
+            },
+            Event::Scalar(value, style, anchor, tag) => {
+                let style = match style {
+                    TScalarStyle::Plain => Style::Plain,
+                    TScalarStyle::SingleQuoted => Style::SingleQuoted,
+                    TScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+                    TScalarStyle::Literal => Style::Literal,
+                    TScalarStyle::Folded => Style::Folded,
+                };
+                let tag = tag.map(|t| format!("{}{}", t.handle, t.suffix));
+                self.push_node(Node::Scalar(Scalar { value, style, pos, tag }), anchor);
+            }
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                self.fail(pos, format!("nesting deeper than {MAX_DEPTH} levels"));
+            }
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
+                items: Vec::new(),
+                pos,
+                anchor,
+            }),
+            Event::SequenceEnd => {
+                if let Some(Frame::Seq { items, pos, anchor }) = self.stack.pop() {
+                    let pos = items.first().map_or(pos, |n| n.pos().min(pos));
+                    self.push_node(Node::Seq(items, pos), anchor);
+                }
+            }
+            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
+                entries: Vec::new(),
+                key: None,
+                pos,
+                anchor,
+            }),
+            Event::MappingEnd => {
+                if let Some(Frame::Map {
+                    entries, pos, anchor, ..
+                }) = self.stack.pop()
+                {
+                    // A block mapping's start mark lies past its first key; the first key's
+                    // position is where the mapping visibly starts.
+                    let pos = entries.first().map_or(pos, |(k, _)| k.pos.min(pos));
+                    match resolve_merges(entries) {
+                        Ok(entries) => self.push_node(Node::Map(entries, pos), anchor),
+                        Err(e) => self.fail(e.pos, e.message),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn is_merge_key(k: &Scalar) -> bool {
+    (k.style == Style::Plain && k.value == "<<" && k.tag.is_none())
+        || k.tag.as_deref().is_some_and(|t| t.ends_with(":merge"))
+}
+
+/// Applies merge keys and rejects duplicate keys, as Go yaml does.
+fn resolve_merges(entries: Vec<(Scalar, Node)>) -> Result<Vec<(Scalar, Node)>, YamlError> {
+    let mut explicit: HashMap<String, Pos> = HashMap::new();
+    for (k, _) in &entries {
+        if is_merge_key(k) {
+            continue;
+        }
+        if let Some(prev) = explicit.get(&k.value) {
+            return Err(YamlError {
+                pos: k.pos,
+                message: format!("mapping key {:?} already defined at line {}", k.value, prev.line),
+            });
+        }
+        explicit.insert(k.value.clone(), k.pos);
+    }
+    if !entries.iter().any(|(k, _)| is_merge_key(k)) {
+        return Ok(entries);
+    }
+    let mut out: Vec<(Scalar, Node)> = Vec::with_capacity(entries.len());
+    let mut merged: HashMap<String, ()> = HashMap::new();
+    for (k, v) in entries {
+        if !is_merge_key(&k) {
+            out.push((k, v));
+            continue;
+        }
+        let sources: Vec<Node> = match v {
+            Node::Map(..) => vec![v],
+            Node::Seq(items, _) => items,
+            other => {
+                return Err(YamlError {
+                    pos: other.pos(),
+                    message: "map merge requires map or sequence of maps as the value".into(),
+                })
+            }
+        };
+        for src in sources {
+            let Node::Map(src_entries, p) = src else {
+                return Err(YamlError {
+                    pos: src.pos(),
+                    message: "map merge requires map or sequence of maps as the value".into(),
+                });
+            };
+            let _ = p;
+            for (mk, mv) in src_entries {
+                if explicit.contains_key(&mk.value) || merged.contains_key(&mk.value) {
+                    continue;
+                }
+                merged.insert(mk.value.clone(), ());
+                out.push((mk, mv));
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict decoding helpers.
+
+/// A decoding problem at a position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.pos, self.message)
+    }
+}
+
+fn type_error(node: &Node, target: &str) -> DecodeError {
+    let shown = match node {
+        Node::Scalar(s) => format!("{} `{}`", s.kind_display(), truncate(&s.value)),
+        other => other.kind_name().to_string(),
+    };
+    DecodeError {
+        pos: node.pos(),
+        message: format!("cannot unmarshal {shown} into {target}"),
+    }
+}
+
+impl Scalar {
+    fn kind_display(&self) -> &'static str {
+        scalar_kind(self)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    if s.chars().count() > 40 {
+        let t: String = s.chars().take(37).collect();
+        format!("{t}...")
+    } else {
+        s.to_string()
+    }
+}
+
+/// `field "exprr" not found in type rulefmt.Rule; did you mean "expr"?` (or the known fields).
+fn unknown_field_message(key: &str, type_name: &str, known: &[&str]) -> String {
+    let best = known.iter().map(|k| (edit_distance(key, k), *k)).min();
+    match best {
+        Some((d, k)) if d <= 2 && d < key.chars().count() => {
+            format!("field {key:?} not found in type {type_name}; did you mean {k:?}?")
+        }
+        _ => format!(
+            "field {key:?} not found in type {type_name} (known fields: {})",
+            known.join(", ")
+        ),
+    }
+}
+
+/// Levenshtein distance.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Reads the fields of one mapping, checking that every key is known.
+pub struct MapReader<'a> {
+    entries: Vec<(&'a Scalar, &'a Node)>,
+    pub pos: Pos,
+}
+
+impl<'a> MapReader<'a> {
+    /// `node` must be a mapping (a null node reads as an empty mapping). Unknown keys are
+    /// reported into `errs` with the Go type name `type_name` (e.g. `rulefmt.Rule`), unless
+    /// `allow_unknown` is set.
+    pub fn new(
+        node: &'a Node,
+        type_name: &str,
+        known: &[&str],
+        allow_unknown: bool,
+        errs: &mut Vec<DecodeError>,
+    ) -> Option<Self> {
+        match node {
+            Node::Map(entries, pos) => {
+                let mut kept = Vec::with_capacity(entries.len());
+                for (k, v) in entries {
+                    if known.contains(&k.value.as_str()) {
+                        kept.push((k, v));
+                    } else if !allow_unknown {
+                        errs.push(DecodeError {
+                            pos: k.pos,
+                            message: unknown_field_message(&k.value, type_name, known),
+                        });
+                    }
+                }
+                Some(MapReader {
+                    entries: kept,
+                    pos: *pos,
+                })
+            }
+            n if n.is_null() => Some(MapReader {
+                entries: Vec::new(),
+                pos: n.pos(),
+            }),
+            other => {
+                errs.push(type_error(other, type_name));
+                None
+            }
+        }
+    }
+
+    /// The node of a key, if present and not null.
+    pub fn get(&self, key: &str) -> Option<&'a Node> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.value == key)
+            .map(|(_, v)| *v)
+            .filter(|v| !v.is_null())
+    }
+
+    /// The key scalar of a field (for positions), if present.
+    pub fn key(&self, key: &str) -> Option<&'a Scalar> {
+        self.entries.iter().find(|(k, _)| k.value == key).map(|(k, _)| *k)
+    }
+
+    /// Whether a key is present (even with a null value).
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k.value == key)
+    }
+
+    /// A string field: any scalar (numbers and booleans read as their text).
+    pub fn string(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(&'a str, Pos, &'a Scalar)> {
+        let node = self.get(key)?;
+        match node {
+            Node::Scalar(s) => Some((s.value.as_str(), s.pos, s)),
+            other => {
+                errs.push(type_error(other, "string"));
+                None
+            }
+        }
+    }
+
+    /// A sequence field (null reads as empty).
+    pub fn seq(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<&'a [Node]> {
+        let node = self.get(key)?;
+        match node {
+            Node::Seq(items, _) => Some(items),
+            other => {
+                errs.push(type_error(other, &format!("[]{key}")));
+                None
+            }
+        }
+    }
+
+    /// An integer field.
+    pub fn int(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(i64, Pos)> {
+        let node = self.get(key)?;
+        match node {
+            Node::Scalar(s) if s.style == Style::Plain || s.tag.as_deref().is_some_and(|t| t.ends_with(":int")) => {
+                match parse_yaml_int(&s.value) {
+                    Some(n) => Some((n, s.pos)),
+                    None => {
+                        errs.push(type_error(node, "int"));
+                        None
+                    }
+                }
+            }
+            other => {
+                errs.push(type_error(other, "int"));
+                None
+            }
+        }
+    }
+
+    /// A float field.
+    pub fn float(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(f64, Pos)> {
+        let node = self.get(key)?;
+        match node {
+            Node::Scalar(s) if s.style == Style::Plain || s.tag.as_deref().is_some_and(|t| t.ends_with(":float")) => {
+                match parse_yaml_float(&s.value) {
+                    Some(n) => Some((n, s.pos)),
+                    None => {
+                        errs.push(type_error(node, "float64"));
+                        None
+                    }
+                }
+            }
+            other => {
+                errs.push(type_error(other, "float64"));
+                None
+            }
+        }
+    }
+
+    /// A boolean field.
+    pub fn bool(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(bool, Pos)> {
+        let node = self.get(key)?;
+        match node {
+            Node::Scalar(s) if s.style == Style::Plain => match s.value.as_str() {
+                "true" | "True" | "TRUE" => Some((true, s.pos)),
+                "false" | "False" | "FALSE" => Some((false, s.pos)),
+                _ => {
+                    errs.push(type_error(node, "bool"));
+                    None
+                }
+            },
+            other => {
+                errs.push(type_error(other, "bool"));
+                None
+            }
+        }
+    }
+
+    /// A `map[string]string` field, in file order.
+    pub fn string_map(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
+        let node = self.get(key)?;
+        string_map(node, errs)
+    }
+}
+
+/// Decodes a `map[string]string` node (null reads as empty), in file order.
+pub fn string_map<'a>(node: &'a Node, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
+    match node {
+        Node::Map(entries, _) => {
+            let mut out = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                match v {
+                    Node::Scalar(s) => out.push((k, s)),
+                    other => errs.push(type_error(other, "string")),
+                }
+            }
+            Some(out)
+        }
+        n if n.is_null() => Some(Vec::new()),
+        other => {
+            errs.push(type_error(other, "map[string]string"));
+            None
+        }
+    }
+}
+
+/// Maps a position inside a scalar's value (1-based line and column of the value text) to its
+/// position in the file, given the file's text. Exact for single-line plain and quoted
+/// scalars without escapes and for literal (`|`) blocks; best effort for folded text.
+pub fn value_pos_in_file(src: &str, scalar: &Scalar, line: usize, col: usize) -> Pos {
+    let lines: Vec<&str> = src.split('\n').collect();
+    let start = scalar.pos;
+    let line = line.max(1);
+    let col = col.max(1);
+    match scalar.style {
+        Style::Literal | Style::Folded => {
+            // Content starts on the line after the indicator; its indentation is that of the
+            // first non-blank content line.
+            // yaml-rust2 marks a block scalar at the start of its content.
+            let first = start.line.saturating_sub(1); // 0-based index of the first content line
+            let indent = start.col.saturating_sub(1);
+            if scalar.style == Style::Literal {
+                return Pos::new(start.line + line - 1, indent + col);
+            }
+            // Folded: lines are joined by single spaces (ignoring blank-line subtleties).
+            let segments: Vec<(usize, usize, usize)> = lines
+                .iter()
+                .enumerate()
+                .skip(first)
+                .take_while(|(_, l)| l.trim().is_empty() || l.chars().take_while(|&c| c == ' ').count() >= indent)
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(i, l)| (i + 1, indent + 1, l.chars().count().saturating_sub(indent)))
+                .collect();
+            locate(&segments, &scalar.value, line, col).unwrap_or(start)
+        }
+        Style::Plain | Style::SingleQuoted | Style::DoubleQuoted => {
+            let quote = usize::from(scalar.style != Style::Plain);
+            if !scalar.value.contains('\n') && line == 1 {
+                let first_len = lines
+                    .get(start.line.saturating_sub(1))
+                    .map(|l| l.chars().count())
+                    .unwrap_or(0);
+                if start.col + quote + col - 1 <= first_len + 1 {
+                    // Single source line (the common case).
+                    let src_line = lines.get(start.line.saturating_sub(1)).copied().unwrap_or("");
+                    let shown: String = src_line
+                        .chars()
+                        .skip(start.col - 1 + quote)
+                        .take(scalar.value.chars().count())
+                        .collect();
+                    if shown == scalar.value || scalar.style == Style::Plain {
+                        return Pos::new(start.line, start.col + quote + col - 1);
+                    }
+                }
+            }
+            // Multi-line flow scalar: each source line contributes its trimmed text, joined by
+            // single spaces.
+            let mut segments = Vec::new();
+            for (i, l) in lines.iter().enumerate().skip(start.line.saturating_sub(1)) {
+                let (c0, text_len) = if i + 1 == start.line {
+                    let c0 = start.col + quote;
+                    (c0, l.chars().count().saturating_sub(c0 - 1))
+                } else {
+                    let lead = l.chars().take_while(|c| c.is_whitespace()).count();
+                    (lead + 1, l.trim().chars().count())
+                };
+                if text_len > 0 {
+                    segments.push((i + 1, c0, text_len));
+                }
+                let consumed: usize = segments.iter().map(|s| s.2 + 1).sum();
+                if consumed > scalar.value.chars().count() + 1 {
+                    break;
+                }
+            }
+            locate(&segments, &scalar.value, line, col).unwrap_or(start)
+        }
+    }
+}
+
+/// Finds the character at (line, col) of `value` in segments `(file_line, file_col, len)` that
+/// are joined by one separator character each.
+fn locate(segments: &[(usize, usize, usize)], value: &str, line: usize, col: usize) -> Option<Pos> {
+    // Character offset of (line, col) in the value.
+    let mut offset = 0usize;
+    for (i, l) in value.split('\n').enumerate() {
+        if i + 1 == line {
+            offset += col - 1;
+            break;
+        }
+        offset += l.chars().count() + 1;
+    }
+    let mut at = 0usize;
+    for &(fl, fc, len) in segments {
+        if offset <= at + len {
+            return Some(Pos::new(fl, fc + (offset - at)));
+        }
+        at += len + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(src: &str) -> Node {
+        parse(src).expect("parses").root.expect("has a root")
+    }
+
+    #[test]
+    fn positions_are_one_based() {
+        let n = root("a: 1\nbb:\n  - x\n  - 'y'\n");
+        let Node::Map(entries, pos) = n else { panic!("map") };
+        assert_eq!(pos, Pos::new(1, 1));
+        assert_eq!(entries[0].0.pos, Pos::new(1, 1));
+        assert_eq!(entries[0].1.pos(), Pos::new(1, 4));
+        let Node::Seq(items, _) = &entries[1].1 else {
+            panic!("seq")
+        };
+        assert_eq!(items[0].pos(), Pos::new(3, 5));
+        assert_eq!(items[1].pos(), Pos::new(4, 5));
+    }
+
+    #[test]
+    fn aliases_and_merge_keys() {
+        let n = root("base: &b\n  x: 1\n  y: 2\nother:\n  <<: *b\n  y: 3\n");
+        let Node::Map(entries, _) = n else { panic!("map") };
+        let Node::Map(other, _) = &entries[1].1 else {
+            panic!("map")
+        };
+        let got: Vec<(String, String)> = other
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.value.clone(),
+                    v.as_scalar().map(|s| s.value.clone()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert!(got.contains(&("x".into(), "1".into())));
+        assert!(got.contains(&("y".into(), "3".into())));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors() {
+        let e = parse("a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(e.pos, Pos::new(3, 1));
+        assert!(e.message.contains("already defined at line 1"), "{}", e.message);
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(e.pos.line >= 1);
+        let e = parse("a: 'x\n").unwrap_err();
+        assert!(e.pos.line >= 1, "{e}");
+    }
+
+    #[test]
+    fn empty_document() {
+        assert_eq!(parse("# only a comment\n").unwrap().root, None);
+        assert_eq!(parse("").unwrap().root, None);
+    }
+
+    #[test]
+    fn hostile_documents_are_errors() {
+        let deep = "[".repeat(1000) + &"]".repeat(1000);
+        assert!(parse(&deep).is_err());
+        let block: String = (0..300).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        assert!(parse(&block).unwrap_err().message.contains("nesting deeper"));
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..8 {
+            let prev = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
+            bomb.push_str(&format!("l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        assert!(parse(&bomb).unwrap_err().message.contains("excessive aliasing"));
+    }
+
+    #[test]
+    fn unknown_alias_is_an_error_not_a_panic() {
+        assert!(parse("a: *nope\n").is_err());
+    }
+
+    #[test]
+    fn maps_expression_positions() {
+        let src = "expr: foo + \n";
+        let n = root(src);
+        let Node::Map(e, _) = n else { panic!() };
+        let s = e[0].1.as_scalar().unwrap();
+        assert_eq!(value_pos_in_file(src, s, 1, 5), Pos::new(1, 11));
+
+        let src = "  expr: |\n    sum(x)\n      + y)\n";
+        let n = root(src);
+        let Node::Map(e, _) = n else { panic!() };
+        let s = e[0].1.as_scalar().unwrap();
+        assert_eq!(value_pos_in_file(src, s, 2, 6), Pos::new(3, 10));
+
+        let src = "expr: \"a + b\"\n";
+        let n = root(src);
+        let Node::Map(e, _) = n else { panic!() };
+        let s = e[0].1.as_scalar().unwrap();
+        assert_eq!(value_pos_in_file(src, s, 1, 3), Pos::new(1, 10));
+    }
+
+    #[test]
+    fn scalar_kinds() {
+        let n = root("a: 1\nb: 1.5\nc: true\nd: x\ne: '1'\nf:\n");
+        let Node::Map(e, _) = n else { panic!() };
+        let kinds: Vec<&str> = e.iter().map(|(_, v)| v.kind_name()).collect();
+        assert_eq!(kinds, ["!!int", "!!float", "!!bool", "!!str", "!!str", "!!null"]);
+    }
+}

@@ -1,0 +1,192 @@
+//! Rule unit tests in the `promtool test rules` format, run through the production rule
+//! engine (`crate::rules`) in simulated time.
+//!
+//! The file format is promtool's, unchanged: `rule_files` (globs relative to the test file),
+//! `evaluation_interval`, `group_eval_order`, `fuzzy_compare`, and `tests` with `name`,
+//! `interval`, `start_timestamp`, `input_series`, `external_labels`, `external_url`,
+//! `alert_rule_test` and `promql_expr_test`. Each `alert_rule_test`, `promql_expr_test` (and
+//! extension case) counts as one case in the `N passed, N failed` totals.
+//!
+//! # Extension: `watchfire_alert_state_test`
+//!
+//! promtool compares only *firing* alerts. A test group may also hold
+//! `watchfire_alert_state_test`, which asserts the full state of an alert over time:
+//!
+//! ```yaml
+//! watchfire_alert_state_test:
+//!   - eval_time: 3m
+//!     alertname: InstanceDown
+//!     exp_states:                 # every pending, firing and resolved alert of that name
+//!       - labels: {instance: a}   # alertname is added
+//!         state: pending          # pending | firing | resolved | inactive
+//!         active_at: 1m           # optional, like fired_at and resolved_at (relative times)
+//! ```
+//!
+//! `exp_states` lists every alert the rule holds (pending, firing, and resolved ones kept for
+//! the 15 minutes they are re-sent); `inactive` asserts that no pending or firing alert has those
+//! labels. promtool rejects unknown keys, so **a file that uses this key is a watchfire-only
+//! test file**: keep promtool-compatible cases in files without it (the key is namespaced so a
+//! plain promtool file never means anything else here).
+
+mod format;
+mod report;
+mod runner;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use format::{decode, parse_start_timestamp, ExpectedState, TestFile, TestGroup};
+pub use report::{CaseKind, CaseResult, FileResult, GroupResult, Report};
+
+/// How to run.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Run only test groups whose `name` matches one of these (unanchored, like `--run`).
+    pub run: Vec<regex::Regex>,
+    /// Accept unknown keys in test and rule files (`--ignore-unknown-fields`).
+    pub ignore_unknown_fields: bool,
+    /// The engine's lookback delta in ms (default 5m, Prometheus' `--query.lookback-delta`).
+    /// Prometheus 2.x included a sample exactly 5m old; `300001` reproduces that for instant
+    /// selectors when running tests written against promtool 2.x.
+    pub lookback_ms: Option<i64>,
+    /// Test files run at once (0 = one per CPU). Results keep the order of the paths.
+    pub jobs: usize,
+}
+
+impl Options {
+    /// Options with `--run` patterns compiled.
+    pub fn with_run(patterns: &[String]) -> Result<Self, regex::Error> {
+        let run = patterns
+            .iter()
+            .map(|p| regex::Regex::new(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Options {
+            run,
+            ..Options::default()
+        })
+    }
+}
+
+/// Runs every test file, in order. Print the report for promtool-like output; it ends with
+/// `TOTAL: N passed, N failed`. Use [`Report::success`] for the exit status.
+pub fn run_files(paths: &[PathBuf], opts: &Options) -> Report {
+    let jobs = match opts.jobs {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(paths.len())
+    .max(1);
+    if jobs == 1 {
+        return Report {
+            files: paths.iter().map(|p| run_one(p, opts)).collect(),
+        };
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<FileResult>>> = std::sync::Mutex::new(vec![None; paths.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(p) = paths.get(i) else { break };
+                let r = run_one(p, opts);
+                if let Ok(mut all) = results.lock() {
+                    all[i] = Some(r);
+                }
+            });
+        }
+    });
+    let files = results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .zip(paths)
+        .map(|(r, p)| {
+            r.unwrap_or_else(|| FileResult {
+                path: p.clone(),
+                errors: vec![format!("{}: internal error while running this file", p.display())],
+                ..FileResult::default()
+            })
+        })
+        .collect();
+    Report { files }
+}
+
+/// Runs one file; a bug that panics fails that file instead of the whole run.
+fn run_one(path: &std::path::Path, opts: &Options) -> FileResult {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner::run_file(path, opts))).unwrap_or_else(|_| {
+        FileResult {
+            path: path.to_path_buf(),
+            errors: vec![format!(
+                "{}: internal error while running this file (please report it)",
+                path.display()
+            )],
+            ..FileResult::default()
+        }
+    })
+}
+
+/// Go's `strconv.Quote`.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `labels.Labels.String()`: `{a="b", c="d"}` with Go-quoted values (and names that are
+/// not classic label names).
+pub(crate) fn go_labels_string(pairs: &[(String, String)]) -> String {
+    let mut s = String::from("{");
+    for (i, (n, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        if crate::rules::file::is_valid_label_name(n) {
+            s.push_str(n);
+        } else {
+            s.push_str(&go_quote(n));
+        }
+        s.push('=');
+        s.push_str(&go_quote(v));
+    }
+    s.push('}');
+    s
+}
+
+/// Go's `strconv.FormatFloat(v, 'E', -1, 64)`: `1E+00`, `2.5E-01`, `NaN`, `+Inf`.
+pub(crate) fn fmt_float_e(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    let s = format!("{v:E}");
+    match s.split_once('E') {
+        Some((mant, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mant}E{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}

@@ -320,10 +320,16 @@ fn finish_matrix(m: Vec<Series>) -> Result<Vec<Series>, Error> {
 
 /// Parses a PromQL expression; errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
-    promql_parser::parser::parse(expr).map_err(|message| {
+    raw_parse(expr).map_err(|message| {
         let (line, col) = error_position(expr, &message);
         Error::Parse { message, line, col }
     })
+}
+
+/// promql-parser, with its panics (it has some, e.g. on `offset NaN-50s`) turned into errors.
+fn raw_parse(expr: &str) -> Result<Expr, String> {
+    std::panic::catch_unwind(|| promql_parser::parser::parse(expr))
+        .unwrap_or_else(|_| Err("invalid expression (the parser could not read it)".to_string()))
 }
 
 /// Finds where in `expr` a parse error lies. promql-parser's messages carry no position, so it
@@ -435,7 +441,7 @@ fn longest_valid_prefix_end(expr: &str) -> usize {
         .collect();
     let mut best = 0;
     for &k in bounds.iter().rev() {
-        if promql_parser::parser::parse(&expr[..k]).is_ok() {
+        if raw_parse(&expr[..k]).is_ok() {
             best = k;
             break;
         }

@@ -327,7 +327,7 @@ impl Runner<'_> {
         if cmd.expects_histograms {
             return Err((Stop::Skip(DataLimit::NativeHistogram.reason().into()), None));
         }
-        let parsed = promql_parser::parser::parse(&cmd.expr);
+        let parsed = watchfire_parse(&cmd.expr);
         match &parsed {
             Err(_) if !cmd.is_fail() => {
                 // A query we cannot parse that names native-histogram data is skipped for the
@@ -616,3 +616,8 @@ fn validate_annotations(expected: &[Matcher], actual: &[String], kind: &str) -> 
 
 #[cfg(test)]
 mod tests;
+
+/// promql-parser's raw result for `expr`, never panicking.
+fn watchfire_parse(expr: &str) -> Result<promql_parser::parser::Expr, String> {
+    crate::promql::parse(expr).map_err(|e| e.to_string())
+}

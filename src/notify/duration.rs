@@ -29,100 +29,26 @@ impl Duration {
     }
 }
 
-const UNITS: [(&str, u64); 7] = [
-    ("y", 1000 * 60 * 60 * 24 * 365),
-    ("w", 1000 * 60 * 60 * 24 * 7),
-    ("d", 1000 * 60 * 60 * 24),
-    ("h", 1000 * 60 * 60),
-    ("m", 1000 * 60),
-    ("s", 1000),
-    ("ms", 1),
-];
-
 /// `model.ParseDuration`: `((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?` or `0`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    match s {
-        "0" => return Ok(Duration(0)),
-        "" => return Err("empty duration string".into()),
-        _ => {}
-    }
-    let invalid = || format!("not a valid duration string: {}", crate::notify::yaml::go_quote(s));
-    let b = s.as_bytes();
-    let mut i = 0;
-    let mut next_unit = 0; // index into UNITS: units must appear in order, each at most once
-    let mut total: u64 = 0;
-    let mut overflow = false;
-    while i < b.len() {
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if start == i {
-            return Err(invalid());
-        }
-        let digits = &s[start..i];
-        // The unit: "ms" must be tried before "m".
-        let rest = &s[i..];
-        let (unit_idx, len) = if rest.starts_with("ms") {
-            (6, 2)
-        } else {
-            match rest.chars().next() {
-                Some('y') => (0, 1),
-                Some('w') => (1, 1),
-                Some('d') => (2, 1),
-                Some('h') => (3, 1),
-                Some('m') => (4, 1),
-                Some('s') => (5, 1),
-                _ => return Err(invalid()),
+    use crate::duration::DurationError;
+    // Alertmanager 0.25's prometheus/common matches the whole string first, so an unknown unit
+    // is just "not a valid duration string" there.
+    crate::duration::parse_ms(s)
+        .map(|ms| Duration(ms as u64))
+        .map_err(|e| match e {
+            DurationError::Empty => "empty duration string".into(),
+            DurationError::Invalid | DurationError::UnknownUnit(_) => {
+                format!("not a valid duration string: {}", crate::notify::yaml::go_quote(s))
             }
-        };
-        if unit_idx < next_unit {
-            return Err(invalid());
-        }
-        next_unit = unit_idx + 1;
-        i += len;
-        let mult = UNITS[unit_idx].1;
-        let n: u64 = match digits.parse() {
-            Ok(n) => n,
-            Err(_) => {
-                overflow = true;
-                continue;
-            }
-        };
-        if n > (i64::MAX as u64) / 1_000_000 / mult {
-            overflow = true;
-        }
-        total = total.saturating_add(n.saturating_mul(mult));
-        if total > (i64::MAX as u64) / 1_000_000 {
-            overflow = true;
-        }
-    }
-    if overflow {
-        return Err("duration out of range".into());
-    }
-    Ok(Duration(total))
+            DurationError::OutOfRange => "duration out of range".into(),
+        })
 }
 
 impl fmt::Display for Duration {
     /// `model.Duration.String()`: `0s`, `1d`, `1h30m`, `90d` (years and weeks only when exact).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ms = self.0;
-        if ms == 0 {
-            return f.write_str("0s");
-        }
-        let mut out = String::new();
-        for (i, (unit, mult)) in UNITS.iter().enumerate() {
-            let exact = i < 2;
-            if exact && !ms.is_multiple_of(*mult) {
-                continue;
-            }
-            let v = ms / mult;
-            if v > 0 {
-                out.push_str(&format!("{v}{unit}"));
-                ms -= v * mult;
-            }
-        }
-        f.write_str(&out)
+        f.write_str(&crate::duration::format_ms(self.0.min(i64::MAX as u64) as i64))
     }
 }
 

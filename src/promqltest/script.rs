@@ -214,47 +214,10 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
         }
         return Ok(ms as i64);
     }
-    // Units must appear at most once each and in this order.
-    const UNITS: [(&str, i64); 7] = [
-        ("y", 365 * 24 * 3_600_000),
-        ("w", 7 * 24 * 3_600_000),
-        ("d", 24 * 3_600_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1000),
-        ("ms", 1),
-    ];
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    let mut next_unit = 0;
-    let mut total: i64 = 0;
-    while i < bytes.len() {
-        let start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return Err(format!("not a valid duration string: {s:?}"));
-        }
-        let n: i64 = s[start..i]
-            .parse()
-            .map_err(|_| format!("duration out of range: {s:?}"))?;
-        let ustart = i;
-        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
-            i += 1;
-        }
-        let unit = &s[ustart..i];
-        let Some(pos) = UNITS[next_unit..].iter().position(|(u, _)| *u == unit) else {
-            return Err(format!("not a valid duration string: {s:?}"));
-        };
-        let mult = UNITS[next_unit + pos].1;
-        next_unit += pos + 1;
-        total = n
-            .checked_mul(mult)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| format!("duration out of range: {s:?}"))?;
-    }
-    Ok(total)
+    crate::duration::parse_ms(s).map_err(|e| match e {
+        crate::duration::DurationError::OutOfRange => format!("duration out of range: {s:?}"),
+        _ => format!("not a valid duration string: {s:?}"),
+    })
 }
 
 /// Go's `strconv.ParseInt(s, 0, 64)` then `strconv.ParseFloat(s, 64)`, as promqltest uses for a

@@ -7,18 +7,7 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Duration(i64);
 
-const UNITS: [(&str, i64); 7] = [
-    ("y", 365 * 24 * 3_600_000),
-    ("w", 7 * 24 * 3_600_000),
-    ("d", 24 * 3_600_000),
-    ("h", 3_600_000),
-    ("m", 60_000),
-    ("s", 1000),
-    ("ms", 1),
-];
-
-/// The largest duration Go's `time.Duration` holds, in ms (about 292 years).
-const MAX_MS: i64 = i64::MAX / 1_000_000;
+use crate::duration::DurationError;
 
 impl Duration {
     pub const ZERO: Duration = Duration(0);
@@ -37,77 +26,19 @@ impl Duration {
 
     /// Parses Prometheus' duration syntax exactly as `model.ParseDuration` does.
     pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "0" => return Ok(Duration(0)),
-            "" => return Err("empty duration string".into()),
-            _ => {}
-        }
-        let invalid = || format!("not a valid duration string: {s:?}");
-        let b = s.as_bytes();
-        let mut i = 0;
-        let mut last_unit: Option<usize> = None;
-        let mut total: i64 = 0;
-        while i < b.len() {
-            let start = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == start {
-                return Err(invalid());
-            }
-            let v: i64 = s[start..i].parse().map_err(|_| "duration out of range".to_string())?;
-            let ustart = i;
-            while i < b.len() && !b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == ustart {
-                return Err(invalid());
-            }
-            let unit = &s[ustart..i];
-            let Some(pos) = UNITS.iter().position(|(u, _)| *u == unit) else {
-                return Err(format!("unknown unit {unit:?} in duration {s:?}"));
-            };
-            if last_unit.is_some_and(|l| pos <= l) {
-                return Err(invalid());
-            }
-            last_unit = Some(pos);
-            let mult = UNITS[pos].1;
-            let add = v
-                .checked_mul(mult)
-                .filter(|&x| x <= MAX_MS)
-                .ok_or("duration out of range")?;
-            total = total
-                .checked_add(add)
-                .filter(|&x| x <= MAX_MS)
-                .ok_or("duration out of range")?;
-        }
-        Ok(Duration(total))
+        crate::duration::parse_ms(s).map(Duration).map_err(|e| match e {
+            DurationError::Empty => "empty duration string".into(),
+            DurationError::Invalid => format!("not a valid duration string: {s:?}"),
+            DurationError::UnknownUnit(unit) => format!("unknown unit {unit:?} in duration {s:?}"),
+            DurationError::OutOfRange => "duration out of range".into(),
+        })
     }
 }
 
 impl fmt::Display for Duration {
     /// `model.Duration.String()`: years and weeks only when exact, `0s` for zero.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ms = self.0;
-        if ms == 0 {
-            return f.write_str("0s");
-        }
-        if ms < 0 {
-            f.write_str("-")?;
-            ms = ms.saturating_neg();
-        }
-        for (i, (unit, mult)) in UNITS.iter().enumerate() {
-            let exact_only = i < 2;
-            if exact_only && ms % mult != 0 {
-                continue;
-            }
-            let v = ms / mult;
-            if v > 0 {
-                write!(f, "{v}{unit}")?;
-                ms -= v * mult;
-            }
-        }
-        Ok(())
+        f.write_str(&crate::duration::format_ms(self.0))
     }
 }
 

@@ -2,7 +2,9 @@
 
 mod promqltest;
 mod query;
+mod replay;
 mod routes;
+mod run;
 mod slo;
 mod test;
 
@@ -23,8 +25,12 @@ enum Command {
     Promqltest(promqltest::Args),
     /// Evaluate a PromQL expression over data files.
     Query(query::Args),
+    /// Backtest rules and SLOs over recorded data: the notification timeline and who was paged.
+    Replay(replay::Args),
     /// Alertmanager routing trees: `routes show`, `routes test LABELS...` (as amtool prints them).
     Routes(routes::Args),
+    /// Run the evaluator service: rules on their intervals, notifications, HTTP API.
+    Run(run::Args),
     /// SLO specs (Sloth, OpenSLO) to multi-window, multi-burn-rate rules; checks and reports.
     Slo(slo::Args),
     /// Run rule unit tests (`promtool test rules` format, plus alert-state tests).
@@ -47,7 +53,9 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Promqltest(args) => promqltest::run(args),
         Command::Query(args) => query::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Routes(args) => routes::run(args),
+        Command::Run(args) => run::run(args),
         Command::Slo(args) => slo::run(args),
         Command::Test(args) => test::run(args),
     }

@@ -2,6 +2,7 @@
 //! matchers, with their samples in [mint, maxt]", so the engine never knows which one it reads.
 
 pub mod embedded;
+pub mod prometheus;
 
 use crate::labels::{Labels, Matcher};
 

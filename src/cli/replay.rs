@@ -1,0 +1,262 @@
+//! `watchfire replay`: what would have paged, whom, and with which links, over recorded data.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use watchfire::replay::config::FileConfig;
+use watchfire::replay::{self, demo, output, Options, Outcome, Setup};
+use watchfire::tsdb::{self, Store};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// watchfire.yaml (default: deploy/watchfire.yaml if present, else rules/, slos/,
+    /// deploy/routes.yaml and deploy/owners.yaml of the current directory).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Recorded data: OpenMetrics text (seconds, `# EOF`) or Prometheus text with ms
+    /// timestamps; files or directories of them. Without it, the built-in 48-hour demo.
+    #[arg(long, num_args = 1.., value_name = "PATH")]
+    data: Vec<PathBuf>,
+    /// Start: RFC 3339, unix seconds, or `+DURATION` after the first sample (default: first sample).
+    #[arg(long, value_name = "TIME")]
+    from: Option<String>,
+    /// End: RFC 3339, unix seconds, or `+DURATION` after the first sample (default: last sample).
+    #[arg(long, value_name = "TIME")]
+    to: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Replay again with the rule files of this directory and print the pages it adds or removes.
+    #[arg(long, value_name = "RULES_DIR")]
+    compare: Option<PathBuf>,
+    /// Print only the wall time and rule evaluations per second (best of 3 runs).
+    #[arg(long)]
+    bench: bool,
+    /// Exit 1 when a demo expectation fails (each incident pages its owner once, notify-only
+    /// conditions and the quiet day page nobody).
+    #[arg(long)]
+    check: bool,
+    /// Write the demo data as OpenMetrics text to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    demo_out: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: Args) -> i32 {
+    match run_inner(args) {
+        Ok(code) => code,
+        Err(e) if e.is_empty() => 0,
+        Err(e) => super::fail(e),
+    }
+}
+
+fn load_config(path: Option<&Path>) -> Result<FileConfig, String> {
+    match path {
+        Some(p) => FileConfig::load(p),
+        None => {
+            let default = Path::new("deploy/watchfire.yaml");
+            if default.exists() {
+                FileConfig::load(default)
+            } else {
+                Ok(FileConfig::repository_defaults(Path::new(".")))
+            }
+        }
+    }
+}
+
+fn build(cfg: &FileConfig, rules: Option<&Path>) -> Result<Setup, String> {
+    cfg.build(rules).map_err(|errs| errs.join("\n"))
+}
+
+fn load_data(paths: &[PathBuf]) -> Result<(Store, i64, i64), String> {
+    let mut store = Store::new();
+    let (mut min, mut max) = (i64::MAX, i64::MIN);
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|f| f.is_file()).collect();
+            v.sort();
+            files.extend(v);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    for f in files {
+        let stats = tsdb::load_file(&mut store, &f).map_err(|e| e.to_string())?;
+        if let Some(t) = stats.min_time {
+            min = min.min(t);
+        }
+        if let Some(t) = stats.max_time {
+            max = max.max(t);
+        }
+    }
+    if min > max {
+        return Err("--data: no samples loaded".into());
+    }
+    Ok((store, min, max))
+}
+
+/// RFC 3339, unix seconds, or `+DURATION` after `base`.
+fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
+    if let Some(d) = s.strip_prefix('+') {
+        let d = watchfire::rules::Duration::parse(d).map_err(|e| format!("{flag} {s}: {e}"))?;
+        return Ok(base.saturating_add(d.ms()));
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_millis());
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs.is_finite() {
+            return Ok((secs * 1000.0) as i64);
+        }
+    }
+    Err(format!(
+        "{flag} {s:?}: expected an RFC 3339 time (2026-11-02T00:00:00Z), unix seconds or +DURATION (+6h)"
+    ))
+}
+
+fn run_inner(args: Args) -> Result<i32, String> {
+    if let Some(path) = &args.demo_out {
+        let store = demo::generate();
+        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        demo::write_openmetrics(&store, &mut w)
+            .and_then(|()| w.flush())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!(
+            "wrote {} series, {} samples to {}",
+            store.num_series(),
+            store.num_samples(),
+            path.display()
+        );
+        return Ok(0);
+    }
+    let cfg = load_config(args.config.as_deref())?;
+    let setup = build(&cfg, None)?;
+    let is_demo = args.data.is_empty();
+    let (store, min, max) = if is_demo {
+        (demo::generate(), demo::START_MS, demo::END_MS - demo::STEP_MS)
+    } else {
+        load_data(&args.data)?
+    };
+    let from_ms = match &args.from {
+        Some(s) => parse_time("--from", s, min)?,
+        None => min,
+    };
+    let to_ms = match &args.to {
+        Some(s) => parse_time("--to", s, min)?,
+        None => max,
+    };
+    if to_ms < from_ms {
+        return Err(format!(
+            "--to {} is before --from {}",
+            output::fmt_time(to_ms),
+            output::fmt_time(from_ms)
+        ));
+    }
+    const MAX_SPAN_MS: i64 = 400 * 24 * 3_600_000;
+    if to_ms.saturating_sub(from_ms) > MAX_SPAN_MS {
+        return Err(format!(
+            "--from {} to --to {} spans more than 400 days; replay a shorter range",
+            output::fmt_time(from_ms),
+            output::fmt_time(to_ms)
+        ));
+    }
+    let opts = Options {
+        from_ms,
+        to_ms,
+        lookback_ms: None,
+    };
+
+    if args.bench {
+        let mut best: Option<Outcome> = None;
+        for _ in 0..3 {
+            let o = replay::run(&setup, &store, &opts, &mut |_| {});
+            if best.as_ref().is_none_or(|b| o.wall < b.wall) {
+                best = Some(o);
+            }
+        }
+        let Some(o) = best else {
+            return Ok(1);
+        };
+        let secs = o.wall.as_secs_f64().max(1e-9);
+        println!(
+            "replay {} of {} series ({} samples): {} rule groups, {} rules",
+            output::fmt_dur(to_ms - from_ms),
+            store.num_series(),
+            store.num_samples(),
+            setup.groups.len(),
+            setup.num_rules()
+        );
+        println!(
+            "wall time {:.3}s (best of 3); {} group evaluations, {} rule evaluations: {:.0} rule evaluations/s; {} notifications; {:.0}x faster than real time",
+            secs,
+            o.group_evaluations,
+            o.rule_evaluations,
+            o.rule_evaluations as f64 / secs,
+            o.deliveries.len(),
+            (to_ms - from_ms) as f64 / 1000.0 / secs
+        );
+        return Ok(0);
+    }
+
+    let outcome = run_with_progress(&setup, &store, &opts);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    // A closed pipe (`| head`) ends the output quietly: the empty error.
+    let mut write = |s: &str| {
+        out.write_all(s.as_bytes()).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => String::new(),
+            _ => format!("stdout: {e}"),
+        })
+    };
+    for d in &outcome.deliveries {
+        match args.format {
+            Format::Text if output::info_only(d) => {}
+            Format::Text => write(&output::text_entry(d))?,
+            Format::Json => write(&(output::json_entry(d) + "\n"))?,
+        }
+    }
+    let checks = is_demo.then(|| output::check_demo(&outcome, &demo::incidents(), demo::quiet_day()));
+    let failed = checks.as_ref().is_some_and(|c| c.iter().any(|x| !x.ok));
+    let mut tail = String::new();
+    if args.format == Format::Text {
+        tail = output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref());
+    } else if !outcome.rule_errors.is_empty() || failed {
+        eprint!(
+            "{}",
+            output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref())
+        );
+    }
+    if let Some(dir) = &args.compare {
+        let changed = build(&cfg, Some(dir))?;
+        let other = run_with_progress(&changed, &store, &opts);
+        tail.push_str(&output::compare(&outcome, &other, &dir.display().to_string()));
+    }
+    write(&tail)?;
+    Ok(if args.check && failed { 1 } else { 0 })
+}
+
+fn run_with_progress(setup: &Setup, store: &Store, opts: &Options) -> Outcome {
+    if !std::io::stderr().is_terminal() {
+        return replay::run(setup, store, opts, &mut |_| {});
+    }
+    let total = ((opts.to_ms - opts.from_ms) / 60_000).max(1) as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} replay [{bar:40}] {pos}/{len} simulated minutes ({eta})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let from = opts.from_ms;
+    let o = replay::run(setup, store, opts, &mut |t| {
+        bar.set_position(((t - from) / 60_000).max(0) as u64);
+    });
+    bar.finish_and_clear();
+    o
+}

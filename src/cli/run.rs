@@ -1,0 +1,174 @@
+//! `watchfire run --config watchfire.yaml [--shard N/M]`: the evaluator service.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use clap::Parser;
+
+use watchfire::run::config::{self, RunConfig, Shard};
+use watchfire::run::scheduler::{Service, SystemClock};
+use watchfire::server::{self, AppState, Auth};
+use watchfire::state::StateStore;
+
+#[derive(Parser, Debug)]
+pub struct Args {
+    /// The configuration file (see `watchfire::run::config` for every key).
+    #[arg(long, default_value = "watchfire.yaml")]
+    config: PathBuf,
+    /// Evaluate only the groups of shard N of M (overrides `shard:` in the file).
+    #[arg(long, value_name = "N/M")]
+    shard: Option<String>,
+    /// Load and validate everything, then exit.
+    #[arg(long)]
+    check: bool,
+}
+
+fn load_config(args: &Args) -> Result<RunConfig, String> {
+    let mut cfg = config::load_file(&args.config).map_err(|e| e.to_string())?;
+    if let Some(s) = &args.shard {
+        cfg.shard = Shard::parse(s).map_err(|e| format!("--shard: {e}"))?;
+    }
+    Ok(cfg)
+}
+
+pub fn run(args: Args) -> i32 {
+    let cfg = match load_config(&args) {
+        Ok(c) => c,
+        Err(e) => return super::fail(e),
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
+    };
+    let loaded = match watchfire::run::load(&cfg, rt.handle()) {
+        Ok(l) => l,
+        Err(e) => return super::fail(e),
+    };
+    if args.check {
+        println!(
+            "{}: OK ({} groups for shard {}/{})",
+            args.config.display(),
+            loaded.groups.len(),
+            cfg.shard.index,
+            cfg.shard.total
+        );
+        return 0;
+    }
+    let state = match &cfg.state_dir {
+        Some(d) => StateStore::open_dir(d),
+        None => {
+            tracing::warn!("no state_dir: alert state and the outbox live in memory and are lost on restart");
+            StateStore::in_memory()
+        }
+    };
+    let state = match state {
+        Ok(s) => s,
+        Err(e) => return super::fail(e),
+    };
+    let svc = Arc::new(Service::new(
+        loaded.setup,
+        loaded.groups,
+        loaded.notify,
+        state,
+        Arc::new(SystemClock),
+    ));
+    let auth = Arc::new(RwLock::new(Auth {
+        token: cfg.http.bearer_token.clone(),
+        open: cfg.http.open,
+    }));
+    let reload: server::ReloadFn = {
+        let svc = Arc::clone(&svc);
+        let auth = Arc::clone(&auth);
+        let handle = rt.handle().clone();
+        let config_path = args.config.clone();
+        let shard = args.shard.clone();
+        Arc::new(move || {
+            let a = Args {
+                config: config_path.clone(),
+                shard: shard.clone(),
+                check: false,
+            };
+            let cfg = load_config(&a)?;
+            let l = watchfire::run::load(&cfg, &handle)?;
+            svc.reload(l.setup, l.groups, l.notify);
+            if let Ok(mut au) = auth.write() {
+                *au = Auth {
+                    token: cfg.http.bearer_token.clone(),
+                    open: cfg.http.open,
+                };
+            }
+            tracing::info!("configuration reloaded from {}", config_path.display());
+            Ok(())
+        })
+    };
+    let listen = cfg.http.listen.clone();
+    let result: Result<(), String> = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        tracing::info!("listening on {listen}");
+        // Group loops: restarted after every reload (a reload bumps the generation).
+        let groups_svc = Arc::clone(&svc);
+        tokio::spawn(async move {
+            loop {
+                Arc::clone(&groups_svc).run_groups().await;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        });
+        // Outbox delivery.
+        let out_svc = Arc::clone(&svc);
+        tokio::spawn(async move {
+            loop {
+                out_svc.deliver_outbox().await;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+        // SIGHUP reloads.
+        #[cfg(unix)]
+        {
+            let reload = Arc::clone(&reload);
+            if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        let r = Arc::clone(&reload);
+                        match tokio::task::spawn_blocking(move || r()).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => tracing::error!("reload failed, previous configuration kept: {e}"),
+                            Err(e) => tracing::error!("reload failed: {e}"),
+                        }
+                    }
+                });
+            }
+        }
+        let state = AppState { svc, auth, reload };
+        server::serve(listener, state, shutdown_signal())
+            .await
+            .map_err(|e| format!("HTTP server: {e}"))
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => super::fail(e),
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,443 @@
+//! Owners: who is paged for an alert. An owners file maps cluster / namespace / label matchers to
+//! a team, its paging and notify receivers and its escalation; a team label on the alert (for
+//! example joined from `kube_namespace_labels`) names the team instead.
+//!
+//! ```yaml
+//! team_label: team            # an alert label that names the team (default `team`)
+//! default: platform           # owner when nothing matches (optional)
+//! teams:
+//!   - name: ml-training
+//!     receivers: {page: ml-training-pagerduty, notify: ml-training-sns}
+//!     escalation: ["primary on-call", "secondary after 15m", "ML infra manager after 30m"]
+//!     contact: "#ml-training"
+//!     owns:                   # any entry matches; inside one, every given field must match
+//!       - namespace: "training|training-.*"   # anchored regular expressions
+//!         cluster: ".*"
+//!       - matchers: ['layer="ml-workflow"']   # Alertmanager matchers
+//! ```
+//!
+//! The same file carries the notification settings every team shares: `deny_labels` (labels
+//! never sent to external receivers) and `links` (diagnostic link templates, see
+//! [`super::links`]).
+//!
+//! Resolution is pure and ordered: the team label when it names a known team, then the first
+//! team (in file order) with a matching `owns` entry, then `default`.
+//!
+//! Before routing, [`Owners::stamp`] writes the resolved team into the team label (as
+//! Alertmanager's `alert_relabel_configs` would), so an unchanged Alertmanager routing tree can
+//! send each team's pages to that team's receiver with `matchers: [team="..."]`.
+
+use std::path::Path;
+
+use regex::Regex;
+
+use crate::labels::{Labels, LabelsBuilder, Matcher};
+
+use super::links::NotificationSettings;
+use super::matchers::parse_matchers;
+use super::yaml::{self, Node, Pos};
+
+/// An error in a watchfire YAML file, with its position.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{pos}: {message}")]
+pub struct FileError {
+    pub file: String,
+    pub pos: Pos,
+    pub message: String,
+}
+
+/// Strict reading helpers over [`yaml::Node`] for watchfire's own files: unknown keys, wrong
+/// types and bad values are errors with `file:line:col`.
+#[derive(Clone, Copy, Debug)]
+pub struct Reader<'a> {
+    pub file: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    pub fn err(&self, pos: Pos, message: impl Into<String>) -> FileError {
+        FileError {
+            file: self.file.to_string(),
+            pos,
+            message: message.into(),
+        }
+    }
+
+    /// Parses text into a root node (`None` for an empty document).
+    pub fn parse(&self, text: &str) -> Result<Option<Node>, FileError> {
+        yaml::parse(text).map_err(|e| self.err(e.pos, format!("YAML syntax error: {}", e.message)))
+    }
+
+    /// A mapping's entries as (key, key position, value); `allowed` keys only.
+    pub fn map<'n>(
+        &self,
+        node: &'n Node,
+        what: &str,
+        allowed: &[&str],
+    ) -> Result<Vec<(String, Pos, &'n Node)>, FileError> {
+        let Node::Map(entries, _) = node else {
+            if node.is_null() {
+                return Ok(Vec::new());
+            }
+            return Err(self.err(node.pos(), format!("{what} must be a mapping")));
+        };
+        let mut out: Vec<(String, Pos, &Node)> = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let Some(key) = k.as_scalar() else {
+                return Err(self.err(k.pos(), format!("{what}: keys must be strings")));
+            };
+            if !allowed.is_empty() && !allowed.contains(&key.value.as_str()) {
+                return Err(self.err(
+                    key.pos,
+                    format!(
+                        "unknown key {:?} in {what} (expected one of: {})",
+                        key.value,
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+            if out.iter().any(|(n, _, _)| *n == key.value) {
+                return Err(self.err(key.pos, format!("key {:?} repeated in {what}", key.value)));
+            }
+            out.push((key.value.clone(), key.pos, v));
+        }
+        Ok(out)
+    }
+
+    pub fn string(&self, node: &Node, what: &str) -> Result<String, FileError> {
+        match node {
+            Node::Scalar(s) if !node.is_null() => Ok(s.value.clone()),
+            _ => Err(self.err(node.pos(), format!("{what} must be a string"))),
+        }
+    }
+
+    pub fn bool(&self, node: &Node, what: &str) -> Result<bool, FileError> {
+        match node.resolve() {
+            Some(yaml::Resolved::Bool(b)) => Ok(b),
+            _ => Err(self.err(node.pos(), format!("{what} must be true or false"))),
+        }
+    }
+
+    /// A string or a list of strings.
+    pub fn strings(&self, node: &Node, what: &str) -> Result<Vec<String>, FileError> {
+        match node {
+            Node::Seq(items, _) => items.iter().map(|i| self.string(i, what)).collect(),
+            n if n.is_null() => Ok(Vec::new()),
+            n => Ok(vec![self.string(n, what)?]),
+        }
+    }
+
+    pub fn seq<'n>(&self, node: &'n Node, what: &str) -> Result<Vec<&'n Node>, FileError> {
+        match node {
+            Node::Seq(items, _) => Ok(items.iter().collect()),
+            n if n.is_null() => Ok(Vec::new()),
+            n => Err(self.err(n.pos(), format!("{what} must be a list"))),
+        }
+    }
+
+    /// An anchored regular expression (as Alertmanager and Prometheus anchor theirs).
+    pub fn regex(&self, node: &Node, what: &str) -> Result<Regex, FileError> {
+        let s = self.string(node, what)?;
+        Regex::new(&format!("^(?:{s})$")).map_err(|e| self.err(node.pos(), format!("{what}: invalid regex: {e}")))
+    }
+}
+
+/// A team's receivers by severity class.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TeamReceivers {
+    pub page: Option<String>,
+    pub notify: Option<String>,
+    pub info: Option<String>,
+}
+
+/// One `owns` entry: every field given must match.
+#[derive(Clone, Debug)]
+pub struct OwnsEntry {
+    pub cluster: Option<Regex>,
+    pub namespace: Option<Regex>,
+    pub matchers: Vec<Matcher>,
+    pub pos: Pos,
+}
+
+impl OwnsEntry {
+    fn matches(&self, labels: &Labels) -> bool {
+        let get = |n: &str| labels.get(n).unwrap_or("");
+        self.cluster.as_ref().is_none_or(|r| r.is_match(get("cluster")))
+            && self.namespace.as_ref().is_none_or(|r| r.is_match(get("namespace")))
+            && self.matchers.iter().all(|m| m.matches(get(&m.name)))
+    }
+}
+
+/// A team.
+#[derive(Clone, Debug)]
+pub struct Team {
+    pub name: String,
+    pub receivers: TeamReceivers,
+    pub escalation: Vec<String>,
+    pub contact: Option<String>,
+    pub owns: Vec<OwnsEntry>,
+    pub pos: Pos,
+}
+
+/// How a team was found for an alert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// The alert's team label named it.
+    Label,
+    /// An `owns` entry matched.
+    Owns,
+    /// Nothing matched; the default owner.
+    Default,
+}
+
+/// A loaded owners file.
+#[derive(Clone, Debug)]
+pub struct Owners {
+    pub team_label: String,
+    pub default: Option<String>,
+    pub teams: Vec<Team>,
+    /// Links and the label deny-list.
+    pub settings: NotificationSettings,
+    pub path: Option<String>,
+}
+
+impl Default for Owners {
+    fn default() -> Self {
+        Owners {
+            team_label: "team".into(),
+            default: None,
+            teams: Vec::new(),
+            settings: NotificationSettings::default(),
+            path: None,
+        }
+    }
+}
+
+impl Owners {
+    /// Reads an owners file.
+    pub fn load_file(path: &Path) -> Result<Owners, FileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| FileError {
+            file: shown.clone(),
+            pos: Pos { line: 1, col: 1 },
+            message: format!("cannot read: {e}"),
+        })?;
+        let mut o = Owners::load_str(&text, &shown)?;
+        o.path = Some(shown);
+        Ok(o)
+    }
+
+    /// Parses owners text; `file` names it in errors.
+    pub fn load_str(text: &str, file: &str) -> Result<Owners, FileError> {
+        let r = Reader { file };
+        let mut out = Owners::default();
+        let Some(root) = r.parse(text)? else {
+            return Ok(out);
+        };
+        let mut default_pos = Pos { line: 1, col: 1 };
+        let keys = ["team_label", "default", "teams", "links", "deny_labels"];
+        for (key, kpos, v) in r.map(&root, "the owners file", &keys)? {
+            match key.as_str() {
+                "team_label" => {
+                    out.team_label = r.string(v, "team_label")?;
+                    if !super::matchers::is_valid_label_name(&out.team_label) {
+                        return Err(r.err(
+                            v.pos(),
+                            format!("team_label {:?} is not a valid label name", out.team_label),
+                        ));
+                    }
+                }
+                "default" => {
+                    out.default = Some(r.string(v, "default")?);
+                    default_pos = kpos;
+                }
+                "links" => out.settings.links = NotificationSettings::decode_links(&r, v)?,
+                "deny_labels" => out.settings.deny_labels = r.strings(v, "deny_labels")?,
+                _ => {
+                    for t in r.seq(v, "teams")? {
+                        let team = decode_team(&r, t)?;
+                        if out.teams.iter().any(|x| x.name == team.name) {
+                            return Err(r.err(team.pos, format!("team {:?} is defined twice", team.name)));
+                        }
+                        out.teams.push(team);
+                    }
+                }
+            }
+        }
+        if let Some(d) = &out.default {
+            if out.team(d).is_none() {
+                return Err(r.err(default_pos, format!("default: no team named {d:?} under teams")));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The team named `name`.
+    pub fn team(&self, name: &str) -> Option<&Team> {
+        self.teams.iter().find(|t| t.name == name)
+    }
+
+    /// The owner of an alert with these labels, and how it was found.
+    pub fn resolve(&self, labels: &Labels) -> Option<(&Team, Resolution)> {
+        if let Some(t) = labels.get(&self.team_label).and_then(|n| self.team(n)) {
+            return Some((t, Resolution::Label));
+        }
+        if let Some(t) = self.teams.iter().find(|t| t.owns.iter().any(|o| o.matches(labels))) {
+            return Some((t, Resolution::Owns));
+        }
+        self.default
+            .as_deref()
+            .and_then(|d| self.team(d))
+            .map(|t| (t, Resolution::Default))
+    }
+
+    /// The labels with the team label set to the resolved owner (unchanged when the alert
+    /// already names a known team or no owner is found).
+    pub fn stamp(&self, labels: &Labels) -> Labels {
+        match self.resolve(labels) {
+            Some((_, Resolution::Label)) | None => labels.clone(),
+            Some((t, _)) => {
+                let mut b = LabelsBuilder::new(labels);
+                b.set(&self.team_label, &t.name);
+                b.build()
+            }
+        }
+    }
+
+    /// Every receiver name the owners file refers to, with the team and role.
+    pub fn receiver_refs(&self) -> Vec<(&str, &'static str, &str)> {
+        let mut out = Vec::new();
+        for t in &self.teams {
+            for (role, r) in [
+                ("page", &t.receivers.page),
+                ("notify", &t.receivers.notify),
+                ("info", &t.receivers.info),
+            ] {
+                if let Some(r) = r {
+                    out.push((t.name.as_str(), role, r.as_str()));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn decode_team(r: &Reader<'_>, node: &Node) -> Result<Team, FileError> {
+    let mut team = Team {
+        name: String::new(),
+        receivers: TeamReceivers::default(),
+        escalation: Vec::new(),
+        contact: None,
+        owns: Vec::new(),
+        pos: node.pos(),
+    };
+    for (key, _, v) in r.map(node, "a team", &["name", "receivers", "escalation", "contact", "owns"])? {
+        match key.as_str() {
+            "name" => team.name = r.string(v, "name")?,
+            "receivers" => {
+                for (role, _, rv) in r.map(v, "receivers", &["page", "notify", "info"])? {
+                    let name = Some(r.string(rv, &format!("receivers.{role}"))?);
+                    match role.as_str() {
+                        "page" => team.receivers.page = name,
+                        "notify" => team.receivers.notify = name,
+                        _ => team.receivers.info = name,
+                    }
+                }
+            }
+            "escalation" => team.escalation = r.strings(v, "escalation")?,
+            "contact" => team.contact = Some(r.string(v, "contact")?),
+            _ => {
+                for o in r.seq(v, "owns")? {
+                    team.owns.push(decode_owns(r, o)?);
+                }
+            }
+        }
+    }
+    if team.name.is_empty() {
+        return Err(r.err(team.pos, "a team needs a name"));
+    }
+    Ok(team)
+}
+
+fn decode_owns(r: &Reader<'_>, node: &Node) -> Result<OwnsEntry, FileError> {
+    let mut e = OwnsEntry {
+        cluster: None,
+        namespace: None,
+        matchers: Vec::new(),
+        pos: node.pos(),
+    };
+    for (key, _, v) in r.map(node, "an owns entry", &["cluster", "namespace", "matchers"])? {
+        match key.as_str() {
+            "cluster" => e.cluster = Some(r.regex(v, "cluster")?),
+            "namespace" => e.namespace = Some(r.regex(v, "namespace")?),
+            _ => {
+                for m in r.strings(v, "matchers")? {
+                    let parsed = parse_matchers(&m).map_err(|err| r.err(v.pos(), format!("matchers: {m:?}: {err}")))?;
+                    e.matchers.extend(parsed);
+                }
+            }
+        }
+    }
+    Ok(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OWNERS: &str = r#"
+team_label: team
+default: platform
+teams:
+  - name: platform
+    receivers: {page: platform-pagerduty, notify: platform-sns}
+  - name: ml-training
+    receivers: {page: training-pagerduty, notify: training-sns}
+    escalation: [primary, secondary]
+    owns:
+      - namespace: "training|training-.*"
+  - name: serving
+    receivers: {page: serving-pagerduty}
+    owns:
+      - cluster: "prod-.*"
+        matchers: ['namespace=~"serving.*"']
+"#;
+
+    fn l(pairs: &[(&str, &str)]) -> Labels {
+        Labels::from_pairs(pairs.iter().copied())
+    }
+
+    #[test]
+    fn resolution_order() {
+        let o = Owners::load_str(OWNERS, "owners.yaml").unwrap();
+        let (t, how) = o.resolve(&l(&[("namespace", "training-a")])).unwrap();
+        assert_eq!((t.name.as_str(), how), ("ml-training", Resolution::Owns));
+        let (t, how) = o
+            .resolve(&l(&[("namespace", "training"), ("team", "serving")]))
+            .unwrap();
+        assert_eq!((t.name.as_str(), how), ("serving", Resolution::Label));
+        let (t, how) = o.resolve(&l(&[("namespace", "serving"), ("cluster", "dev")])).unwrap();
+        assert_eq!((t.name.as_str(), how), ("platform", Resolution::Default));
+        let (t, _) = o
+            .resolve(&l(&[("namespace", "serving-a"), ("cluster", "prod-1")]))
+            .unwrap();
+        assert_eq!(t.name, "serving");
+        // An unknown team label falls through to the matchers.
+        let (t, _) = o.resolve(&l(&[("namespace", "training"), ("team", "nobody")])).unwrap();
+        assert_eq!(t.name, "ml-training");
+        let stamped = o.stamp(&l(&[("namespace", "training")]));
+        assert_eq!(stamped.get("team"), Some("ml-training"));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        let e = Owners::load_str("teams:\n  - name: a\n    bogus: 1\n", "o.yaml").unwrap_err();
+        assert_eq!(e.file, "o.yaml");
+        assert_eq!(e.pos.line, 3);
+        assert!(e.message.contains("unknown key \"bogus\""), "{e}");
+        let e = Owners::load_str("default: x\nteams: []\n", "o.yaml").unwrap_err();
+        assert!(e.to_string().starts_with("o.yaml:1:1: default"), "{e}");
+        let e = Owners::load_str("teams:\n  - name: a\n    owns: [{namespace: '('}]\n", "o.yaml").unwrap_err();
+        assert!(e.message.contains("invalid regex"), "{e}");
+        assert!(Owners::load_str("teams: [", "o.yaml").is_err());
+    }
+}

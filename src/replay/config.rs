@@ -1,0 +1,296 @@
+//! watchfire.yaml, as far as replay reads it (the schema is `watchfire run`'s, see
+//! `src/run/config.rs`), and loading what it names.
+//!
+//! ```yaml
+//! rule_files: [../rules/*.yaml]   # files, directories (their *.yaml / *.yml) or globs
+//! slo_files: [../slos/*.yaml]     # SLO specs, generated to rules at load time
+//! routes_file: routes.yaml        # Alertmanager configuration
+//! owners_file: owners.yaml        # owners, diagnostic links, label deny-list
+//! evaluation_interval: 1m         # for groups without `interval`
+//! external_labels: {}             # added to every alert sent, where not set
+//! external_url: https://watchfire.example.com
+//! sources: [...]                  # live evaluation only; replay reads the embedded store
+//! ```
+//!
+//! Relative paths are resolved against the file's directory. Unknown keys are errors at
+//! `file:line:col`. Rule unit-test files (a top-level `rule_files:` or `tests:` key) found in a
+//! rules directory are skipped.
+
+use std::path::{Path, PathBuf};
+
+use crate::labels::Labels;
+use crate::notify::owners::{Owners, Reader};
+use crate::rules::file::{self, LoadOptions, RuleFile};
+use crate::rules::group::{Group, GroupConfig};
+use crate::slo::{self, GenerateOptions};
+
+use super::Setup;
+
+/// The replay-relevant parts of watchfire.yaml.
+#[derive(Clone, Debug)]
+pub struct FileConfig {
+    pub rule_files: Vec<PathBuf>,
+    pub slo_files: Vec<PathBuf>,
+    pub routes: PathBuf,
+    pub owners: Option<PathBuf>,
+    pub evaluation_interval_ms: i64,
+    pub external_labels: Labels,
+    pub external_url: String,
+    /// Where it was read from, if from a file.
+    pub path: Option<PathBuf>,
+}
+
+impl FileConfig {
+    /// The layout of a watchfire checkout: rules/, slos/, deploy/routes.yaml, deploy/owners.yaml.
+    pub fn repository_defaults(root: &Path) -> FileConfig {
+        let owners = root.join("deploy/owners.yaml");
+        FileConfig {
+            rule_files: vec![root.join("rules")],
+            slo_files: vec![root.join("slos")],
+            routes: root.join("deploy/routes.yaml"),
+            owners: owners.exists().then_some(owners),
+            evaluation_interval_ms: 60_000,
+            external_labels: Labels::empty(),
+            external_url: "https://watchfire.example.com".into(),
+            path: None,
+        }
+    }
+
+    /// Reads watchfire.yaml.
+    pub fn load(path: &Path) -> Result<FileConfig, String> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+        let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let r = Reader { file: &shown };
+        let mut cfg = FileConfig::repository_defaults(&base);
+        cfg.owners = None;
+        cfg.rule_files.clear();
+        cfg.slo_files.clear();
+        cfg.path = Some(path.to_path_buf());
+        let Some(root) = r.parse(&text).map_err(|e| e.to_string())? else {
+            return Err(format!("{shown}: the file is empty"));
+        };
+        let keys = [
+            "sources",
+            "rule_files",
+            "slo_files",
+            "routes_file",
+            "owners_file",
+            "evaluation_interval",
+            "query_offset",
+            "resend_delay",
+            "external_labels",
+            "external_url",
+            "state_dir",
+            "http",
+            "shard",
+        ];
+        let join = |s: String| {
+            if Path::new(&s).is_absolute() {
+                PathBuf::from(s)
+            } else {
+                base.join(s)
+            }
+        };
+        let mut routes_set = false;
+        for (key, _, v) in r.map(&root, "watchfire.yaml", &keys).map_err(|e| e.to_string())? {
+            let e = |e: crate::notify::owners::FileError| e.to_string();
+            match key.as_str() {
+                "rule_files" => cfg.rule_files = r.strings(v, &key).map_err(e)?.into_iter().map(join).collect(),
+                "slo_files" => cfg.slo_files = r.strings(v, &key).map_err(e)?.into_iter().map(join).collect(),
+                "routes_file" => {
+                    cfg.routes = join(r.string(v, &key).map_err(e)?);
+                    routes_set = true;
+                }
+                "owners_file" => cfg.owners = Some(join(r.string(v, &key).map_err(e)?)),
+                "evaluation_interval" => {
+                    let s = r.string(v, &key).map_err(e)?;
+                    let d = crate::rules::Duration::parse(&s)
+                        .map_err(|m| format!("{shown}:{}: evaluation_interval: {m}", v.pos()))?;
+                    if d.ms() <= 0 {
+                        return Err(format!("{shown}:{}: evaluation_interval must be positive", v.pos()));
+                    }
+                    cfg.evaluation_interval_ms = d.ms();
+                }
+                "external_labels" => {
+                    let mut pairs = Vec::new();
+                    for (k, _, lv) in r.map(v, "external_labels", &[]).map_err(e)? {
+                        pairs.push((k, r.string(lv, "an external label value").map_err(e)?));
+                    }
+                    cfg.external_labels = Labels::from_pairs(pairs);
+                }
+                "external_url" => cfg.external_url = r.string(v, &key).map_err(e)?,
+                _ => {} // live-only settings
+            }
+        }
+        if !routes_set {
+            return Err(format!(
+                "{shown}: `routes` is required (an Alertmanager configuration file)"
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// Loads rules, SLOs, routes and owners. `rules_override` replaces `rule_files` (for
+    /// `--compare`). Every problem found is returned, each naming its file and line.
+    pub fn build(&self, rules_override: Option<&Path>) -> Result<Setup, Vec<String>> {
+        let mut errors = Vec::new();
+        let routes = match crate::notify::load_file(&self.routes) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(e.to_string());
+                None
+            }
+        };
+        let owners = match &self.owners {
+            Some(p) => match Owners::load_file(p) {
+                Ok(o) => o,
+                Err(e) => {
+                    errors.push(e.to_string());
+                    Owners::default()
+                }
+            },
+            None => Owners::default(),
+        };
+        if let Some(cfg) = &routes {
+            for (team, role, recv) in owners.receiver_refs() {
+                if cfg.receiver(recv).is_none() {
+                    errors.push(format!(
+                        "{}: team {team:?} names {role} receiver {recv:?}, which {} does not define",
+                        owners.path.as_deref().unwrap_or("owners"),
+                        self.routes.display()
+                    ));
+                }
+            }
+        }
+        let rule_paths: Vec<PathBuf> = match rules_override {
+            Some(p) => vec![p.to_path_buf()],
+            None => self.rule_files.clone(),
+        };
+        let mut files: Vec<RuleFile> = Vec::new();
+        for p in expand_rule_paths(&rule_paths, &mut errors) {
+            match file::load_file(&p, LoadOptions::default()) {
+                Ok(f) => files.push(f),
+                Err(errs) => errors.extend(errs.into_iter().map(|e| e.to_string())),
+            }
+        }
+        // SLOs, generated; skipped where the same groups are already committed as rules.
+        let slo_paths: Vec<PathBuf> = self.slo_files.iter().filter(|p| p.exists()).cloned().collect();
+        if !slo_paths.is_empty() {
+            match slo::load_paths(&slo_paths).and_then(|specs| slo::generate(&specs, &GenerateOptions::default())) {
+                Ok(text) => {
+                    let name = Path::new("slos (generated)");
+                    let parsed = file::parse(&text, name, LoadOptions::default());
+                    if parsed.errors.is_empty() {
+                        let existing: std::collections::HashSet<String> = files
+                            .iter()
+                            .flat_map(|f| f.groups.iter().map(|g| g.name.value.clone()))
+                            .collect();
+                        let mut gen = parsed.file;
+                        gen.groups.retain(|g| !existing.contains(&g.name.value));
+                        files.push(gen);
+                    } else {
+                        errors.extend(parsed.errors.into_iter().map(|e| e.to_string()));
+                    }
+                }
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        let gcfg = GroupConfig {
+            default_interval_ms: self.evaluation_interval_ms,
+            external_labels: self.external_labels.clone(),
+            external_url: self.external_url.clone(),
+            ..GroupConfig::default()
+        };
+        let mut groups = Vec::new();
+        for f in &files {
+            match Group::from_file(f, &gcfg) {
+                Ok(g) => groups.extend(g),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let Some(routes) = routes else {
+            return Err(vec!["no routes".into()]);
+        };
+        if groups.is_empty() {
+            return Err(vec![format!(
+                "no rule groups found in {}",
+                rule_paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )]);
+        }
+        let settings = owners.settings.clone();
+        let mut setup = Setup {
+            groups,
+            routes,
+            owners,
+            settings,
+            external_labels: self.external_labels.clone(),
+            external_url: self.external_url.clone(),
+            rules: Default::default(),
+        };
+        setup.index_rules();
+        Ok(setup)
+    }
+}
+
+/// Files, directories and globs to rule files, sorted within each entry.
+fn expand_rule_paths(paths: &[PathBuf], errors: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found = Vec::new();
+            collect_yaml(p, &mut found);
+            found.sort();
+            out.extend(found.into_iter().filter(|f| !is_test_file(f)));
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            let pat = p.display().to_string();
+            match glob::glob(&pat) {
+                Ok(it) => {
+                    let mut m: Vec<PathBuf> = it.filter_map(Result::ok).filter(|f| !is_test_file(f)).collect();
+                    m.sort();
+                    if m.is_empty() {
+                        errors.push(format!("{pat}: no such rule file or directory"));
+                    }
+                    out.extend(m);
+                }
+                Err(e) => errors.push(format!("{pat}: bad pattern: {e}")),
+            }
+        }
+    }
+    out
+}
+
+fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_yaml(&p, out);
+        } else if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
+            out.push(p);
+        }
+    }
+}
+
+/// A promtool unit-test file rather than a rule file.
+fn is_test_file(p: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(p) else {
+        return false;
+    };
+    let has_groups = text.lines().any(|l| l.starts_with("groups:"));
+    !has_groups
+        && text
+            .lines()
+            .any(|l| l.starts_with("rule_files:") || l.starts_with("tests:") || l.starts_with("evaluation_interval:"))
+}

@@ -1,0 +1,381 @@
+//! `watchfire replay`: a backtest of rules and SLOs over recorded data, through the production
+//! code in simulated time.
+//!
+//! Every rule group is evaluated at its own interval and offset from `from` to `to`, with the
+//! source's samples visible only up to the evaluation time ([`Group::eval`], the same state
+//! machine as `run` and `test`). Alerts due to be sent get their owner stamped
+//! ([`Owners::stamp`]) and go to the notification pipeline ([`Notifier`]: routing, grouping,
+//! inhibition, timers), which is advanced to each evaluation time before the alerts of that
+//! time arrive, so group_wait / group_interval / repeat_interval run in simulated time.
+//! Notifications are "delivered" into the result, with cluster, namespace, owner and links.
+//!
+//! - [`config`]: watchfire.yaml, and loading rules, SLOs, routes and owners;
+//! - [`demo`]: the deterministic 48-hour EKS ML cluster behind `watchfire replay` without
+//!   arguments, with its incident manifest;
+//! - [`output`]: the timeline (text or JSON lines), the summary and `--compare`.
+
+pub mod config;
+pub mod demo;
+pub mod output;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+use chrono::{DateTime, Utc};
+
+use crate::labels::{Labels, LabelsBuilder};
+use crate::notify::links::{Link, LinkContext, NotificationSettings};
+use crate::notify::owners::Owners;
+use crate::notify::{self, Notification, Notifier};
+use crate::promql::{Engine, EngineOptions};
+use crate::rules::alerting::Alert as RuleAlert;
+use crate::rules::Group;
+use crate::source::Queryable;
+use crate::tsdb::Store;
+
+/// Milliseconds since the epoch as a UTC time (clamped to chrono's range).
+pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// What a rule is, for links and summaries.
+#[derive(Clone, Debug)]
+pub struct RuleInfo {
+    pub expr: String,
+    pub file: String,
+    pub group: String,
+}
+
+/// Everything a replay needs, loaded.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub groups: Vec<Group>,
+    pub routes: notify::Config,
+    pub owners: Owners,
+    pub settings: NotificationSettings,
+    /// Labels added to every alert sent (Prometheus' external labels), where not set.
+    pub external_labels: Labels,
+    pub external_url: String,
+    /// By alert name.
+    pub rules: HashMap<String, RuleInfo>,
+}
+
+impl Setup {
+    /// Builds the rule index from the groups.
+    pub fn index_rules(&mut self) {
+        for g in &self.groups {
+            for r in g.rules() {
+                if let Some(a) = r.as_alerting() {
+                    self.rules.entry(a.name().to_string()).or_insert_with(|| RuleInfo {
+                        expr: a.expr_text().to_string(),
+                        file: g.file().display().to_string(),
+                        group: g.name().to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Number of rules over all groups.
+    pub fn num_rules(&self) -> usize {
+        self.groups.iter().map(|g| g.rules().len()).sum()
+    }
+}
+
+/// One alert as a receiver got it (deny-listed labels removed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeliveredAlert {
+    pub labels: Labels,
+    pub annotations: BTreeMap<String, String>,
+    pub starts_at_ms: i64,
+    /// `None` while firing.
+    pub ends_at_ms: Option<i64>,
+}
+
+impl DeliveredAlert {
+    pub fn name(&self) -> &str {
+        self.labels.get("alertname").unwrap_or("")
+    }
+}
+
+/// One notification: a receiver's flush of one alert group (all its integrations).
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    pub at_ms: i64,
+    pub receiver: String,
+    /// Integration kinds that got it (`pagerduty`, `sns`, `webhook`, ...).
+    pub integrations: Vec<String>,
+    /// `firing` or `resolved`.
+    pub status: &'static str,
+    pub group_key: String,
+    pub group_labels: Labels,
+    pub owner: Option<String>,
+    pub cluster: Option<String>,
+    pub namespace: Option<String>,
+    pub links: Vec<Link>,
+    pub alerts: Vec<DeliveredAlert>,
+    /// Firing with at least one firing `severity="page"` alert.
+    pub page: bool,
+    /// The first firing notification of this group and receiver since it was last quiet.
+    pub new_incident: bool,
+    /// The earliest time a firing alert's condition held (its `ActiveAt`), when known.
+    pub first_active_ms: Option<i64>,
+}
+
+impl Delivery {
+    /// Alert names, de-duplicated, in order.
+    pub fn alert_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for a in &self.alerts {
+            if !names.contains(&a.name()) {
+                names.push(a.name());
+            }
+        }
+        names
+    }
+
+    /// Whether this is a new page (an incident's first page notification).
+    pub fn is_new_page(&self) -> bool {
+        self.page && self.new_incident
+    }
+}
+
+/// Replay window and knobs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub lookback_ms: Option<i64>,
+}
+
+/// What a replay produced.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub deliveries: Vec<Delivery>,
+    /// Group evaluations and rule evaluations done.
+    pub group_evaluations: u64,
+    pub rule_evaluations: u64,
+    /// Failed rule evaluations: (rule, count, first error).
+    pub rule_errors: Vec<(String, u64, String)>,
+    pub wall: std::time::Duration,
+    pub from_ms: i64,
+    pub to_ms: i64,
+}
+
+/// Runs a replay over `source`. `progress` is called now and then with the simulated time.
+pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut dyn FnMut(i64)) -> Outcome {
+    let started = std::time::Instant::now();
+    let mut groups = setup.groups.clone();
+    let mut engine_opts = EngineOptions::default();
+    if let Some(l) = opts.lookback_ms.filter(|l| *l > 0) {
+        engine_opts.lookback_ms = l;
+    }
+    let engine = Engine::new(engine_opts);
+    let mut outputs = Store::new();
+    let mut notifier = Notifier::new(setup.routes.clone(), ms_to_time(opts.from_ms));
+    let mut state = DeliveryState::default();
+    let mut outcome = Outcome {
+        from_ms: opts.from_ms,
+        to_ms: opts.to_ms,
+        ..Outcome::default()
+    };
+    let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
+
+    // Every group's next evaluation, earliest first (ties in file order).
+    let mut queue: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    for (i, g) in groups.iter().enumerate() {
+        let interval = g.interval_ms().max(1000);
+        let mut t = g.eval_timestamp(opts.from_ms);
+        while t < opts.from_ms {
+            t = t.saturating_add(interval);
+        }
+        queue.push(Reverse((t, i)));
+    }
+    let mut last_progress: Option<i64> = None;
+    while let Some(Reverse((ts, gi))) = queue.pop() {
+        if ts > opts.to_ms {
+            break;
+        }
+        if last_progress.is_none_or(|l| ts.saturating_sub(l) >= 600_000) {
+            progress(ts);
+            last_progress = Some(ts);
+        }
+        deliver_due(
+            setup,
+            &mut notifier,
+            &mut state,
+            ms_to_time(ts),
+            &mut outcome.deliveries,
+        );
+        let g = &mut groups[gi];
+        let result = g.eval(ts, &engine, source, ts, &mut outputs);
+        outcome.group_evaluations += 1;
+        outcome.rule_evaluations += g.rules().len() as u64;
+        for (ri, e) in &result.errors {
+            let name = g.rules()[*ri].name().to_string();
+            let entry = errors
+                .entry(name)
+                .or_insert_with(|| (0, format!("at {}: {e}", ms_to_time(ts).to_rfc3339())));
+            entry.0 += 1;
+        }
+        let now = ms_to_time(ts);
+        let mut alerts = Vec::new();
+        for (_, sent) in result.to_send {
+            for a in sent {
+                state.note_active(&a, setup, &mut alerts, now);
+            }
+        }
+        if !alerts.is_empty() {
+            notifier.put_alerts(alerts, now);
+        }
+        let interval = g.interval_ms().max(1000);
+        queue.push(Reverse((ts.saturating_add(interval), gi)));
+    }
+    deliver_due(
+        setup,
+        &mut notifier,
+        &mut state,
+        ms_to_time(opts.to_ms),
+        &mut outcome.deliveries,
+    );
+    progress(opts.to_ms);
+    outcome.rule_errors = errors.into_iter().map(|(k, (n, e))| (k, n, e)).collect();
+    outcome.wall = started.elapsed();
+    outcome
+}
+
+/// Book-keeping across deliveries.
+#[derive(Default)]
+struct DeliveryState {
+    /// By stamped alert labels: when the condition first held (`ActiveAt`).
+    active_at: HashMap<Labels, i64>,
+    /// By (group key, receiver): whether the last notification was firing.
+    firing: HashMap<(String, String), bool>,
+}
+
+impl DeliveryState {
+    /// Converts a rule alert into what Alertmanager receives (as Prometheus' notifier sends it).
+    fn note_active(&mut self, a: &RuleAlert, setup: &Setup, out: &mut Vec<notify::Alert>, now: DateTime<Utc>) {
+        let mut b = LabelsBuilder::new(&a.labels);
+        for l in setup.external_labels.iter() {
+            if !a.labels.has(&l.name) {
+                b.set(&l.name, &l.value);
+            }
+        }
+        let labels = setup.owners.stamp(&b.build());
+        self.active_at.insert(labels.clone(), a.active_at);
+        let generator_url = setup
+            .rules
+            .get(a.labels.get("alertname").unwrap_or(""))
+            .map(|r| {
+                format!(
+                    "{}/graph?g0.expr={}&g0.tab=1",
+                    setup.external_url.trim_end_matches('/'),
+                    crate::notify::links::url_encode(&r.expr)
+                )
+            })
+            .unwrap_or_default();
+        out.push(notify::Alert {
+            labels,
+            annotations: a
+                .annotations
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            starts_at: ms_to_time(a.starts_at().unwrap_or(a.active_at)),
+            ends_at: a.ends_at().map(ms_to_time),
+            generator_url,
+            updated_at: now,
+            timeout: false,
+        });
+    }
+}
+
+fn deliver_due(
+    setup: &Setup,
+    notifier: &mut Notifier,
+    state: &mut DeliveryState,
+    now: DateTime<Utc>,
+    out: &mut Vec<Delivery>,
+) {
+    if notifier.next_timer() > now {
+        return;
+    }
+    let notes = notifier.advance(now, &mut |_| true);
+    // One delivery per receiver flush; its integrations listed.
+    let mut i = 0;
+    while i < notes.len() {
+        let mut j = i + 1;
+        while j < notes.len()
+            && notes[j].group_key == notes[i].group_key
+            && notes[j].receiver == notes[i].receiver
+            && notes[j].at == notes[i].at
+        {
+            j += 1;
+        }
+        let integrations: Vec<String> = notes[i..j].iter().map(|n| n.target.key.integration.clone()).collect();
+        out.push(build_delivery(setup, state, &notes[i], integrations));
+        i = j;
+    }
+}
+
+fn build_delivery(setup: &Setup, state: &mut DeliveryState, n: &Notification, integrations: Vec<String>) -> Delivery {
+    let at = n.at;
+    let status = n.status();
+    let firing: Vec<&notify::Alert> = n.alerts.iter().filter(|a| !a.resolved_at(at)).collect();
+    let lead = firing.first().copied().or(n.alerts.first());
+    let lead_labels = lead.map(|a| a.labels.clone()).unwrap_or_else(|| n.group_labels.clone());
+    let owner = setup.owners.resolve(&lead_labels).map(|(t, _)| t.name.clone());
+    let pick = |name: &str| {
+        n.group_labels
+            .get(name)
+            .or_else(|| lead_labels.get(name))
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let page = firing.iter().any(|a| a.labels.get("severity") == Some("page"));
+    let key = (n.group_key.clone(), n.receiver.clone());
+    let was_firing = state.firing.get(&key).copied().unwrap_or(false);
+    let is_firing = status == "firing";
+    state.firing.insert(key, is_firing);
+    let first_active_ms = firing
+        .iter()
+        .filter_map(|a| state.active_at.get(&a.labels).copied())
+        .min();
+    let empty = BTreeMap::new();
+    let alertname = lead_labels.get("alertname").unwrap_or("");
+    let links = setup.settings.links.render(&LinkContext {
+        labels: &lead_labels,
+        annotations: lead.map_or(&empty, |a| &a.annotations),
+        owner: owner.as_deref(),
+        expr: setup.rules.get(alertname).map(|r| r.expr.as_str()),
+        starts_ms: lead.map_or(at.timestamp_millis(), |a| a.starts_at.timestamp_millis()),
+        at_ms: at.timestamp_millis(),
+    });
+    Delivery {
+        at_ms: at.timestamp_millis(),
+        receiver: n.receiver.clone(),
+        integrations,
+        status,
+        group_key: n.group_key.clone(),
+        group_labels: setup.settings.redact(&n.group_labels),
+        owner,
+        cluster: pick("cluster"),
+        namespace: pick("namespace"),
+        links,
+        alerts: n
+            .alerts
+            .iter()
+            .map(|a| DeliveredAlert {
+                labels: setup.settings.redact(&a.labels),
+                annotations: a.annotations.clone(),
+                starts_at_ms: a.starts_at.timestamp_millis(),
+                ends_at_ms: a.ends_at.filter(|e| *e <= at).map(|e| e.timestamp_millis()),
+            })
+            .collect(),
+        page,
+        new_incident: is_firing && !was_firing,
+        first_active_ms,
+    }
+}

@@ -1,0 +1,506 @@
+//! `watchfire.yaml`: the evaluator's configuration.
+//!
+//! Strict: unknown keys, wrong types and bad values are errors with `file:line:col`. Relative
+//! paths are resolved against the directory of the configuration file.
+//!
+//! ```yaml
+//! sources:                      # at least one; the first is the default for every selector
+//!   - name: amp                 # unique, [a-zA-Z0-9_-]+
+//!     type: prometheus          # prometheus | embedded
+//!     url: https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-123  # prometheus only
+//!     timeout: 30s              # per request (default 30s)
+//!     retries: 2                # extra attempts on 5xx / timeouts / transport errors (default 2)
+//!     headers: {X-Scope-OrgID: ml}
+//!     sigv4: {region: us-east-1, service: aps}   # optional; service defaults to aps
+//!   - name: local
+//!     type: embedded            # in-process store (node-probe events, replay data)
+//! rule_files: [rules/*.yaml]    # globs
+//! slo_files: [slos/*.yaml]      # Sloth/OpenSLO specs, turned into rules at load
+//! routes_file: routes.yaml      # Alertmanager configuration (route tree, receivers)
+//! owners_file: owners.yaml      # optional: owner stamping
+//! evaluation_interval: 1m       # groups without `interval` (default 1m)
+//! query_offset: 0s              # groups without `query_offset` (default 0s)
+//! resend_delay: 1m              # --rules.alert.resend-delay (default 1m)
+//! external_labels: {cluster: ml-prod, environment: prod}
+//! external_url: https://watchfire.example.com
+//! state_dir: /var/lib/watchfire # SQLite database `watchfire.db` lives here
+//! http:
+//!   listen: 127.0.0.1:9099      # default 127.0.0.1:9099
+//!   bearer_token_file: /secrets/token   # or bearer_token_env: WATCHFIRE_TOKEN
+//!   open: false                 # true: mutating endpoints without a token (explicit opt-in)
+//! shard: 0/1                    # this replica evaluates the groups whose hash % M == N
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use crate::labels::Labels;
+use crate::notify::owners::{FileError, Reader};
+use crate::notify::yaml::{Node, Pos};
+use crate::rules::duration::Duration;
+
+/// The kind of a source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    Prometheus,
+    Embedded,
+}
+
+/// AMP SigV4 signing settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SigV4Config {
+    pub region: String,
+    pub service: String,
+}
+
+/// One data source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceConfig {
+    pub name: String,
+    pub kind: SourceKind,
+    pub url: String,
+    pub timeout: StdDuration,
+    pub retries: u32,
+    pub headers: Vec<(String, String)>,
+    pub sigv4: Option<SigV4Config>,
+}
+
+/// A shard: this replica evaluates groups with `hash % total == index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub total: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard { index: 0, total: 1 }
+    }
+}
+
+impl Shard {
+    /// Parses `N/M` with `0 <= N < M`.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let (n, m) = s
+            .split_once('/')
+            .ok_or_else(|| format!("shard {s:?} must look like N/M, e.g. 0/2"))?;
+        let index: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard {s:?}: N is not a number"))?;
+        let total: u32 = m
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard {s:?}: M is not a number"))?;
+        if total == 0 || index >= total {
+            return Err(format!("shard {s:?}: need 0 <= N < M"));
+        }
+        Ok(Shard { index, total })
+    }
+
+    /// Whether a group (by file and name) belongs to this shard (FNV-1a, stable across builds).
+    pub fn owns(&self, file: &str, group: &str) -> bool {
+        if self.total <= 1 {
+            return true;
+        }
+        let mut h: u32 = 0x811c_9dc5;
+        for b in file.bytes().chain([0x1f]).chain(group.bytes()) {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        h % self.total == self.index
+    }
+}
+
+/// HTTP server settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpConfig {
+    pub listen: String,
+    /// The token mutating endpoints require (read from the file or environment at load).
+    pub bearer_token: Option<String>,
+    /// Mutating endpoints need no token.
+    pub open: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: "127.0.0.1:9099".into(),
+            bearer_token: None,
+            open: false,
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub path: PathBuf,
+    pub sources: Vec<SourceConfig>,
+    pub rule_files: Vec<String>,
+    pub slo_files: Vec<String>,
+    pub routes_file: Option<PathBuf>,
+    pub owners_file: Option<PathBuf>,
+    pub evaluation_interval_ms: i64,
+    pub query_offset_ms: i64,
+    pub resend_delay_ms: i64,
+    pub external_labels: Labels,
+    pub external_url: String,
+    pub state_dir: Option<PathBuf>,
+    pub http: HttpConfig,
+    pub shard: Shard,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            path: PathBuf::new(),
+            sources: Vec::new(),
+            rule_files: Vec::new(),
+            slo_files: Vec::new(),
+            routes_file: None,
+            owners_file: None,
+            evaluation_interval_ms: 60_000,
+            query_offset_ms: 0,
+            resend_delay_ms: 60_000,
+            external_labels: Labels::empty(),
+            external_url: String::new(),
+            state_dir: None,
+            http: HttpConfig::default(),
+            shard: Shard::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// Expands `rule_files` globs (sorted, relative to the config file).
+    pub fn rule_paths(&self) -> Result<Vec<PathBuf>, String> {
+        expand_globs(&self.base_dir(), &self.rule_files)
+    }
+
+    /// Expands `slo_files` globs.
+    pub fn slo_paths(&self) -> Result<Vec<PathBuf>, String> {
+        expand_globs(&self.base_dir(), &self.slo_files)
+    }
+
+    fn base_dir(&self) -> PathBuf {
+        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+}
+
+fn expand_globs(base: &Path, patterns: &[String]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in patterns {
+        let full = if Path::new(p).is_absolute() {
+            PathBuf::from(p)
+        } else {
+            base.join(p)
+        };
+        let s = full.to_string_lossy().into_owned();
+        let paths = glob::glob(&s).map_err(|e| format!("bad pattern {p:?}: {e}"))?;
+        let mut matched: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
+        matched.sort();
+        out.extend(matched);
+    }
+    Ok(out)
+}
+
+const TOP_KEYS: &[&str] = &[
+    "sources",
+    "rule_files",
+    "slo_files",
+    "routes_file",
+    "owners_file",
+    "evaluation_interval",
+    "query_offset",
+    "resend_delay",
+    "external_labels",
+    "external_url",
+    "state_dir",
+    "http",
+    "shard",
+];
+
+/// Loads and validates a configuration file.
+pub fn load_file(path: &Path) -> Result<RunConfig, FileError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        file: name.clone(),
+        pos: Pos { line: 0, col: 0 },
+        message: format!("cannot read: {e}"),
+    })?;
+    let mut cfg = load_str(&text, &name, &|k| std::env::var(k).ok())?;
+    cfg.path = path.to_path_buf();
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let rebase = |p: &mut Option<PathBuf>| {
+        if let Some(x) = p.as_mut() {
+            if x.is_relative() {
+                *x = base.join(&*x);
+            }
+        }
+    };
+    rebase(&mut cfg.routes_file);
+    rebase(&mut cfg.owners_file);
+    rebase(&mut cfg.state_dir);
+    Ok(cfg)
+}
+
+/// Parses configuration text; `env` looks up environment variables (for `bearer_token_env`).
+pub fn load_str(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<RunConfig, FileError> {
+    let r = Reader { file };
+    let mut cfg = RunConfig {
+        path: PathBuf::from(file),
+        ..RunConfig::default()
+    };
+    let Some(root) = r.parse(text)? else {
+        return Err(r.err(
+            Pos { line: 1, col: 1 },
+            "the configuration is empty: at least `sources` is required",
+        ));
+    };
+    let entries = r.map(&root, "the configuration", TOP_KEYS)?;
+    let mut saw_sources = None;
+    for (key, kpos, v) in entries {
+        match key.as_str() {
+            "sources" => {
+                saw_sources = Some(kpos);
+                for s in r.seq(v, "sources")? {
+                    let sc = source(&r, s)?;
+                    if cfg.sources.iter().any(|o| o.name == sc.name) {
+                        return Err(r.err(s.pos(), format!("source name {:?} repeated", sc.name)));
+                    }
+                    cfg.sources.push(sc);
+                }
+            }
+            "rule_files" => cfg.rule_files = r.strings(v, "rule_files")?,
+            "slo_files" => cfg.slo_files = r.strings(v, "slo_files")?,
+            "routes_file" => cfg.routes_file = Some(PathBuf::from(r.string(v, "routes_file")?)),
+            "owners_file" => cfg.owners_file = Some(PathBuf::from(r.string(v, "owners_file")?)),
+            "evaluation_interval" => {
+                cfg.evaluation_interval_ms = duration(&r, v, "evaluation_interval")?;
+                if cfg.evaluation_interval_ms <= 0 {
+                    return Err(r.err(v.pos(), "evaluation_interval must be greater than 0"));
+                }
+            }
+            "query_offset" => cfg.query_offset_ms = duration(&r, v, "query_offset")?,
+            "resend_delay" => cfg.resend_delay_ms = duration(&r, v, "resend_delay")?,
+            "external_labels" => {
+                let mut pairs = BTreeMap::new();
+                for (k, kp, lv) in r.map(v, "external_labels", &[])? {
+                    if !crate::rules::file::is_valid_label_name(&k) {
+                        return Err(r.err(kp, format!("external_labels: {k:?} is not a valid label name")));
+                    }
+                    pairs.insert(k, r.string(lv, "an external label value")?);
+                }
+                cfg.external_labels = Labels::from_pairs(pairs);
+            }
+            "external_url" => {
+                let u = r.string(v, "external_url")?;
+                if !(u.starts_with("http://") || u.starts_with("https://")) {
+                    return Err(r.err(v.pos(), "external_url must start with http:// or https://"));
+                }
+                cfg.external_url = u.trim_end_matches('/').to_string();
+            }
+            "state_dir" => cfg.state_dir = Some(PathBuf::from(r.string(v, "state_dir")?)),
+            "http" => cfg.http = http(&r, v, env)?,
+            "shard" => cfg.shard = Shard::parse(&r.string(v, "shard")?).map_err(|e| r.err(v.pos(), e))?,
+            _ => {}
+        }
+    }
+    if saw_sources.is_none() || cfg.sources.is_empty() {
+        return Err(r.err(
+            saw_sources.unwrap_or(root.pos()),
+            "at least one source is required under `sources` (type prometheus or embedded)",
+        ));
+    }
+    Ok(cfg)
+}
+
+fn duration(r: &Reader<'_>, v: &Node, what: &str) -> Result<i64, FileError> {
+    let s = r.string(v, what)?;
+    Duration::parse(&s)
+        .map(|d| d.ms())
+        .map_err(|e| r.err(v.pos(), format!("{what}: {e} (expected a duration such as 30s or 1m)")))
+}
+
+fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
+    let entries = r.map(
+        node,
+        "a source",
+        &["name", "type", "url", "timeout", "retries", "headers", "sigv4"],
+    )?;
+    let mut name = None;
+    let mut kind = None;
+    let mut url = None;
+    let mut sc = SourceConfig {
+        name: String::new(),
+        kind: SourceKind::Prometheus,
+        url: String::new(),
+        timeout: StdDuration::from_secs(30),
+        retries: 2,
+        headers: Vec::new(),
+        sigv4: None,
+    };
+    for (k, _, v) in entries {
+        match k.as_str() {
+            "name" => {
+                let n = r.string(v, "source name")?;
+                if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    return Err(r.err(v.pos(), format!("source name {n:?} must be [a-zA-Z0-9_-]+")));
+                }
+                name = Some(n);
+            }
+            "type" => {
+                kind = Some(match r.string(v, "source type")?.as_str() {
+                    "prometheus" => SourceKind::Prometheus,
+                    "embedded" => SourceKind::Embedded,
+                    other => {
+                        return Err(r.err(
+                            v.pos(),
+                            format!("unknown source type {other:?} (expected prometheus or embedded)"),
+                        ))
+                    }
+                })
+            }
+            "url" => {
+                let u = r.string(v, "source url")?;
+                if !(u.starts_with("http://") || u.starts_with("https://")) {
+                    return Err(r.err(v.pos(), format!("source url {u:?} must start with http:// or https://")));
+                }
+                url = Some((u.trim_end_matches('/').to_string(), v.pos()));
+            }
+            "timeout" => {
+                let ms = duration(r, v, "timeout")?;
+                if ms <= 0 {
+                    return Err(r.err(v.pos(), "timeout must be greater than 0"));
+                }
+                sc.timeout = StdDuration::from_millis(ms as u64);
+            }
+            "retries" => {
+                let s = r.string(v, "retries")?;
+                sc.retries = s
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n <= 10)
+                    .ok_or_else(|| r.err(v.pos(), "retries must be a whole number from 0 to 10"))?;
+            }
+            "headers" => {
+                for (hk, _, hv) in r.map(v, "headers", &[])? {
+                    sc.headers.push((hk, r.string(hv, "a header value")?));
+                }
+            }
+            "sigv4" => {
+                let mut region = None;
+                let mut service = "aps".to_string();
+                for (sk, _, sv) in r.map(v, "sigv4", &["region", "service"])? {
+                    match sk.as_str() {
+                        "region" => region = Some(r.string(sv, "sigv4 region")?),
+                        _ => service = r.string(sv, "sigv4 service")?,
+                    }
+                }
+                let region = region.ok_or_else(|| r.err(v.pos(), "sigv4 needs a region, e.g. us-east-1"))?;
+                sc.sigv4 = Some(SigV4Config { region, service });
+            }
+            _ => {}
+        }
+    }
+    sc.name = name.ok_or_else(|| r.err(node.pos(), "a source needs a name"))?;
+    sc.kind = kind.ok_or_else(|| r.err(node.pos(), "a source needs a type (prometheus or embedded)"))?;
+    match (&sc.kind, url) {
+        (SourceKind::Prometheus, Some((u, _))) => sc.url = u,
+        (SourceKind::Prometheus, None) => {
+            return Err(r.err(node.pos(), format!("source {:?}: type prometheus needs a url", sc.name)))
+        }
+        (SourceKind::Embedded, Some((_, p))) => {
+            return Err(r.err(p, format!("source {:?}: type embedded takes no url", sc.name)))
+        }
+        (SourceKind::Embedded, None) => {}
+    }
+    Ok(sc)
+}
+
+fn http(r: &Reader<'_>, node: &Node, env: &dyn Fn(&str) -> Option<String>) -> Result<HttpConfig, FileError> {
+    let mut h = HttpConfig::default();
+    let mut token_pos = None;
+    for (k, kp, v) in r.map(
+        node,
+        "http",
+        &["listen", "bearer_token_file", "bearer_token_env", "open"],
+    )? {
+        match k.as_str() {
+            "listen" => {
+                let l = r.string(v, "http listen")?;
+                if l.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(r.err(v.pos(), format!("listen {l:?} must be host:port, e.g. 0.0.0.0:9099")));
+                }
+                h.listen = l;
+            }
+            "bearer_token_file" | "bearer_token_env" => {
+                if token_pos.is_some() {
+                    return Err(r.err(kp, "give only one of bearer_token_file and bearer_token_env"));
+                }
+                token_pos = Some(kp);
+                let s = r.string(v, &k)?;
+                let tok = if k == "bearer_token_file" {
+                    std::fs::read_to_string(&s).map_err(|e| r.err(v.pos(), format!("bearer_token_file {s:?}: {e}")))?
+                } else {
+                    env(&s).ok_or_else(|| r.err(v.pos(), format!("environment variable {s} is not set")))?
+                };
+                let tok = tok.trim().to_string();
+                if tok.is_empty() {
+                    return Err(r.err(v.pos(), "the bearer token is empty"));
+                }
+                h.bearer_token = Some(tok);
+            }
+            _ => h.open = r.bool(v, "http open")?,
+        }
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(s: &str) -> Result<RunConfig, FileError> {
+        load_str(s, "w.yaml", &|k| (k == "TOK").then(|| "secret".to_string()))
+    }
+
+    #[test]
+    fn full_config() {
+        let c = load(
+            "sources:\n  - name: amp\n    type: prometheus\n    url: https://x/ws/\n    timeout: 5s\n    sigv4: {region: us-east-1}\n  - {name: local, type: embedded}\nrule_files: [r/*.yaml]\nevaluation_interval: 30s\nexternal_labels: {cluster: c1}\nhttp: {listen: '127.0.0.1:1234', bearer_token_env: TOK}\nshard: 1/3\n",
+        )
+        .unwrap();
+        assert_eq!(c.sources.len(), 2);
+        assert_eq!(c.sources[0].url, "https://x/ws");
+        assert_eq!(c.sources[0].sigv4.as_ref().unwrap().service, "aps");
+        assert_eq!(c.evaluation_interval_ms, 30_000);
+        assert_eq!(c.http.bearer_token.as_deref(), Some("secret"));
+        assert_eq!(c.shard, Shard { index: 1, total: 3 });
+    }
+
+    #[test]
+    fn errors_have_positions() {
+        let e = load("sources:\n  - name: a\n    type: prometheus\n    url: http://x\nbogus: 1\n").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (5, 1), "{e}");
+        assert!(e.message.contains("unknown key"), "{e}");
+        let e = load("sources:\n  - name: a\n    type: graphite\n").unwrap_err();
+        assert_eq!(e.pos.line, 3, "{e}");
+        let e = load("sources: []\n").unwrap_err();
+        assert!(e.message.contains("at least one source"), "{e}");
+        let e = load("sources:\n  - {name: a, type: embedded}\nshard: 3/3\n").unwrap_err();
+        assert_eq!(e.pos.line, 3);
+        let e = load("sources:\n  - {name: a, type: prometheus}\n").unwrap_err();
+        assert!(e.message.contains("needs a url"), "{e}");
+    }
+
+    #[test]
+    fn shards_partition_groups() {
+        let s: Vec<Shard> = (0..3).map(|i| Shard { index: i, total: 3 }).collect();
+        for g in ["a", "b", "c", "d"] {
+            assert_eq!(s.iter().filter(|x| x.owns("f.yaml", g)).count(), 1);
+        }
+    }
+}

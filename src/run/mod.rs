@@ -1,0 +1,145 @@
+//! The evaluator service (`watchfire run`): its configuration ([`config`]), the group
+//! scheduler with the failure policy and built-in alerts ([`scheduler`]), and [`load`], which
+//! turns a configuration into what the scheduler runs (used at startup and on every reload).
+
+pub mod config;
+pub mod scheduler;
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use crate::labels::Matcher;
+use crate::notify::owners::Owners;
+use crate::promql::Engine;
+use crate::rules::file::{self, LoadOptions};
+use crate::rules::{Group, GroupConfig};
+use crate::source::prometheus::PrometheusSource;
+use crate::source::{Queryable, SeriesData, SourceError};
+use crate::tsdb::Store;
+
+use config::{RunConfig, SourceKind};
+use scheduler::Setup;
+
+/// The embedded store as a shared, writable source.
+#[derive(Default)]
+pub struct SharedStore(pub RwLock<Store>);
+
+impl Queryable for SharedStore {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        match self.0.read() {
+            Ok(s) => s.select(matchers, mint, maxt),
+            Err(_) => Err(SourceError::Unavailable {
+                source_name: "embedded".into(),
+                message: "store lock poisoned".into(),
+            }),
+        }
+    }
+}
+
+/// Everything a configuration yields.
+pub struct Loaded {
+    pub setup: Setup,
+    pub groups: Vec<Group>,
+    pub notify: Option<crate::notify::Config>,
+}
+
+/// Loads rule files, SLO specs, routes and owners, and builds the sources, for this shard.
+/// Any error rejects the whole configuration (nothing is applied).
+pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, String> {
+    let first = cfg.sources.first().ok_or("no sources configured")?;
+    let source: Arc<dyn Queryable> = match first.kind {
+        SourceKind::Prometheus => Arc::new(PrometheusSource::new(first, handle.clone()).map_err(|e| e.to_string())?),
+        SourceKind::Embedded => Arc::new(SharedStore::default()),
+    };
+    if cfg.sources.len() > 1 {
+        tracing::warn!(
+            "{} sources configured: every selector reads the first one ({}); federation is not implemented yet",
+            cfg.sources.len(),
+            first.name
+        );
+    }
+    let gcfg = GroupConfig {
+        default_interval_ms: cfg.evaluation_interval_ms,
+        default_query_offset_ms: cfg.query_offset_ms,
+        external_labels: cfg.external_labels.clone(),
+        external_url: cfg.external_url.clone(),
+        resend_delay_ms: cfg.resend_delay_ms,
+    };
+    let mut errors: Vec<String> = Vec::new();
+    let mut groups = Vec::new();
+    let rule_paths = cfg.rule_paths()?;
+    let base = cfg.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    for p in &rule_paths {
+        // Groups are keyed (saved state, shard hash, slot offset) by their path relative to
+        // the configuration file, so the keys do not depend on the working directory.
+        let rel = p.strip_prefix(&base).unwrap_or(p);
+        match file::load_file(p, LoadOptions::default()) {
+            Ok(f) => {
+                for g in &f.groups {
+                    match Group::new(rel, g, &gcfg) {
+                        Ok(g) => groups.push(g),
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                }
+            }
+            Err(es) => errors.extend(es.into_iter().map(|e| e.to_string())),
+        }
+    }
+    let slo_paths = cfg.slo_paths()?;
+    if !slo_paths.is_empty() {
+        match crate::slo::load_paths(&slo_paths)
+            .and_then(|specs| crate::slo::generate(&specs, &crate::slo::GenerateOptions::default()))
+        {
+            Ok(text) => {
+                let parsed = file::parse(&text, Path::new("slo-generated.yaml"), LoadOptions::default());
+                if parsed.errors.is_empty() {
+                    match Group::from_file(&parsed.file, &gcfg) {
+                        Ok(gs) => groups.extend(gs),
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                } else {
+                    errors.extend(parsed.errors.into_iter().map(|e| format!("generated SLO rules: {e}")));
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let notify = match &cfg.routes_file {
+        Some(p) => match crate::notify::load_file(p) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                errors.push(format!("{}: {e}", p.display()));
+                None
+            }
+        },
+        None => None,
+    };
+    let owners = match &cfg.owners_file {
+        Some(p) => match Owners::load_file(p) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                errors.push(e.to_string());
+                None
+            }
+        },
+        None => None,
+    };
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    groups.retain(|g| cfg.shard.owns(&g.file().display().to_string(), g.name()));
+    Ok(Loaded {
+        setup: Setup {
+            engine: Engine::default(),
+            source,
+            source_name: first.name.clone(),
+            owners,
+            external_labels: cfg.external_labels.clone(),
+            external_url: cfg.external_url.clone(),
+            resend_delay_ms: cfg.resend_delay_ms,
+            interval_ms: cfg.evaluation_interval_ms,
+        },
+        groups,
+        notify,
+    })
+}

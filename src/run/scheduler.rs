@@ -1,0 +1,1115 @@
+//! The group scheduler and the failure policy.
+//!
+//! * Every group runs on its own interval at Prometheus' deterministic slot
+//!   ([`Group::offset_ms`]: a hash of file and name modulo the interval), rules in file order at
+//!   one timestamp, `query_offset` honoured by the rules code. A slot that passed while the
+//!   previous evaluation ran is counted as missed and skipped.
+//! * Time comes from a [`Clock`]: [`SystemClock`] for `watchfire run`, [`SimClock`] for tests,
+//!   which drive [`Service::run_due`] step by step.
+//! * Failure policy: a rule whose query fails because of a source error or timeout keeps its
+//!   alerts exactly as they were (the state machine is not run), so an outage never resolves
+//!   anything; its firing alerts keep being re-sent so receivers do not time them out. The rule
+//!   is marked unhealthy with its last error, and built-in alerts page:
+//!   `WatchfireSourceDown{source}`, `WatchfireRuleFailing{rule_group,rule}` (for rules that fail
+//!   on their own, not because their source is down), `WatchfireNotificationsFailing`, all
+//!   `severity="page", layer="telemetry"`, plus an always-firing `Watchdog`
+//!   (`severity="none"`) for a dead man's switch.
+//! * After every group evaluation its alerts are saved to SQLite in one transaction; they are
+//!   restored at startup with their `ActiveAt` (any `for`, short ones included; time spent down
+//!   counts toward `for`). Notifications go through the outbox: stored before sending, deleted
+//!   once delivered, retried with backoff; what was notified is logged so a restart does not
+//!   page again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+
+use crate::labels::{Labels, LabelsBuilder, Matcher};
+use crate::notify::owners::Owners;
+use crate::notify::receivers::{Deliverer, DeliveryContext, RetryPolicy};
+use crate::notify::{Config as NotifyConfig, Notifier};
+use crate::promql::Engine;
+use crate::rules::{AlertState, Group, GroupRule};
+use crate::source::{Queryable, SeriesData, SourceError};
+use crate::state::{outbox_backoff_ms, RuleAlerts, StateStore};
+use crate::tsdb::Store;
+
+/// Where time comes from (ms since the epoch).
+pub trait Clock: Send + Sync {
+    fn now_ms(&self) -> i64;
+}
+
+/// The wall clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        Utc::now().timestamp_millis()
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug, Default)]
+pub struct SimClock(AtomicI64);
+
+impl SimClock {
+    pub fn new(t: i64) -> Self {
+        SimClock(AtomicI64::new(t))
+    }
+    pub fn set(&self, t: i64) {
+        self.0.store(t, Ordering::SeqCst);
+    }
+    pub fn advance(&self, d: i64) {
+        self.0.fetch_add(d, Ordering::SeqCst);
+    }
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Converts ms to a UTC time (the epoch for out-of-range values).
+pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// A source wrapper that remembers the errors it returned (to tell source failures from
+/// expression errors) and whether any call succeeded.
+struct Tracking<'a> {
+    inner: &'a dyn Queryable,
+    errors: Mutex<Vec<String>>,
+    ok_calls: AtomicU64,
+    /// Time spent in the source (µs).
+    micros: AtomicU64,
+}
+
+impl Queryable for Tracking<'_> {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let started = Instant::now();
+        let res = self.inner.select(matchers, mint, maxt);
+        self.micros.fetch_add(
+            started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        match res {
+            Ok(v) => {
+                self.ok_calls.fetch_add(1, Ordering::Relaxed);
+                Ok(v)
+            }
+            Err(e) => {
+                if let Ok(mut errs) = self.errors.lock() {
+                    errs.push(e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The source with every group's published rule outputs over it, so a group reads the
+/// recording rules of other groups (as in Prometheus' single storage).
+struct WithPublished<'a> {
+    base: &'a dyn Queryable,
+    published: &'a RwLock<Store>,
+}
+
+impl Queryable for WithPublished<'_> {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let mut out = self.base.select(matchers, mint, maxt)?;
+        let local = match self.published.read() {
+            Ok(p) => p.select(matchers, mint, maxt)?,
+            Err(_) => Vec::new(),
+        };
+        for s in local {
+            match out.iter_mut().find(|o| o.labels == s.labels) {
+                Some(o) => {
+                    let mut merged: BTreeMap<i64, f64> = o.samples.iter().copied().collect();
+                    merged.extend(s.samples);
+                    o.samples = merged.into_iter().collect();
+                }
+                None => out.push(s),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What the scheduler was built from (replaced as a whole on reload).
+pub struct Setup {
+    pub engine: Engine,
+    pub source: Arc<dyn Queryable>,
+    pub source_name: String,
+    pub owners: Option<Owners>,
+    pub external_labels: Labels,
+    pub external_url: String,
+    pub resend_delay_ms: i64,
+    /// The default evaluation interval: built-in alerts' validity derives from it.
+    pub interval_ms: i64,
+}
+
+/// Source health as the built-in alerts see it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceHealth {
+    pub up: bool,
+    pub last_error: Option<String>,
+    pub errors_total: u64,
+}
+
+/// Self-monitoring counters (rendered at `/metrics`).
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    /// Per group key: (last duration s, sum s, count, missed).
+    pub groups: BTreeMap<String, (f64, f64, u64, u64)>,
+    pub source_errors: BTreeMap<String, u64>,
+    /// Per source: (seconds spent in queries, number of queries).
+    pub source_queries: BTreeMap<String, (f64, u64)>,
+    pub notifications_sent: u64,
+    pub notifications_failed: u64,
+    /// Consecutive failed deliveries (0 after a success).
+    pub delivery_failures_in_a_row: u64,
+    pub rule_failures: u64,
+}
+
+/// An alert as the API shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlertSnapshot {
+    pub labels: Labels,
+    pub annotations: BTreeMap<String, String>,
+    pub state: AlertState,
+    pub active_at: i64,
+    pub value: f64,
+}
+
+/// A rule as the API shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleSnapshot {
+    pub alerting: bool,
+    pub name: String,
+    pub query: String,
+    pub duration_s: f64,
+    pub keep_firing_for_s: f64,
+    pub labels: Vec<(String, String)>,
+    pub annotations: Vec<(String, String)>,
+    pub health: &'static str,
+    pub last_error: Option<String>,
+    pub last_evaluation: Option<i64>,
+    pub evaluation_time_s: f64,
+    pub state: &'static str,
+    pub alerts: Vec<AlertSnapshot>,
+}
+
+/// A group as the API shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupSnapshot {
+    pub name: String,
+    pub file: String,
+    pub interval_s: f64,
+    pub last_evaluation: Option<i64>,
+    pub evaluation_time_s: f64,
+    pub rules: Vec<RuleSnapshot>,
+}
+
+/// One group and its scheduling state.
+pub struct GroupRunner {
+    pub group: Group,
+    /// `file;name`: the key of its saved state.
+    pub key: String,
+    outputs: Store,
+    /// The next slot to evaluate (ms); `None` before the first.
+    pub next_ts: Option<i64>,
+    pub iterations: u64,
+    pub iterations_missed: u64,
+    pub last_duration_s: f64,
+}
+
+impl GroupRunner {
+    pub fn new(group: Group) -> Self {
+        let key = format!("{};{}", group.file().display(), group.name());
+        GroupRunner {
+            group,
+            key,
+            outputs: Store::new(),
+            next_ts: None,
+            iterations: 0,
+            iterations_missed: 0,
+            last_duration_s: 0.0,
+        }
+    }
+
+    /// The slot to evaluate at `now`, or the time to wait for: `Ok(ts)` when due (counting
+    /// skipped slots as missed), `Err(next)` when not yet.
+    pub fn due(&mut self, now: i64) -> Result<i64, i64> {
+        let interval = self.group.interval_ms().max(1);
+        let next = *self.next_ts.get_or_insert_with(|| {
+            let t = self.group.eval_timestamp(now);
+            if t == now {
+                t
+            } else {
+                t + interval
+            }
+        });
+        if next > now {
+            return Err(next);
+        }
+        let missed = (now - next) / interval;
+        self.iterations_missed += missed as u64;
+        let ts = next + missed * interval;
+        self.next_ts = Some(ts + interval);
+        Ok(ts)
+    }
+
+    /// Carries alert state over from an older version of the group (reload): rules matched by
+    /// name, in order.
+    pub fn copy_state_from(&mut self, old: &GroupRunner) {
+        let mut used = vec![false; old.group.rules().len()];
+        for r in self.group.rules_mut() {
+            let Some(new) = r.as_alerting_mut() else { continue };
+            let found = old
+                .group
+                .rules()
+                .iter()
+                .enumerate()
+                .find(|(i, o)| !used[*i] && o.as_alerting().is_some_and(|o| o.name() == new.name()));
+            if let Some((i, o)) = found {
+                used[i] = true;
+                if let Some(o) = o.as_alerting() {
+                    new.restore_alerts(o.alerts().cloned());
+                }
+            }
+        }
+        self.outputs = trim_store(&old.outputs, i64::MIN);
+        self.next_ts = old.next_ts;
+    }
+
+    fn snapshot(&self) -> GroupSnapshot {
+        let rules = self
+            .group
+            .rules()
+            .iter()
+            .map(|r| match r {
+                GroupRule::Alerting(a) => RuleSnapshot {
+                    alerting: true,
+                    name: a.name().to_string(),
+                    query: a.expr_text().to_string(),
+                    duration_s: a.hold_ms() as f64 / 1000.0,
+                    keep_firing_for_s: a.keep_firing_for_ms() as f64 / 1000.0,
+                    labels: a.labels().to_vec(),
+                    annotations: a.annotations().to_vec(),
+                    health: a.health().as_str(),
+                    last_error: a.last_error().map(|e| e.to_string()),
+                    last_evaluation: a.last_evaluation(),
+                    evaluation_time_s: 0.0,
+                    state: a.state().unwrap_or(AlertState::Inactive).as_str(),
+                    alerts: a
+                        .active_alerts()
+                        .map(|x| AlertSnapshot {
+                            labels: x.labels.clone(),
+                            annotations: x.annotations.clone(),
+                            state: x.state,
+                            active_at: x.active_at,
+                            value: x.value,
+                        })
+                        .collect(),
+                },
+                GroupRule::Recording(rr) => RuleSnapshot {
+                    alerting: false,
+                    name: rr.name().to_string(),
+                    query: rr.expr_text().to_string(),
+                    duration_s: 0.0,
+                    keep_firing_for_s: 0.0,
+                    labels: rr.labels().to_vec(),
+                    annotations: Vec::new(),
+                    health: rr.health().as_str(),
+                    last_error: rr.last_error().map(|e| e.to_string()),
+                    last_evaluation: rr.last_evaluation(),
+                    evaluation_time_s: 0.0,
+                    state: "",
+                    alerts: Vec::new(),
+                },
+            })
+            .collect();
+        GroupSnapshot {
+            name: self.group.name().to_string(),
+            file: self.group.file().display().to_string(),
+            interval_s: self.group.interval_ms() as f64 / 1000.0,
+            last_evaluation: self.group.last_evaluation(),
+            evaluation_time_s: self.last_duration_s,
+            rules,
+        }
+    }
+}
+
+/// Built-in alert conditions and when each started.
+#[derive(Debug, Default)]
+struct Builtins {
+    active: BTreeMap<Labels, (i64, BTreeMap<String, String>)>,
+}
+
+/// Notification state: the pure pipeline, fed by rules, built-ins and the ingest API.
+pub struct NotifyHub {
+    pub notifier: Option<Notifier>,
+    builtins: Builtins,
+}
+
+/// Everything the groups share.
+pub struct Service {
+    pub setup: RwLock<Arc<Setup>>,
+    pub clock: Arc<dyn Clock>,
+    pub groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
+    /// Bumped on reload; group loops of an older generation stop.
+    pub generation: AtomicU64,
+    pub hub: Mutex<NotifyHub>,
+    pub state: Mutex<StateStore>,
+    pub metrics: Mutex<Metrics>,
+    pub sources: Mutex<BTreeMap<String, SourceHealth>>,
+    /// Failing rules: (group key, rule name) → last error.
+    pub rule_failures: Mutex<BTreeMap<(String, String), String>>,
+    pub snapshots: RwLock<BTreeMap<String, GroupSnapshot>>,
+    pub deliverer: Deliverer,
+    /// Rule outputs of all groups (the last hour), read by every group.
+    published: RwLock<Store>,
+    evaluations: AtomicU64,
+}
+
+/// How long built-in and rule alerts stay valid without a re-send.
+fn validity_ms(setup: &Setup) -> i64 {
+    4 * setup.interval_ms.max(setup.resend_delay_ms)
+}
+
+impl Service {
+    /// A service over `groups`; alerts saved in `state` are restored into them.
+    pub fn new(
+        setup: Setup,
+        groups: Vec<Group>,
+        notify: Option<NotifyConfig>,
+        state: StateStore,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let now = clock.now_ms();
+        let mut notifier = notify.map(|c| Notifier::new(c, ms_to_time(now)));
+        if let Some(n) = notifier.as_mut() {
+            restore_nflog(n, &state, now);
+        }
+        let runners: Vec<GroupRunner> = groups.into_iter().map(GroupRunner::new).collect();
+        let mut runners = runners;
+        for r in &mut runners {
+            restore_group(r, &state);
+        }
+        let svc = Service {
+            setup: RwLock::new(Arc::new(setup)),
+            clock,
+            groups: RwLock::new(Vec::new()),
+            generation: AtomicU64::new(0),
+            hub: Mutex::new(NotifyHub {
+                notifier,
+                builtins: Builtins::default(),
+            }),
+            state: Mutex::new(state),
+            metrics: Mutex::new(Metrics::default()),
+            sources: Mutex::new(BTreeMap::new()),
+            rule_failures: Mutex::new(BTreeMap::new()),
+            snapshots: RwLock::new(BTreeMap::new()),
+            deliverer: Deliverer::new(DeliveryContext {
+                retry: RetryPolicy {
+                    max_attempts: 1,
+                    ..RetryPolicy::default()
+                },
+                ..DeliveryContext::default()
+            }),
+            published: RwLock::new(Store::new()),
+            evaluations: AtomicU64::new(0),
+        };
+        svc.install_groups(runners);
+        svc
+    }
+
+    fn install_groups(&self, runners: Vec<GroupRunner>) {
+        let mut snaps = BTreeMap::new();
+        for r in &runners {
+            snaps.insert(r.key.clone(), r.snapshot());
+        }
+        if let Ok(mut s) = self.snapshots.write() {
+            *s = snaps;
+        }
+        if let Ok(mut g) = self.groups.write() {
+            *g = runners.into_iter().map(|r| Arc::new(Mutex::new(r))).collect();
+        }
+    }
+
+    /// Applies a new configuration: groups matched by key keep their alerts and slots.
+    pub fn reload(&self, setup: Setup, groups: Vec<Group>, notify: Option<NotifyConfig>) {
+        let now = self.clock.now_ms();
+        let old: HashMap<String, Arc<Mutex<GroupRunner>>> = self
+            .groups
+            .read()
+            .map(|g| {
+                g.iter()
+                    .filter_map(|r| r.lock().ok().map(|x| (x.key.clone(), Arc::clone(r))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut runners = Vec::new();
+        for g in groups {
+            let mut r = GroupRunner::new(g);
+            if let Some(o) = old.get(&r.key) {
+                if let Ok(o) = o.lock() {
+                    r.copy_state_from(&o);
+                }
+            }
+            runners.push(r);
+        }
+        if let Ok(mut hub) = self.hub.lock() {
+            let new = notify.map(|c| {
+                let mut n = Notifier::new(c, ms_to_time(now));
+                if let Some(o) = hub.notifier.as_ref() {
+                    n.nflog = o.nflog.clone();
+                    n.silences = o.silences.clone();
+                }
+                n
+            });
+            hub.notifier = new;
+        }
+        if let Ok(mut s) = self.setup.write() {
+            *s = Arc::new(setup);
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.install_groups(runners);
+    }
+
+    fn current_setup(&self) -> Option<Arc<Setup>> {
+        self.setup.read().ok().map(|s| Arc::clone(&s))
+    }
+
+    /// Evaluates one group at `ts` (blocking: queries a remote source).
+    pub fn eval_group(&self, runner: &mut GroupRunner, ts: i64) {
+        let Some(setup) = self.current_setup() else { return };
+        let view = WithPublished {
+            base: &*setup.source,
+            published: &self.published,
+        };
+        let tracking = Tracking {
+            inner: &view,
+            errors: Mutex::new(Vec::new()),
+            ok_calls: AtomicU64::new(0),
+            micros: AtomicU64::new(0),
+        };
+        let started = Instant::now();
+        let mut outcome = runner
+            .group
+            .eval(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs);
+        let took = started.elapsed().as_secs_f64();
+        runner.last_duration_s = took;
+        runner.iterations += 1;
+        let source_errors = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let interval = runner.group.interval_ms();
+
+        // Failure policy: rules that failed on the source keep their alerts (the rules code
+        // returned before the state machine); keep their firing alerts alive downstream.
+        let mut failures = Vec::new();
+        for (i, err) in &outcome.errors {
+            let msg = err.to_string();
+            let is_source = source_errors.iter().any(|s| msg.contains(s.as_str()));
+            let name = runner.group.rules()[*i].name().to_string();
+            failures.push((name, msg, is_source));
+            if is_source {
+                if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
+                    let due: Vec<_> = r
+                        .alerts_to_send(ts, setup.resend_delay_ms, interval)
+                        .into_iter()
+                        .filter(|a| a.state == AlertState::Firing)
+                        .collect();
+                    if !due.is_empty() {
+                        outcome.to_send.push((*i, due));
+                    }
+                }
+            }
+        }
+        if let Ok(mut rf) = self.rule_failures.lock() {
+            rf.retain(|(g, _), _| g != &runner.key);
+            // Rules failing because their source is down page once, as WatchfireSourceDown;
+            // WatchfireRuleFailing is for rules that fail on their own (bad expression, limit).
+            for (name, msg, _) in failures.iter().filter(|f| !f.2) {
+                rf.insert((runner.key.clone(), name.clone()), msg.clone());
+            }
+        }
+        if let Ok(mut s) = self.sources.lock() {
+            // A group that read nothing (e.g. `vector(1)`) says nothing about the source.
+            if let Some(last) = source_errors.last() {
+                let h = s.entry(setup.source_name.clone()).or_default();
+                h.up = false;
+                h.last_error = Some(last.clone());
+                h.errors_total += source_errors.len() as u64;
+            } else if tracking.ok_calls.load(Ordering::Relaxed) > 0 {
+                s.entry(setup.source_name.clone()).or_default().up = true;
+            }
+        }
+        if let Ok(mut m) = self.metrics.lock() {
+            let e = m.groups.entry(runner.key.clone()).or_default();
+            e.0 = took;
+            e.1 += took;
+            e.2 += 1;
+            e.3 = runner.iterations_missed;
+            *m.source_errors.entry(setup.source_name.clone()).or_default() += source_errors.len() as u64;
+            let q = m.source_queries.entry(setup.source_name.clone()).or_default();
+            q.0 += tracking.micros.load(Ordering::Relaxed) as f64 / 1e6;
+            q.1 += tracking.ok_calls.load(Ordering::Relaxed) + source_errors.len() as u64;
+            m.rule_failures += failures.len() as u64;
+        }
+
+        // Persist alert state before anything is sent.
+        let saved: Vec<RuleAlerts> = runner
+            .group
+            .rules()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                r.as_alerting().map(|a| RuleAlerts {
+                    rule_index: i,
+                    rule_name: a.name().to_string(),
+                    alerts: a.alerts().cloned().collect(),
+                })
+            })
+            .filter(|r| !r.alerts.is_empty())
+            .collect();
+        if let Ok(mut st) = self.state.lock() {
+            if let Err(e) = st.save_group(&runner.key, &saved) {
+                tracing::error!("saving alert state of {}: {e}", runner.key);
+            }
+        }
+
+        let alerts: Vec<crate::notify::Alert> = outcome
+            .to_send
+            .iter()
+            .flat_map(|(i, list)| {
+                let expr = runner.group.rules()[*i]
+                    .as_alerting()
+                    .map(|a| a.expr_text().to_string())
+                    .unwrap_or_default();
+                let setup = &setup;
+                list.iter().map(move |a| to_notify_alert(setup, a, &expr, ts))
+            })
+            .collect();
+        if !alerts.is_empty() {
+            if let Ok(mut hub) = self.hub.lock() {
+                if let Some(n) = hub.notifier.as_mut() {
+                    n.put_alerts(alerts, ms_to_time(ts));
+                }
+            }
+        }
+
+        // Publish this evaluation's outputs (values and staleness markers) to the other groups.
+        let qt = ts.saturating_sub(runner.group.query_offset_ms());
+        if let Ok(fresh) = runner.outputs.select(&[], qt, qt) {
+            if let Ok(mut p) = self.published.write() {
+                for series in fresh {
+                    for (t, v) in series.samples {
+                        p.append(&series.labels, t, v);
+                    }
+                }
+            }
+        }
+        // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
+        if runner.iterations.is_multiple_of(64) {
+            runner.outputs = trim_store(&runner.outputs, ts - 3_600_000);
+        }
+        if (self.evaluations.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(256) {
+            if let Ok(mut p) = self.published.write() {
+                *p = trim_store(&p, ts - 3_600_000);
+            }
+        }
+        let snap = runner.snapshot();
+        if let Ok(mut s) = self.snapshots.write() {
+            s.insert(runner.key.clone(), snap);
+        }
+    }
+
+    /// Built-in alerts and notification timers at `now`; notifications go to the outbox.
+    pub fn after_eval(&self, now: i64) {
+        let Some(setup) = self.current_setup() else { return };
+        let mut conds: Vec<(Labels, BTreeMap<String, String>)> = Vec::new();
+        let base = |name: &str, severity: &str, extra: &[(&str, &str)]| {
+            let mut b = LabelsBuilder::new(&setup.external_labels);
+            b.set("alertname", name);
+            b.set("severity", severity);
+            b.set("layer", "telemetry");
+            for (k, v) in extra {
+                b.set(k, v);
+            }
+            b.build()
+        };
+        conds.push((
+            base("Watchdog", "none", &[]),
+            BTreeMap::from([(
+                "summary".to_string(),
+                "Always firing: watchfire's dead man's switch. If it stops arriving, watchfire or the paging path is down."
+                    .to_string(),
+            )]),
+        ));
+        if let Ok(s) = self.sources.lock() {
+            for (name, h) in s.iter().filter(|(_, h)| !h.up) {
+                conds.push((
+                    base("WatchfireSourceDown", "page", &[("source", name)]),
+                    BTreeMap::from([
+                        (
+                            "summary".to_string(),
+                            format!("Source {name} is failing: rules that read it are frozen, nothing resolves"),
+                        ),
+                        ("description".to_string(), h.last_error.clone().unwrap_or_default()),
+                    ]),
+                ));
+            }
+        }
+        if let Ok(rf) = self.rule_failures.lock() {
+            for ((g, rule), err) in rf.iter() {
+                let group = g.rsplit_once(';').map_or(g.as_str(), |(_, n)| n);
+                conds.push((
+                    base("WatchfireRuleFailing", "page", &[("rule_group", group), ("rule", rule)]),
+                    BTreeMap::from([
+                        (
+                            "summary".to_string(),
+                            format!("Rule {rule} in group {group} fails to evaluate"),
+                        ),
+                        ("description".to_string(), err.clone()),
+                    ]),
+                ));
+            }
+        }
+        let failing = self
+            .metrics
+            .lock()
+            .map(|m| m.delivery_failures_in_a_row >= 2)
+            .unwrap_or(false);
+        if failing {
+            conds.push((
+                base("WatchfireNotificationsFailing", "page", &[]),
+                BTreeMap::from([(
+                    "summary".to_string(),
+                    "Notifications fail to deliver; they wait in the outbox and are retried".to_string(),
+                )]),
+            ));
+        }
+        let valid = validity_ms(&setup);
+        let Ok(mut hub) = self.hub.lock() else { return };
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for (labels, ann) in conds {
+            let start = hub.builtins.active.get(&labels).map_or(now, |x| x.0);
+            hub.builtins.active.insert(labels.clone(), (start, ann.clone()));
+            seen.push(labels.clone());
+            out.push(crate::notify::Alert {
+                labels,
+                annotations: ann,
+                starts_at: ms_to_time(start),
+                ends_at: Some(ms_to_time(now + valid)),
+                generator_url: setup.external_url.clone(),
+                updated_at: ms_to_time(now),
+                timeout: false,
+            });
+        }
+        let gone: Vec<Labels> = hub
+            .builtins
+            .active
+            .keys()
+            .filter(|l| !seen.contains(l))
+            .cloned()
+            .collect();
+        for l in gone {
+            if let Some((start, ann)) = hub.builtins.active.remove(&l) {
+                out.push(crate::notify::Alert {
+                    labels: l,
+                    annotations: ann,
+                    starts_at: ms_to_time(start),
+                    ends_at: Some(ms_to_time(now)),
+                    generator_url: setup.external_url.clone(),
+                    updated_at: ms_to_time(now),
+                    timeout: false,
+                });
+            }
+        }
+        let hub = &mut *hub;
+        if let Some(n) = hub.notifier.as_mut() {
+            let owners = setup.owners.as_ref();
+            let out = out.into_iter().map(|mut a| {
+                if let Some(o) = owners {
+                    a.labels = o.stamp(&a.labels);
+                }
+                a
+            });
+            n.put_alerts(out, ms_to_time(now));
+            self.advance_notifier(n, now);
+        }
+    }
+
+    fn advance_notifier(&self, n: &mut Notifier, now: i64) {
+        let Ok(mut st) = self.state.lock() else { return };
+        let mut deliver = |note: &crate::notify::Notification| -> bool {
+            match st.outbox_push(note, now) {
+                Ok(_) => {
+                    if let Err(e) = st.nflog_put(note) {
+                        tracing::error!("notification log: {e}");
+                    }
+                    true
+                }
+                Err(e) => {
+                    tracing::error!("outbox: {e}");
+                    false
+                }
+            }
+        };
+        n.advance(ms_to_time(now), &mut deliver);
+    }
+
+    /// The built-in alerts active now.
+    pub fn builtin_alerts(&self) -> Vec<(Labels, BTreeMap<String, String>, i64)> {
+        self.hub
+            .lock()
+            .map(|h| {
+                h.builtins
+                    .active
+                    .iter()
+                    .map(|(l, (s, a))| (l.clone(), a.clone(), *s))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Evaluates, in slot order, every group due at `now` (simulated-time driver), then runs
+    /// built-ins and notification timers. Returns how many evaluations ran.
+    pub fn run_due(&self, now: i64) -> usize {
+        let groups: Vec<Arc<Mutex<GroupRunner>>> = self.groups.read().map(|g| g.clone()).unwrap_or_default();
+        let mut due: Vec<(i64, usize)> = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            if let Ok(mut r) = g.lock() {
+                if let Ok(ts) = r.due(now) {
+                    due.push((ts, i));
+                }
+            }
+        }
+        due.sort();
+        for (ts, i) in &due {
+            if let Ok(mut r) = groups[*i].lock() {
+                self.eval_group(&mut r, *ts);
+            }
+        }
+        self.after_eval(now);
+        due.len()
+    }
+
+    /// Alerts received over the Alertmanager API (`POST /api/v2/alerts`), node-probe events
+    /// included: validated and put into the notification pipeline.
+    pub fn ingest(&self, alerts: Vec<crate::notify::PostableAlert>) -> Result<usize, String> {
+        let now = self.clock.now_ms();
+        let owners = self.current_setup();
+        let mut hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
+        let Some(n) = hub.notifier.as_mut() else {
+            return Err("no routes_file configured: watchfire cannot route received alerts".into());
+        };
+        let timeout = n.config().global.resolve_timeout;
+        let mut out = Vec::with_capacity(alerts.len());
+        for (i, p) in alerts.into_iter().enumerate() {
+            let mut a = p
+                .into_alert(ms_to_time(now), timeout)
+                .map_err(|e| format!("alert {i}: {e}"))?;
+            if let Some(o) = owners.as_ref().and_then(|s| s.owners.as_ref()) {
+                a.labels = o.stamp(&a.labels);
+            }
+            out.push(a);
+        }
+        let count = out.len();
+        n.put_alerts(out, ms_to_time(now));
+        Ok(count)
+    }
+
+    /// Delivers due outbox entries (one attempt each); returns (delivered, failed).
+    pub async fn deliver_outbox(&self) -> (usize, usize) {
+        let now = self.clock.now_ms();
+        if let Ok(mut hub) = self.hub.lock() {
+            if let Some(n) = hub.notifier.as_mut() {
+                self.advance_notifier(n, now);
+            }
+        }
+        let cfg = match self.hub.lock() {
+            Ok(h) => h.notifier.as_ref().map(|n| n.config().clone()),
+            Err(_) => None,
+        };
+        let Some(cfg) = cfg else { return (0, 0) };
+        let due = match self.state.lock() {
+            Ok(st) => st.outbox_due(now, 64).unwrap_or_else(|e| {
+                tracing::error!("outbox: {e}");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        };
+        let (mut ok, mut failed) = (0, 0);
+        for e in due {
+            let res = self.deliverer.deliver(&cfg, &e.notification).await;
+            let Ok(mut st) = self.state.lock() else { continue };
+            match res {
+                Ok(()) => {
+                    ok += 1;
+                    if let Err(err) = st.outbox_done(e.id) {
+                        tracing::error!("outbox: {err}");
+                    }
+                }
+                Err(err) => {
+                    failed += 1;
+                    tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
+                    let next = self.clock.now_ms() + outbox_backoff_ms(e.attempts);
+                    if let Err(err2) = st.outbox_retry(e.id, next, &err.to_string()) {
+                        tracing::error!("outbox: {err2}");
+                    }
+                }
+            }
+        }
+        if let Ok(mut m) = self.metrics.lock() {
+            m.notifications_sent += ok as u64;
+            m.notifications_failed += failed as u64;
+            if ok > 0 {
+                m.delivery_failures_in_a_row = 0;
+            }
+            m.delivery_failures_in_a_row += failed as u64;
+        }
+        (ok, failed)
+    }
+
+    /// Runs every group on its interval until the generation changes (a reload) — call again
+    /// after a reload. Evaluations run on blocking threads; groups run concurrently.
+    pub async fn run_groups(self: Arc<Self>) {
+        let generation = self.generation.load(Ordering::SeqCst);
+        let groups: Vec<Arc<Mutex<GroupRunner>>> = self.groups.read().map(|g| g.clone()).unwrap_or_default();
+        let mut tasks = Vec::new();
+        for g in groups {
+            let svc = Arc::clone(&self);
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    if svc.generation.load(Ordering::SeqCst) != generation {
+                        return;
+                    }
+                    let now = svc.clock.now_ms();
+                    let due = match g.lock() {
+                        Ok(mut r) => r.due(now),
+                        Err(_) => return,
+                    };
+                    match due {
+                        Err(next) => {
+                            let wait = (next - now).clamp(1, 1000) as u64;
+                            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                        }
+                        Ok(ts) => {
+                            let svc2 = Arc::clone(&svc);
+                            let g2 = Arc::clone(&g);
+                            let res = tokio::task::spawn_blocking(move || {
+                                if let Ok(mut r) = g2.lock() {
+                                    svc2.eval_group(&mut r, ts);
+                                }
+                                svc2.after_eval(svc2.clock.now_ms());
+                            })
+                            .await;
+                            if let Err(e) = res {
+                                tracing::error!("group evaluation task failed: {e}");
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Outbox depth (for `/metrics`).
+    pub fn outbox_depth(&self) -> u64 {
+        self.state.lock().ok().and_then(|s| s.outbox_depth().ok()).unwrap_or(0)
+    }
+}
+
+fn restore_group(r: &mut GroupRunner, state: &StateStore) {
+    let saved = match state.load_group(&r.key) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("restoring {}: {e}", r.key);
+            return;
+        }
+    };
+    for s in saved {
+        let rules = r.group.rules_mut();
+        let idx = if rules.get(s.rule_index).is_some_and(|x| x.name() == s.rule_name) {
+            Some(s.rule_index)
+        } else {
+            rules
+                .iter()
+                .position(|x| x.as_alerting().is_some() && x.name() == s.rule_name)
+        };
+        if let Some(rule) = idx.and_then(|i| rules[i].as_alerting_mut()) {
+            rule.restore_alerts(s.alerts);
+        }
+    }
+}
+
+fn restore_nflog(n: &mut Notifier, state: &StateStore, now: i64) {
+    let keep = crate::notify::duration::Duration(120 * 3600 * 1000);
+    match state.nflog_all(now - 120 * 3600 * 1000) {
+        Ok(rows) => {
+            for r in rows {
+                n.nflog.log(&r.group_key, &r.key, r.firing, r.resolved, r.at, keep);
+            }
+        }
+        Err(e) => tracing::error!("restoring the notification log: {e}"),
+    }
+}
+
+fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64) -> crate::notify::Alert {
+    let mut b = LabelsBuilder::new(&a.labels);
+    for l in setup.external_labels.iter() {
+        if !a.labels.has(&l.name) {
+            b.set(&l.name, &l.value);
+        }
+    }
+    let mut labels = b.build();
+    if let Some(o) = &setup.owners {
+        labels = o.stamp(&labels);
+    }
+    let generator_url = if setup.external_url.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{}/graph?g0.expr={}&g0.tab=1",
+            setup.external_url,
+            crate::source::prometheus::form_encode(expr)
+        )
+    };
+    crate::notify::Alert {
+        labels,
+        annotations: a.annotations.clone(),
+        starts_at: ms_to_time(a.fired_at.unwrap_or(a.active_at)),
+        ends_at: a.ends_at().map(ms_to_time),
+        generator_url,
+        updated_at: ms_to_time(now),
+        timeout: false,
+    }
+}
+
+fn trim_store(s: &Store, mint: i64) -> Store {
+    let mut out = Store::new();
+    if let Ok(all) = s.select(&[], mint, i64::MAX) {
+        for series in all {
+            for (t, v) in series.samples {
+                out.append(&series.labels, t, v);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::file::{parse, LoadOptions};
+    use std::path::Path;
+
+    fn runner(src: &str) -> GroupRunner {
+        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let g = Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap();
+        GroupRunner::new(g.into_iter().next().unwrap())
+    }
+
+    #[test]
+    fn slots_follow_the_group_offset_and_missed_ones_are_counted() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let off = r.group.offset_ms();
+        let start = 10 * 60_000 + 1;
+        // The first slot is the next one at the group's offset.
+        let first = match r.due(start) {
+            Err(next) => next,
+            Ok(ts) => ts,
+        };
+        assert_eq!(first.rem_euclid(60_000), off);
+        assert!(first >= start && first < start + 60_000);
+        assert_eq!(r.due(first), Ok(first));
+        assert_eq!(r.due(first + 1), Err(first + 60_000));
+        // Three and a half intervals late: two slots missed, the latest one evaluated.
+        assert_eq!(r.due(first + 3 * 60_000 + 30_000), Ok(first + 3 * 60_000));
+        assert_eq!(r.iterations_missed, 2);
+        assert_eq!(r.due(first + 3 * 60_000 + 30_001), Err(first + 4 * 60_000));
+    }
+
+    #[test]
+    fn sim_clock_moves_only_when_told() {
+        let c = SimClock::new(5);
+        c.advance(10);
+        assert_eq!(c.now_ms(), 15);
+        c.set(1);
+        assert_eq!(c.now_ms(), 1);
+    }
+
+    fn setup() -> Setup {
+        Setup {
+            engine: Engine::default(),
+            source: Arc::new(crate::run::SharedStore::default()),
+            source_name: "local".into(),
+            owners: None,
+            external_labels: Labels::empty(),
+            external_url: String::new(),
+            resend_delay_ms: 60_000,
+            interval_ms: 60_000,
+        }
+    }
+
+    fn groups(src: &str) -> Vec<Group> {
+        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
+        Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn reload_keeps_alert_state_of_matching_rules() {
+        let src = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n        for: 5m\n";
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            groups(src),
+            None,
+            StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let mut t = 0;
+        while svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts.is_empty() {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        let before = svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts[0].active_at;
+        svc.reload(setup(), groups(src), None);
+        assert_eq!(
+            svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts[0].active_at,
+            before,
+            "a reload does not restart `for`"
+        );
+    }
+
+    #[test]
+    fn groups_read_each_others_recording_rules() {
+        let src = "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: vector(3)\n  - name: b\n    rules:\n      - alert: B\n        expr: x:rec == 3\n";
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            groups(src),
+            None,
+            StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        for i in 1..=3 {
+            clock.set(i * 60_000);
+            svc.run_due(i * 60_000);
+        }
+        let snaps = svc.snapshots.read().unwrap();
+        assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
+    }
+}

@@ -1,0 +1,644 @@
+//! A Prometheus-compatible HTTP API as a source (Prometheus, Amazon Managed Service for
+//! Prometheus, Mimir, Thanos, VictoriaMetrics).
+//!
+//! * Raw series for local evaluation: [`Queryable::select`] sends the range selector
+//!   `{matchers}[range]` as an instant query at `maxt` (`POST /api/v1/query`); the matrix it
+//!   returns holds the raw samples of `[mint, maxt]`. Prometheus drops staleness markers from
+//!   range-selector results, so a series that stopped stays visible locally for the lookback
+//!   window (5m); pushed-down queries ([`PrometheusSource::instant_query`]) are exact.
+//! * Pushdown: [`PrometheusSource::instant_query`] runs a whole expression remotely.
+//! * Per-request timeout; retries with exponential backoff on 5xx, timeouts and transport
+//!   errors; 4xx (400 bad query, 422 execution error, AMP's `max_samples_processed` guard) are
+//!   final. Every failure is a [`SourceError`], never an empty result.
+//! * AMP SigV4 signing (`aws-sigv4`, service `aps`). Credentials: `AWS_ACCESS_KEY_ID`,
+//!   `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`; or IRSA web identity
+//!   (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`, exchanged through STS
+//!   `AssumeRoleWithWebIdentity` and cached until 5 minutes before expiry). Not covered (the
+//!   full `aws-config` chain): shared config/credentials files, SSO, ECS/IMDS instance roles.
+//!
+//! [`Queryable::select`] is synchronous: it blocks on the tokio runtime handle the source was
+//! built with, so call it from a blocking thread (`spawn_blocking`), never an async task.
+
+use std::sync::Mutex;
+use std::time::{Duration as StdDuration, SystemTime};
+
+use serde::Deserialize;
+
+use super::{Queryable, SeriesData, SourceError};
+use crate::labels::{Labels, Matcher};
+use crate::run::config::{SigV4Config, SourceConfig};
+
+/// A Prometheus-compatible query API.
+pub struct PrometheusSource {
+    name: String,
+    base_url: String,
+    client: reqwest::Client,
+    timeout: StdDuration,
+    retries: u32,
+    headers: Vec<(String, String)>,
+    sigv4: Option<SigV4Config>,
+    creds: Mutex<Option<CachedCreds>>,
+    handle: tokio::runtime::Handle,
+    /// Initial backoff between retries.
+    pub backoff: StdDuration,
+}
+
+#[derive(Clone, Debug)]
+struct CachedCreds {
+    access_key: String,
+    secret_key: String,
+    session_token: Option<String>,
+    /// Refresh after this time; `None`: never expires (static env credentials).
+    refresh_at: Option<SystemTime>,
+}
+
+#[derive(Deserialize)]
+struct ApiResponse {
+    status: String,
+    #[serde(default)]
+    data: Option<ApiData>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ApiData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct ApiSeries {
+    metric: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+    #[serde(default)]
+    value: Option<(f64, String)>,
+}
+
+impl PrometheusSource {
+    /// A source for one configured `type: prometheus` entry; `handle` runs its requests.
+    pub fn new(cfg: &SourceConfig, handle: tokio::runtime::Handle) -> Result<Self, SourceError> {
+        let client = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .build()
+            .map_err(|e| SourceError::Unavailable {
+                source_name: cfg.name.clone(),
+                message: format!("cannot build HTTP client: {e}"),
+            })?;
+        Ok(PrometheusSource {
+            name: cfg.name.clone(),
+            base_url: cfg.url.trim_end_matches('/').to_string(),
+            client,
+            timeout: cfg.timeout,
+            retries: cfg.retries,
+            headers: cfg.headers.clone(),
+            sigv4: cfg.sigv4.clone(),
+            creds: Mutex::new(None),
+            handle,
+            backoff: StdDuration::from_millis(200),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Uses these credentials for SigV4 instead of the environment (tests, callers with their
+    /// own credential source).
+    pub fn with_static_credentials(self, access_key: &str, secret_key: &str, session_token: Option<&str>) -> Self {
+        if let Ok(mut g) = self.creds.lock() {
+            *g = Some(CachedCreds {
+                access_key: access_key.to_string(),
+                secret_key: secret_key.to_string(),
+                session_token: session_token.map(str::to_string),
+                refresh_at: None,
+            });
+        }
+        self
+    }
+
+    fn unavailable(&self, message: impl Into<String>) -> SourceError {
+        SourceError::Unavailable {
+            source_name: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Runs `expr` remotely at `t` (ms). A vector comes back as (labels, value) pairs, a scalar
+    /// as one pair with empty labels; other result types are errors.
+    pub async fn instant_query(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+        let data = self.query(expr, t).await?;
+        match data.result_type.as_str() {
+            "vector" => {
+                let series: Vec<ApiSeries> = serde_json::from_value(data.result)
+                    .map_err(|e| self.unavailable(format!("malformed vector result: {e}")))?;
+                series
+                    .into_iter()
+                    .map(|s| {
+                        let (_, v) = s
+                            .value
+                            .ok_or_else(|| self.unavailable("vector sample without a value"))?;
+                        Ok((
+                            Labels::from_pairs(s.metric),
+                            parse_value(&v).map_err(|e| self.unavailable(e))?,
+                        ))
+                    })
+                    .collect()
+            }
+            "scalar" => {
+                let (_, v): (f64, String) = serde_json::from_value(data.result)
+                    .map_err(|e| self.unavailable(format!("malformed scalar result: {e}")))?;
+                Ok(vec![(
+                    Labels::empty(),
+                    parse_value(&v).map_err(|e| self.unavailable(e))?,
+                )])
+            }
+            other => Err(self.unavailable(format!("expected a vector or scalar result, got {other}"))),
+        }
+    }
+
+    /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms).
+    pub async fn select_async(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<SeriesData>, SourceError> {
+        if matchers.is_empty() || matchers.iter().all(Matcher::matches_empty) {
+            return Err(SourceError::Limit(
+                "a selector needs at least one matcher that does not match the empty string".into(),
+            ));
+        }
+        if maxt < mint {
+            return Ok(Vec::new());
+        }
+        let parts: Vec<String> = matchers.iter().map(|m| m.to_string()).collect();
+        // One extra millisecond so that `mint` is inside Prometheus 3's left-open windows too.
+        let range_ms = maxt.saturating_sub(mint).saturating_add(1);
+        let expr = format!("{{{}}}[{range_ms}ms]", parts.join(","));
+        let data = self.query(&expr, maxt).await?;
+        if data.result_type != "matrix" {
+            return Err(self.unavailable(format!("expected a matrix result, got {}", data.result_type)));
+        }
+        let series: Vec<ApiSeries> = serde_json::from_value(data.result)
+            .map_err(|e| self.unavailable(format!("malformed matrix result: {e}")))?;
+        let mut out = Vec::with_capacity(series.len());
+        for s in series {
+            let mut samples = Vec::with_capacity(s.values.len());
+            for (ts, v) in s.values {
+                let t = (ts * 1000.0).round() as i64;
+                if t < mint || t > maxt {
+                    continue;
+                }
+                samples.push((t, parse_value(&v).map_err(|e| self.unavailable(e))?));
+            }
+            if !samples.is_empty() {
+                out.push(SeriesData {
+                    labels: Labels::from_pairs(s.metric),
+                    samples,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// `POST /api/v1/query` with retries; returns the `data` of a successful response.
+    async fn query(&self, expr: &str, t: i64) -> Result<ApiData, SourceError> {
+        let body = format!("query={}&time={}", form_encode(expr), format_time(t));
+        let url = format!("{}/api/v1/query", self.base_url);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.post_once(&url, &body).await {
+                Ok(d) => return Ok(d),
+                Err((e, retryable)) => {
+                    if !retryable || attempt > self.retries {
+                        return Err(e);
+                    }
+                    let wait = self.backoff.saturating_mul(2u32.saturating_pow(attempt - 1));
+                    tokio::time::sleep(wait.min(StdDuration::from_secs(10))).await;
+                }
+            }
+        }
+    }
+
+    /// One request: the error and whether it is worth retrying.
+    async fn post_once(&self, url: &str, body: &str) -> Result<ApiData, (SourceError, bool)> {
+        let mut headers: Vec<(String, String)> = vec![(
+            "content-type".to_string(),
+            "application/x-www-form-urlencoded".to_string(),
+        )];
+        headers.extend(self.headers.iter().cloned());
+        if let Some(sig) = &self.sigv4 {
+            let signed = self
+                .sign(sig, url, &headers, body.as_bytes())
+                .await
+                .map_err(|e| (e, false))?;
+            headers.extend(signed);
+        }
+        let mut req = self.client.post(url).body(body.to_string());
+        for (k, v) in &headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return Err((
+                    self.unavailable(format!("{url}: timed out after {:?}", self.timeout)),
+                    true,
+                ))
+            }
+            Err(e) => return Err((self.unavailable(format!("{url}: {e}")), true)),
+        };
+        let status = resp.status().as_u16();
+        let text = match resp.text().await {
+            Ok(t) => t,
+            Err(e) if e.is_timeout() => {
+                return Err((self.unavailable(format!("{url}: timed out reading the response")), true))
+            }
+            Err(e) => return Err((self.unavailable(format!("{url}: reading the response: {e}")), true)),
+        };
+        let parsed: Option<ApiResponse> = serde_json::from_str(&text).ok();
+        if status / 100 == 2 {
+            let Some(p) = parsed else {
+                return Err((
+                    self.unavailable(format!("{url}: HTTP {status} with a body that is not JSON")),
+                    false,
+                ));
+            };
+            if p.status != "success" {
+                return Err((self.api_error(status, &p), false));
+            }
+            return p
+                .data
+                .ok_or_else(|| (self.unavailable(format!("{url}: success without data")), false));
+        }
+        let err = match &parsed {
+            Some(p) => self.api_error(status, p),
+            None => {
+                let snippet: String = text.chars().take(300).collect();
+                self.unavailable(format!("{url}: HTTP {status}: {}", snippet.trim()))
+            }
+        };
+        Err((err, status / 100 == 5 || status == 429))
+    }
+
+    fn api_error(&self, status: u16, p: &ApiResponse) -> SourceError {
+        let msg = format!(
+            "HTTP {status}: {}: {}",
+            p.error_type.as_deref().unwrap_or("error"),
+            p.error.as_deref().unwrap_or("no message")
+        );
+        let lower = msg.to_ascii_lowercase();
+        if lower.contains("too many samples") || lower.contains("max_samples") || lower.contains("exceeded") {
+            SourceError::Limit(format!("{}: {msg}", self.name))
+        } else {
+            self.unavailable(msg)
+        }
+    }
+
+    /// SigV4 headers for a request.
+    async fn sign(
+        &self,
+        sig: &SigV4Config,
+        url: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Vec<(String, String)>, SourceError> {
+        use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+        use aws_sigv4::sign::v4;
+        let c = self.credentials(&sig.region).await?;
+        let identity =
+            aws_credential_types::Credentials::new(c.access_key, c.secret_key, c.session_token, None, "watchfire")
+                .into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(&sig.region)
+            .name(&sig.service)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| self.unavailable(format!("sigv4: {e}")))?
+            .into();
+        let signable = SignableRequest::new(
+            "POST",
+            url,
+            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            SignableBody::Bytes(body),
+        )
+        .map_err(|e| self.unavailable(format!("sigv4: {e}")))?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| self.unavailable(format!("sigv4: {e}")))?
+            .into_parts();
+        Ok(instructions
+            .headers()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect())
+    }
+
+    async fn credentials(&self, region: &str) -> Result<CachedCreds, SourceError> {
+        if let Ok(guard) = self.creds.lock() {
+            if let Some(c) = guard.as_ref() {
+                if c.refresh_at.is_none_or(|r| SystemTime::now() < r) {
+                    return Ok(c.clone());
+                }
+            }
+        }
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let fresh = if let (Some(ak), Some(sk)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+            CachedCreds {
+                access_key: ak,
+                secret_key: sk,
+                session_token: env("AWS_SESSION_TOKEN"),
+                refresh_at: None,
+            }
+        } else if let (Some(file), Some(role)) = (env("AWS_WEB_IDENTITY_TOKEN_FILE"), env("AWS_ROLE_ARN")) {
+            self.web_identity(
+                region,
+                &file,
+                &role,
+                env("AWS_ROLE_SESSION_NAME"),
+                env("AWS_STS_ENDPOINT"),
+            )
+            .await?
+        } else {
+            return Err(self.unavailable(
+                "sigv4: no AWS credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or IRSA's AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)",
+            ));
+        };
+        if let Ok(mut guard) = self.creds.lock() {
+            *guard = Some(fresh.clone());
+        }
+        Ok(fresh)
+    }
+
+    /// STS `AssumeRoleWithWebIdentity` (an unsigned call) with the projected token file.
+    async fn web_identity(
+        &self,
+        region: &str,
+        token_file: &str,
+        role: &str,
+        session: Option<String>,
+        endpoint: Option<String>,
+    ) -> Result<CachedCreds, SourceError> {
+        let token = std::fs::read_to_string(token_file)
+            .map_err(|e| self.unavailable(format!("web identity token file {token_file}: {e}")))?;
+        let endpoint = endpoint.unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
+        let body = format!(
+            "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}&DurationSeconds=3600",
+            form_encode(role),
+            form_encode(session.as_deref().unwrap_or("watchfire")),
+            form_encode(token.trim())
+        );
+        let resp = self
+            .client
+            .post(endpoint.trim_end_matches('/').to_string() + "/")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.unavailable(format!("sts AssumeRoleWithWebIdentity: {e}")))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| self.unavailable(format!("sts AssumeRoleWithWebIdentity: {e}")))?;
+        if status / 100 != 2 {
+            let m = xml_field(&text, "Message").unwrap_or_default();
+            return Err(self.unavailable(format!("sts AssumeRoleWithWebIdentity: HTTP {status}: {m}")));
+        }
+        let field = |n: &str| xml_field(&text, n).ok_or_else(|| self.unavailable(format!("sts response without {n}")));
+        Ok(CachedCreds {
+            access_key: field("AccessKeyId")?,
+            secret_key: field("SecretAccessKey")?,
+            session_token: Some(field("SessionToken")?),
+            // STS tokens last an hour here; refresh well before.
+            refresh_at: Some(SystemTime::now() + StdDuration::from_secs(50 * 60)),
+        })
+    }
+}
+
+impl Queryable for PrometheusSource {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        // Blocks this (blocking) thread on the runtime the source was built with.
+        self.handle.block_on(self.select_async(matchers, mint, maxt))
+    }
+}
+
+fn parse_value(v: &str) -> Result<f64, String> {
+    match v {
+        "NaN" => Ok(f64::NAN),
+        "+Inf" | "Inf" => Ok(f64::INFINITY),
+        "-Inf" => Ok(f64::NEG_INFINITY),
+        _ => v
+            .parse::<f64>()
+            .map_err(|_| format!("sample value {v:?} is not a number")),
+    }
+}
+
+/// Seconds with millisecond precision, as the API takes them.
+fn format_time(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let a = ms.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+/// `application/x-www-form-urlencoded` (RFC 3986 unreserved characters kept).
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn xml_field(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let close = format!("</{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&close)? + start;
+    Some(
+        xml[start..end]
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigv4_signs_for_aps() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cfg = SourceConfig {
+            name: "amp".into(),
+            kind: crate::run::config::SourceKind::Prometheus,
+            url: "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1".into(),
+            timeout: StdDuration::from_secs(1),
+            retries: 0,
+            headers: Vec::new(),
+            sigv4: Some(SigV4Config {
+                region: "us-east-1".into(),
+                service: "aps".into(),
+            }),
+        };
+        let src = PrometheusSource::new(&cfg, rt.handle().clone())
+            .unwrap()
+            .with_static_credentials("AKID", "SECRET", Some("TOKEN"));
+        let sig = cfg.sigv4.clone().unwrap();
+        let url = format!("{}/api/v1/query", cfg.url);
+        let headers = vec![(
+            "content-type".to_string(),
+            "application/x-www-form-urlencoded".to_string(),
+        )];
+        let signed = rt.block_on(src.sign(&sig, &url, &headers, b"query=up")).unwrap();
+        let get = |n: &str| {
+            signed
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.clone())
+        };
+        let auth = get("authorization").expect("authorization header");
+        assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKID/"), "{auth}");
+        assert!(auth.contains("/us-east-1/aps/aws4_request"), "{auth}");
+        assert!(get("x-amz-date").is_some());
+        assert_eq!(get("x-amz-security-token").as_deref(), Some("TOKEN"));
+    }
+
+    #[test]
+    fn encodings() {
+        assert_eq!(format_time(1_234), "1.234");
+        assert_eq!(format_time(-5), "-0.005");
+        assert_eq!(form_encode("up{a=\"b c\"}"), "up%7Ba%3D%22b%20c%22%7D");
+        assert_eq!(parse_value("+Inf").unwrap(), f64::INFINITY);
+        assert!(parse_value("x").is_err());
+        assert_eq!(
+            xml_field("<a><AccessKeyId>AK&amp;</AccessKeyId></a>", "AccessKeyId").as_deref(),
+            Some("AK&")
+        );
+    }
+
+    /// A server answering each request with the next scripted (status, body); `None` hangs.
+    fn scripted(script: Vec<Option<(u16, &'static str)>>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h2 = hits.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for (i, conn) in l.incoming().enumerate() {
+                let Ok(mut c) = conn else { continue };
+                h2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                match script.get(i).cloned().flatten() {
+                    Some((status, body)) => {
+                        let _ = write!(
+                            c,
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                    }
+                    None => held.push(c),
+                }
+            }
+        });
+        (url, hits)
+    }
+
+    fn source(url: &str, retries: u32, rt: &tokio::runtime::Runtime) -> PrometheusSource {
+        let cfg = SourceConfig {
+            name: "p".into(),
+            kind: crate::run::config::SourceKind::Prometheus,
+            url: url.into(),
+            timeout: StdDuration::from_millis(300),
+            retries,
+            headers: vec![("X-Scope-OrgID".into(), "ml".into())],
+            sigv4: None,
+        };
+        let mut s = PrometheusSource::new(&cfg, rt.handle().clone()).unwrap();
+        s.backoff = StdDuration::from_millis(10);
+        s
+    }
+
+    const OK: &str =
+        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]}]}}"#;
+
+    #[test]
+    fn retries_5xx_then_succeeds() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let busy = r#"{"status":"error","errorType":"unavailable","error":"busy"}"#;
+        let (url, hits) = scripted(vec![Some((503, busy)), Some((502, "bad gateway")), Some((200, OK))]);
+        let v = rt.block_on(source(&url, 2, &rt).instant_query("x", 1000)).unwrap();
+        assert_eq!(v[0].1, 2.0);
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn errors_carry_the_message_and_4xx_is_final() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e422 = r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory"}"#;
+        let (url, hits) = scripted(vec![Some((422, e422))]);
+        match rt.block_on(source(&url, 3, &rt).instant_query("x", 1000)) {
+            Err(SourceError::Limit(m)) => assert!(m.contains("too many samples"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1, "4xx is not retried");
+        let e503 = r#"{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}"#;
+        let (url, _) = scripted(vec![Some((503, e503)), Some((503, e503))]);
+        match rt.block_on(source(&url, 1, &rt).instant_query("x", 1000)) {
+            Err(SourceError::Unavailable { message, .. }) => {
+                assert!(
+                    message.contains("HTTP 503") && message.contains("timed out"),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_hanging_server_times_out_as_an_error() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (url, hits) = scripted(vec![None, None]);
+        let src = source(&url, 1, &rt);
+        let started = std::time::Instant::now();
+        // Through the synchronous Queryable face, as the engine calls it.
+        let r = std::thread::scope(|s| {
+            s.spawn(|| src.select(&[Matcher::equal("__name__", "up")], 0, 1000))
+                .join()
+                .unwrap()
+        });
+        match r {
+            Err(SourceError::Unavailable { message, .. }) => assert!(message.contains("timed out"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2, "one retry");
+        assert!(started.elapsed() < StdDuration::from_secs(5));
+    }
+}

@@ -1,0 +1,596 @@
+//! Persistent state in SQLite (rusqlite, bundled): the active alerts of every alerting rule,
+//! written in one transaction after each group evaluation and restored at startup, and the
+//! notification outbox (a notification is stored before it is sent, deleted once delivered,
+//! and retried with backoff, also after a restart).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value as Json};
+
+use crate::labels::Labels;
+use crate::notify::nflog::{Reason, ReceiverKey};
+use crate::notify::notifier::{Notification, Target};
+use crate::rules::{Alert, AlertState};
+
+/// State store errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("state database: cannot create {path}: {message}")]
+    Dir { path: String, message: String },
+    #[error("state database: corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// The alerts of one rule, as saved: the rule is identified by its index and name in the group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleAlerts {
+    pub rule_index: usize,
+    pub rule_name: String,
+    pub alerts: Vec<Alert>,
+}
+
+/// A notification waiting in the outbox.
+#[derive(Clone, Debug)]
+pub struct OutboxEntry {
+    pub id: i64,
+    pub notification: Notification,
+    pub attempts: u32,
+    /// Not before this time (ms).
+    pub next_attempt_at: i64,
+    pub last_error: Option<String>,
+}
+
+/// The SQLite store.
+pub struct StateStore {
+    conn: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS alerts (
+    group_key TEXT NOT NULL,
+    rule_index INTEGER NOT NULL,
+    rule_name TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    state TEXT NOT NULL,
+    value REAL,
+    annotations TEXT NOT NULL,
+    active_at INTEGER NOT NULL,
+    fired_at INTEGER,
+    resolved_at INTEGER,
+    last_sent_at INTEGER,
+    valid_until INTEGER,
+    keep_firing_since INTEGER,
+    PRIMARY KEY (group_key, rule_index, labels)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    last_error TEXT
+);
+CREATE TABLE IF NOT EXISTS nflog (
+    group_key TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    integration TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    firing TEXT NOT NULL,
+    resolved TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (group_key, receiver, integration, idx)
+);
+";
+
+/// A saved notification-log entry (what was last notified for a group and integration).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NflogRow {
+    pub group_key: String,
+    pub key: ReceiverKey,
+    pub firing: std::collections::BTreeSet<u64>,
+    pub resolved: std::collections::BTreeSet<u64>,
+    pub at: DateTime<Utc>,
+}
+
+impl StateStore {
+    /// Opens (creating) `watchfire.db` in `dir`.
+    pub fn open_dir(dir: &Path) -> Result<Self, StateError> {
+        std::fs::create_dir_all(dir).map_err(|e| StateError::Dir {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Self::open(&dir.join("watchfire.db"))
+    }
+
+    pub fn open(path: &Path) -> Result<Self, StateError> {
+        let conn = Connection::open(path)?;
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(StateStore { conn })
+    }
+
+    /// An in-memory store (tests, `--no-state`).
+    pub fn in_memory() -> Result<Self, StateError> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(StateStore { conn })
+    }
+
+    /// Replaces the saved alerts of a group in one transaction.
+    pub fn save_group(&mut self, group_key: &str, rules: &[RuleAlerts]) -> Result<(), StateError> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM alerts WHERE group_key = ?1", params![group_key])?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT OR REPLACE INTO alerts (group_key, rule_index, rule_name, labels, state, value, annotations,
+                 active_at, fired_at, resolved_at, last_sent_at, valid_until, keep_firing_since)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            for r in rules {
+                for a in &r.alerts {
+                    let value = if a.value.is_finite() { Some(a.value) } else { None };
+                    stmt.execute(params![
+                        group_key,
+                        r.rule_index as i64,
+                        r.rule_name,
+                        labels_json(&a.labels).to_string(),
+                        a.state.as_str(),
+                        value,
+                        serde_json::to_string(&a.annotations).unwrap_or_else(|_| "{}".into()),
+                        a.active_at,
+                        a.fired_at,
+                        a.resolved_at,
+                        a.last_sent_at,
+                        a.valid_until,
+                        a.keep_firing_since,
+                    ])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The saved alerts of a group, by rule.
+    pub fn load_group(&self, group_key: &str) -> Result<Vec<RuleAlerts>, StateError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT rule_index, rule_name, labels, state, value, annotations, active_at, fired_at, resolved_at,
+             last_sent_at, valid_until, keep_firing_since FROM alerts WHERE group_key = ?1 ORDER BY rule_index",
+        )?;
+        let rows = stmt.query_map(params![group_key], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<f64>>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, Option<i64>>(7)?,
+                r.get::<_, Option<i64>>(8)?,
+                r.get::<_, Option<i64>>(9)?,
+                r.get::<_, Option<i64>>(10)?,
+                r.get::<_, Option<i64>>(11)?,
+            ))
+        })?;
+        let mut by_rule: BTreeMap<(usize, String), Vec<Alert>> = BTreeMap::new();
+        for row in rows {
+            let (
+                idx,
+                name,
+                labels,
+                state,
+                value,
+                ann,
+                active_at,
+                fired_at,
+                resolved_at,
+                last_sent_at,
+                valid_until,
+                kfs,
+            ) = row?;
+            let labels = labels_from_json(&labels)?;
+            let state = match state.as_str() {
+                "pending" => AlertState::Pending,
+                "firing" => AlertState::Firing,
+                "inactive" => AlertState::Inactive,
+                other => return Err(StateError::Corrupt(format!("alert state {other:?}"))),
+            };
+            let annotations: BTreeMap<String, String> =
+                serde_json::from_str(&ann).map_err(|e| StateError::Corrupt(format!("annotations: {e}")))?;
+            by_rule.entry((idx.max(0) as usize, name)).or_default().push(Alert {
+                state,
+                labels,
+                annotations,
+                value: value.unwrap_or(f64::NAN),
+                active_at,
+                fired_at,
+                resolved_at,
+                last_sent_at,
+                valid_until,
+                keep_firing_since: kfs,
+            });
+        }
+        Ok(by_rule
+            .into_iter()
+            .map(|((rule_index, rule_name), alerts)| RuleAlerts {
+                rule_index,
+                rule_name,
+                alerts,
+            })
+            .collect())
+    }
+
+    /// Stores a notification before it is sent; returns its id.
+    pub fn outbox_push(&mut self, n: &Notification, now_ms: i64) -> Result<i64, StateError> {
+        self.conn.execute(
+            "INSERT INTO outbox (created_at, payload, attempts, next_attempt_at) VALUES (?1, ?2, 0, ?1)",
+            params![now_ms, notification_json(n).to_string()],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Entries due at `now_ms`, oldest first.
+    pub fn outbox_due(&self, now_ms: i64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, payload, attempts, next_attempt_at, last_error FROM outbox
+             WHERE next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![now_ms, limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, payload, attempts, next, last_error) = row?;
+            let v: Json = serde_json::from_str(&payload).map_err(|e| StateError::Corrupt(format!("outbox: {e}")))?;
+            out.push(OutboxEntry {
+                id,
+                notification: notification_from_json(&v)?,
+                attempts: attempts.clamp(0, i64::from(u32::MAX)) as u32,
+                next_attempt_at: next,
+                last_error,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Delivered: removes the entry.
+    pub fn outbox_done(&mut self, id: i64) -> Result<(), StateError> {
+        self.conn.execute("DELETE FROM outbox WHERE id = ?1", params![id])?;
+        Ok(())
+    }
+
+    /// Failed: counts the attempt and schedules the next one.
+    pub fn outbox_retry(&mut self, id: i64, next_attempt_at: i64, error: &str) -> Result<(), StateError> {
+        self.conn.execute(
+            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?2, last_error = ?3 WHERE id = ?1",
+            params![id, next_attempt_at, error],
+        )?;
+        Ok(())
+    }
+
+    /// Records what a notification told its receiver, so a restarted process does not notify
+    /// the same alerts again (the in-memory notification log is rebuilt from this).
+    pub fn nflog_put(&mut self, n: &Notification) -> Result<(), StateError> {
+        let firing: Vec<u64> = n
+            .alerts
+            .iter()
+            .filter(|a| !a.resolved_at(n.at))
+            .map(|a| a.fingerprint().0)
+            .collect();
+        let resolved: Vec<u64> = n
+            .alerts
+            .iter()
+            .filter(|a| a.resolved_at(n.at))
+            .map(|a| a.fingerprint().0)
+            .collect();
+        self.conn.execute(
+            "INSERT OR REPLACE INTO nflog (group_key, receiver, integration, idx, firing, resolved, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                n.group_key,
+                n.target.key.group_name,
+                n.target.key.integration,
+                n.target.key.idx as i64,
+                json!(firing.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
+                json!(resolved.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
+                time_ms(n.at),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Every saved notification-log entry newer than `since_ms`.
+    pub fn nflog_all(&self, since_ms: i64) -> Result<Vec<NflogRow>, StateError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT group_key, receiver, integration, idx, firing, resolved, at FROM nflog WHERE at >= ?1")?;
+        let rows = stmt.query_map(params![since_ms], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, i64>(6)?,
+            ))
+        })?;
+        let set = |s: &str| -> Result<std::collections::BTreeSet<u64>, StateError> {
+            let v: Vec<String> = serde_json::from_str(s).map_err(|e| StateError::Corrupt(format!("nflog: {e}")))?;
+            v.iter()
+                .map(|x| x.parse::<u64>().map_err(|e| StateError::Corrupt(format!("nflog: {e}"))))
+                .collect()
+        };
+        let mut out = Vec::new();
+        for row in rows {
+            let (group_key, receiver, integration, idx, firing, resolved, at) = row?;
+            out.push(NflogRow {
+                group_key,
+                key: ReceiverKey {
+                    group_name: receiver,
+                    integration,
+                    idx: idx.max(0) as usize,
+                },
+                firing: set(&firing)?,
+                resolved: set(&resolved)?,
+                at: ms_time(&json!(at))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// How many notifications wait.
+    pub fn outbox_depth(&self) -> Result<u64, StateError> {
+        let n: Option<i64> = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
+            .optional()?;
+        Ok(n.unwrap_or(0).max(0) as u64)
+    }
+}
+
+/// Outbox backoff: 1s, 2s, 4s, ... capped at 5 minutes (ms).
+pub fn outbox_backoff_ms(attempts: u32) -> i64 {
+    let f = 1i64 << attempts.min(9);
+    (1000 * f).min(300_000)
+}
+
+fn labels_json(l: &Labels) -> Json {
+    let m: serde_json::Map<String, Json> = l
+        .iter()
+        .map(|x| (x.name.to_string(), Json::String(x.value.to_string())))
+        .collect();
+    Json::Object(m)
+}
+
+fn labels_from_json_value(v: &Json) -> Result<Labels, StateError> {
+    let Json::Object(m) = v else {
+        return Err(StateError::Corrupt("labels are not an object".into()));
+    };
+    let mut pairs = Vec::with_capacity(m.len());
+    for (k, v) in m {
+        let s = v
+            .as_str()
+            .ok_or_else(|| StateError::Corrupt("label value is not a string".into()))?;
+        pairs.push((k.as_str(), s));
+    }
+    Ok(Labels::from_pairs(pairs))
+}
+
+fn labels_from_json(s: &str) -> Result<Labels, StateError> {
+    let v: Json = serde_json::from_str(s).map_err(|e| StateError::Corrupt(format!("labels: {e}")))?;
+    labels_from_json_value(&v)
+}
+
+fn time_ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn ms_time(v: &Json) -> Result<DateTime<Utc>, StateError> {
+    let ms = v
+        .as_i64()
+        .ok_or_else(|| StateError::Corrupt("time is not a number".into()))?;
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .ok_or_else(|| StateError::Corrupt(format!("time {ms} out of range")))
+}
+
+fn reason_str(r: &Reason) -> &'static str {
+    match r {
+        Reason::FirstNotification => "first",
+        Reason::NewAlertsInGroup => "new_alerts",
+        Reason::AllAlertsResolved => "all_resolved",
+        Reason::NewResolvedAlerts => "new_resolved",
+        Reason::RepeatIntervalElapsed => "repeat",
+    }
+}
+
+fn reason_from(s: &str) -> Reason {
+    match s {
+        "new_alerts" => Reason::NewAlertsInGroup,
+        "all_resolved" => Reason::AllAlertsResolved,
+        "new_resolved" => Reason::NewResolvedAlerts,
+        "repeat" => Reason::RepeatIntervalElapsed,
+        _ => Reason::FirstNotification,
+    }
+}
+
+fn notification_json(n: &Notification) -> Json {
+    let alerts: Vec<Json> = n
+        .alerts
+        .iter()
+        .map(|a| {
+            json!({
+                "labels": labels_json(&a.labels),
+                "annotations": a.annotations,
+                "starts_at": time_ms(a.starts_at),
+                "ends_at": a.ends_at.map(time_ms),
+                "generator_url": a.generator_url,
+                "updated_at": time_ms(a.updated_at),
+                "timeout": a.timeout,
+            })
+        })
+        .collect();
+    json!({
+        "group_key": n.group_key,
+        "receiver": n.receiver,
+        "target": {
+            "group_name": n.target.key.group_name,
+            "integration": n.target.key.integration,
+            "idx": n.target.key.idx,
+            "index": n.target.index,
+            "forward": n.target.forward,
+            "send_resolved": n.target.send_resolved,
+        },
+        "group_labels": labels_json(&n.group_labels),
+        "alerts": alerts,
+        "reason": reason_str(&n.reason),
+        "at": time_ms(n.at),
+    })
+}
+
+fn notification_from_json(v: &Json) -> Result<Notification, StateError> {
+    let s = |v: &Json, k: &str| -> Result<String, StateError> {
+        v.get(k)
+            .and_then(Json::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| StateError::Corrupt(format!("outbox: missing {k}")))
+    };
+    let u = |v: &Json, k: &str| v.get(k).and_then(Json::as_u64).unwrap_or(0) as usize;
+    let b = |v: &Json, k: &str| v.get(k).and_then(Json::as_bool).unwrap_or(false);
+    let t = v
+        .get("target")
+        .ok_or_else(|| StateError::Corrupt("outbox: missing target".into()))?;
+    let mut alerts = Vec::new();
+    for a in v.get("alerts").and_then(Json::as_array).into_iter().flatten() {
+        let annotations: BTreeMap<String, String> = a
+            .get("annotations")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| StateError::Corrupt(format!("outbox annotations: {e}")))?
+            .unwrap_or_default();
+        alerts.push(crate::notify::Alert {
+            labels: labels_from_json_value(a.get("labels").unwrap_or(&Json::Null))?,
+            annotations,
+            starts_at: ms_time(a.get("starts_at").unwrap_or(&Json::Null))?,
+            ends_at: match a.get("ends_at") {
+                Some(Json::Null) | None => None,
+                Some(x) => Some(ms_time(x)?),
+            },
+            generator_url: s(a, "generator_url").unwrap_or_default(),
+            updated_at: ms_time(a.get("updated_at").unwrap_or(&Json::Null))?,
+            timeout: b(a, "timeout"),
+        });
+    }
+    Ok(Notification {
+        group_key: s(v, "group_key")?,
+        receiver: s(v, "receiver")?,
+        target: Target {
+            key: ReceiverKey {
+                group_name: s(t, "group_name")?,
+                integration: s(t, "integration")?,
+                idx: u(t, "idx"),
+            },
+            index: u(t, "index"),
+            forward: b(t, "forward"),
+            send_resolved: b(t, "send_resolved"),
+        },
+        group_labels: labels_from_json_value(v.get("group_labels").unwrap_or(&Json::Null))?,
+        alerts,
+        reason: reason_from(&s(v, "reason")?),
+        at: ms_time(v.get("at").unwrap_or(&Json::Null))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(state: AlertState, active_at: i64) -> Alert {
+        Alert {
+            state,
+            labels: Labels::from_pairs([("alertname", "A"), ("gpu", "0")]),
+            annotations: BTreeMap::from([("summary".to_string(), "s".to_string())]),
+            value: 1.5,
+            active_at,
+            fired_at: Some(active_at + 60_000),
+            resolved_at: None,
+            last_sent_at: Some(active_at + 60_000),
+            valid_until: Some(active_at + 300_000),
+            keep_firing_since: None,
+        }
+    }
+
+    #[test]
+    fn alerts_round_trip_and_replace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = StateStore::open_dir(dir.path()).unwrap();
+        let ra = RuleAlerts {
+            rule_index: 1,
+            rule_name: "A".into(),
+            alerts: vec![alert(AlertState::Firing, 1000)],
+        };
+        s.save_group("f;g", std::slice::from_ref(&ra)).unwrap();
+        drop(s);
+        let mut s = StateStore::open_dir(dir.path()).unwrap();
+        assert_eq!(s.load_group("f;g").unwrap(), vec![ra]);
+        s.save_group("f;g", &[]).unwrap();
+        assert!(s.load_group("f;g").unwrap().is_empty());
+    }
+
+    #[test]
+    fn outbox_round_trip() {
+        let mut s = StateStore::in_memory().unwrap();
+        let at = Utc.timestamp_millis_opt(5000).unwrap();
+        let n = Notification {
+            group_key: "{}:{alertname=\"A\"}".into(),
+            receiver: "pager".into(),
+            target: Target {
+                key: ReceiverKey {
+                    group_name: "pager".into(),
+                    integration: "webhook".into(),
+                    idx: 0,
+                },
+                index: 0,
+                forward: false,
+                send_resolved: true,
+            },
+            group_labels: Labels::from_pairs([("alertname", "A")]),
+            alerts: vec![crate::notify::Alert {
+                labels: Labels::from_pairs([("alertname", "A")]),
+                annotations: BTreeMap::new(),
+                starts_at: at,
+                ends_at: None,
+                generator_url: "http://x".into(),
+                updated_at: at,
+                timeout: false,
+            }],
+            reason: Reason::NewAlertsInGroup,
+            at,
+        };
+        let id = s.outbox_push(&n, 5000).unwrap();
+        assert_eq!(s.outbox_depth().unwrap(), 1);
+        let due = s.outbox_due(5000, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].notification.alerts, n.alerts);
+        assert_eq!(due[0].notification.target, n.target);
+        s.outbox_retry(id, 9000, "boom").unwrap();
+        assert!(s.outbox_due(8999, 10).unwrap().is_empty());
+        assert_eq!(s.outbox_due(9000, 10).unwrap()[0].attempts, 1);
+        s.outbox_done(id).unwrap();
+        assert_eq!(s.outbox_depth().unwrap(), 0);
+    }
+}

@@ -1,0 +1,156 @@
+//! `watchfire run` killed with SIGKILL and started again: the firing alert comes back with its
+//! ActiveAt before the first evaluation, and the receiver is paged once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn recorder() -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let b2 = Arc::clone(&bodies);
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Ok(c2) = conn.try_clone() else { continue };
+            let mut reader = BufReader::new(c2);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let l = line.trim_end().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            if reader.read_exact(&mut body).is_ok() {
+                if let Ok(v) = serde_json::from_slice(&body) {
+                    b2.lock().unwrap().push(v);
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (port, bodies)
+}
+
+fn alerts(port: u16) -> Option<serde_json::Value> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        reqwest::get(format!("http://127.0.0.1:{port}/api/v1/alerts"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    })
+}
+
+fn slow(port: u16) -> Option<(String, String)> {
+    let v = alerts(port)?;
+    v["data"]["alerts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["labels"]["alertname"] == "Slow")
+        .map(|a| {
+            (
+                a["state"].as_str().unwrap_or("").to_string(),
+                a["activeAt"].as_str().unwrap_or("").to_string(),
+            )
+        })
+}
+
+fn start(dir: &std::path::Path) -> Proc {
+    Proc(
+        Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .args(["run", "--config"])
+            .arg(dir.join("watchfire.yaml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start watchfire run"),
+    )
+}
+
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[test]
+fn kill_9_and_restart_restores_alerts_and_pages_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (hook, bodies) = recorder();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Slow\n        expr: vector(1)\n        for: 2s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Slow]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n  - name: none\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+
+    let p = start(root);
+    let (_, active_at) = wait_for("Slow firing", 20, || slow(port).filter(|(s, _)| s == "firing"));
+    let paged = |b: &Mutex<Vec<serde_json::Value>>| {
+        b.lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] == "firing" && n["alerts"][0]["labels"]["alertname"] == "Slow")
+            .count()
+    };
+    wait_for("the page", 10, || (paged(&bodies) == 1).then_some(()));
+    drop(p); // SIGKILL
+
+    let _p = start(root);
+    let restored = wait_for("the restarted API", 20, || slow(port));
+    assert_eq!(
+        restored,
+        ("firing".to_string(), active_at.clone()),
+        "restored with its ActiveAt"
+    );
+    // Several evaluations and re-sends later: still the same alert, still one page.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(slow(port), Some(("firing".to_string(), active_at)));
+    assert_eq!(paged(&bodies), 1, "{:?}", bodies.lock().unwrap());
+}

@@ -1,0 +1,141 @@
+//! The notification outbox: a notification is stored before it is sent, kept and retried while
+//! the receiver is down (raising WatchfireNotificationsFailing), and delivered by the next
+//! process after a restart, once.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use watchfire::run::config;
+use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::state::StateStore;
+
+const M: i64 = 60_000;
+
+fn recorder(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let b2 = Arc::clone(&bodies);
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Ok(c2) = conn.try_clone() else { continue };
+            let mut reader = BufReader::new(c2);
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let l = line.trim_end().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            if reader.read_exact(&mut body).is_ok() {
+                if let Ok(v) = serde_json::from_slice(&body) {
+                    b2.lock().unwrap().push(v);
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    bodies
+}
+
+fn names(bodies: &Mutex<Vec<serde_json::Value>>) -> Vec<String> {
+    bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["alerts"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            format!(
+                "{}:{}",
+                a["labels"]["alertname"].as_str().unwrap_or(""),
+                a["status"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn outbox_survives_a_receiver_outage_and_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Always]\n      receiver: hook\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cfg = config::load_file(&root.join("watchfire.yaml")).unwrap();
+    let t0 = 1_700_000_000_000i64;
+    let clock = Arc::new(SimClock::new(t0));
+    let make = |clock: Arc<SimClock>| {
+        let l = watchfire::run::load(&cfg, rt.handle()).unwrap();
+        let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
+        Service::new(l.setup, l.groups, l.notify, st, clock)
+    };
+
+    // The receiver is down: notifications wait in the outbox, attempts are retried with
+    // backoff, and the built-in alert fires.
+    let svc = make(Arc::clone(&clock));
+    let mut t = t0;
+    let mut failed = 0;
+    for _ in 0..5 {
+        clock.set(t);
+        svc.run_due(t);
+        failed += rt.block_on(svc.deliver_outbox()).1;
+        t += M;
+    }
+    assert!(failed >= 2, "delivery attempts failed: {failed}");
+    assert!(svc.outbox_depth() >= 1);
+    clock.set(t);
+    svc.run_due(t);
+    assert!(
+        svc.builtin_alerts()
+            .iter()
+            .any(|(l, _, _)| l.get("alertname") == Some("WatchfireNotificationsFailing")),
+        "{:?}",
+        svc.builtin_alerts()
+    );
+    let waiting = svc.outbox_depth();
+    drop(svc);
+
+    // A new process, and the receiver is back: what waited is delivered, once.
+    let bodies = recorder(TcpListener::bind(("127.0.0.1", port)).unwrap());
+    let svc = make(Arc::clone(&clock));
+    assert_eq!(svc.outbox_depth(), waiting, "the outbox survived the restart");
+    t += 10 * M;
+    for _ in 0..3 {
+        clock.set(t);
+        svc.run_due(t);
+        for _ in 0..3 {
+            rt.block_on(svc.deliver_outbox());
+        }
+        t += M;
+    }
+    let got = names(&bodies);
+    assert_eq!(got.iter().filter(|n| *n == "Always:firing").count(), 1, "{got:?}");
+    assert_eq!(svc.outbox_depth(), 0);
+}

@@ -1,0 +1,155 @@
+//! The HTTP API over a running service (embedded source, real clock, 1s groups): Prometheus'
+//! rules/alerts JSON, Alertmanager ingest with bearer-token auth, /metrics, health, reload,
+//! and the status page.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use watchfire::run::config;
+use watchfire::run::scheduler::{Service, SystemClock};
+use watchfire::server::{self, AppState, Auth};
+use watchfire::state::StateStore;
+
+fn write(dir: &std::path::Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).expect("write fixture");
+}
+
+#[test]
+fn api_endpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "rules.yaml",
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Always\n        expr: vector(1)\n        labels: {severity: info}\n      - record: job:up\n        expr: vector(2)\n      - alert: Broken\n        expr: 'vector(1) + on() (label_replace(vector(1), \"a\", \"1\", \"\", \"\") or label_replace(vector(1), \"a\", \"2\", \"\", \"\"))'\n",
+    );
+    write(
+        root,
+        "routes.yaml",
+        "route:\n  receiver: none\nreceivers:\n  - name: none\n",
+    );
+    write(
+        root,
+        "watchfire.yaml",
+        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nexternal_labels: {cluster: c1}\n",
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
+    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
+    let svc = Arc::new(Service::new(
+        l.setup,
+        l.groups,
+        l.notify,
+        StateStore::in_memory().unwrap(),
+        Arc::new(SystemClock),
+    ));
+    let reload_ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r2 = Arc::clone(&reload_ok);
+    let state = AppState {
+        svc: Arc::clone(&svc),
+        auth: Arc::new(RwLock::new(Auth {
+            token: Some("s3cret".into()),
+            open: false,
+        })),
+        reload: Arc::new(move || {
+            if r2.load(std::sync::atomic::Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("w.yaml:3:1: unknown key".into())
+            }
+        }),
+    };
+    rt.block_on(async move {
+        tokio::spawn(Arc::clone(&svc).run_groups());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(server::serve(listener, state, std::future::pending()));
+        // Real clock, 1s interval: wait for two evaluations.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let c = reqwest::Client::new();
+        let base = format!("http://{addr}");
+
+        let rules: serde_json::Value = c
+            .get(format!("{base}/api/v1/rules"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(rules["status"], "success");
+        let r = &rules["data"]["groups"][0]["rules"];
+        assert_eq!(r[0]["type"], "alerting");
+        assert_eq!(r[0]["health"], "ok");
+        assert_eq!(r[0]["state"], "firing");
+        assert_eq!(r[0]["alerts"][0]["labels"]["alertname"], "Always");
+        assert_eq!(r[1]["type"], "recording");
+        assert_eq!(r[2]["health"], "err", "{r}");
+        assert!(r[2]["lastError"].as_str().is_some_and(|e| !e.is_empty()));
+
+        let alerts: serde_json::Value = c
+            .get(format!("{base}/api/v1/alerts"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let names: Vec<&str> = alerts["data"]["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["labels"]["alertname"].as_str())
+            .collect();
+        assert!(names.contains(&"Always"), "{names:?}");
+        assert!(names.contains(&"Watchdog"), "{names:?}");
+        assert!(names.contains(&"WatchfireRuleFailing"), "{names:?}");
+        assert!(
+            !names.contains(&"WatchfireSourceDown"),
+            "a source nobody read is not down: {names:?}"
+        );
+
+        let m = c
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(m.contains("watchfire_notification_outbox_depth "), "{m}");
+        assert!(m.contains("watchfire_rule_group_last_duration_seconds{"), "{m}");
+
+        let post = |tok: Option<&str>, body: &str| {
+            let mut rb = c.post(format!("{base}/api/v2/alerts")).body(body.to_string());
+            if let Some(t) = tok {
+                rb = rb.bearer_auth(t);
+            }
+            rb.send()
+        };
+        let alert = r#"[{"labels":{"alertname":"GpuXid","node":"n1"},"annotations":{"summary":"xid 79"}}]"#;
+        assert_eq!(post(None, alert).await.unwrap().status(), 401);
+        assert_eq!(post(Some("wrong"), alert).await.unwrap().status(), 401);
+        assert_eq!(post(Some("s3cret"), alert).await.unwrap().status(), 200);
+        assert_eq!(post(Some("s3cret"), "{").await.unwrap().status(), 400);
+        assert_eq!(post(Some("s3cret"), r#"[{"labels":{}}]"#).await.unwrap().status(), 400);
+
+        let reload = |tok: &str| c.post(format!("{base}/-/reload")).bearer_auth(tok.to_string()).send();
+        let resp = reload("s3cret").await.unwrap();
+        assert_eq!(resp.status(), 400);
+        assert!(resp.text().await.unwrap().contains("previous configuration kept"));
+        reload_ok.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(reload("s3cret").await.unwrap().status(), 200);
+
+        assert_eq!(c.get(format!("{base}/-/healthy")).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(format!("{base}/-/ready")).send().await.unwrap().status(), 200);
+        let page = c.get(format!("{base}/")).send().await.unwrap().text().await.unwrap();
+        assert!(
+            page.contains("Always") && page.contains("Broken") && page.contains("err"),
+            "{page}"
+        );
+    });
+}

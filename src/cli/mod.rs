@@ -5,6 +5,7 @@ mod query;
 mod replay;
 mod routes;
 mod run;
+mod rulecheck;
 mod slo;
 mod test;
 
@@ -31,6 +32,8 @@ enum Command {
     Routes(routes::Args),
     /// Run the evaluator service: rules on their intervals, notifications, HTTP API.
     Run(run::Args),
+    /// Static checks for rule files, SLO specs and routes (promtool check rules and more).
+    Rulecheck(rulecheck::Args),
     /// SLO specs (Sloth, OpenSLO) to multi-window, multi-burn-rate rules; checks and reports.
     Slo(slo::Args),
     /// Run rule unit tests (`promtool test rules` format, plus alert-state tests).
@@ -56,6 +59,7 @@ pub fn main() -> i32 {
         Command::Replay(args) => replay::run(args),
         Command::Routes(args) => routes::run(args),
         Command::Run(args) => run::run(args),
+        Command::Rulecheck(args) => rulecheck::run(args),
         Command::Slo(args) => slo::run(args),
         Command::Test(args) => test::run(args),
     }

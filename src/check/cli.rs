@@ -1,0 +1,211 @@
+//! The `rulecheck` command line, shared by the `rulecheck` binary and `watchfire rulecheck`.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, ValueEnum};
+
+use super::{check, discover, find_root, output, Config, Severity, Targets};
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// rustc-like: `error[code]: message`, `--> file:line:col`, the line and a caret.
+    Human,
+    /// GitHub workflow annotations (`::error file=...,line=...::message`).
+    Github,
+    /// One JSON document.
+    Json,
+}
+
+/// Static checks for rule files, SLO specs and routes (everything `promtool check rules` checks,
+/// plus label flow, policy, cardinality and absence guards).
+///
+/// With no PATH, checks rules/, slos/, routes.yaml (or deploy/routes.yaml) and owners.yaml under
+/// the repository root, or what `rulecheck.yaml` there (or --config) names.
+/// Exit status: 0 clean, 1 problems (errors; warnings too with --strict), 2 usage or I/O error.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "rulecheck", version)]
+pub struct Args {
+    /// Rule files or directories (directories named `slos` hold SLO specs).
+    pub paths: Vec<PathBuf>,
+    /// A rulecheck.yaml (default: rulecheck.yaml at the repository root, when present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// An Alertmanager config to load and check label flow against.
+    #[arg(long)]
+    pub routes: Option<PathBuf>,
+    /// SLO spec files or directories.
+    #[arg(long = "slos")]
+    pub slos: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+    /// Report only problems in rules changed since this git ref (every file is still loaded).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Warnings fail too (exit 1).
+    #[arg(long)]
+    pub strict: bool,
+    /// Only what `promtool check rules` checks (duplicates are warnings, as in promtool).
+    #[arg(long)]
+    pub promtool: bool,
+    /// Codes or code prefixes (ending in `/`) not to report; repeatable.
+    #[arg(long)]
+    pub disable: Vec<String>,
+    /// The scrape interval ranges are measured against (default 30s).
+    #[arg(long)]
+    pub scrape_interval: Option<String>,
+}
+
+/// Parses `argv` (the first item is the program name) and runs; returns the exit code.
+pub fn main_from<I, T>(argv: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Args::try_parse_from(argv) {
+        Ok(a) => run(a),
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            code
+        }
+    }
+}
+
+/// Runs rulecheck; returns the exit code. Never panics: an internal error is exit 2.
+pub fn run(args: Args) -> i32 {
+    match std::panic::catch_unwind(|| run_inner(args)) {
+        Ok(code) => code,
+        Err(_) => {
+            eprintln!("rulecheck: internal error");
+            2
+        }
+    }
+}
+
+fn is_slo_path(p: &Path) -> bool {
+    p.components().any(|c| c.as_os_str() == "slos")
+}
+
+fn run_inner(args: Args) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let root = find_root(&cwd).unwrap_or_else(|| cwd.clone());
+    let cfg_path = args.config.clone().or_else(|| {
+        let p = root.join("rulecheck.yaml");
+        p.is_file().then_some(p)
+    });
+    let mut cfg = match &cfg_path {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("rulecheck: {e}");
+                return 2;
+            }
+        },
+        None => Config::default(),
+    };
+    cfg.strict |= args.strict;
+    cfg.promtool_only |= args.promtool;
+    cfg.disable.extend(args.disable.iter().cloned());
+    if let Some(s) = &args.scrape_interval {
+        match crate::rules::duration::Duration::parse(s) {
+            Ok(d) if d.ms() > 0 => cfg.scrape_interval_ms = d.ms(),
+            _ => {
+                eprintln!("rulecheck: invalid --scrape-interval {s:?}");
+                return 2;
+            }
+        }
+    }
+
+    let mut targets = Targets::default();
+    if args.paths.is_empty() {
+        if cfg.rules.is_empty() && cfg.slos.is_empty() {
+            targets = discover(&root);
+        }
+        targets.rules.extend(cfg.rules.iter().cloned());
+        targets.slos.extend(cfg.slos.iter().cloned());
+        if cfg.routes.is_some() {
+            targets.routes = cfg.routes.clone();
+        }
+        if cfg.owners.is_some() {
+            targets.owners = cfg.owners.clone();
+        }
+        if targets.rules.is_empty() && targets.slos.is_empty() && targets.routes.is_none() {
+            eprintln!(
+                "rulecheck: nothing to check: no rules/ or slos/ under {} and no paths given",
+                root.display()
+            );
+            return 2;
+        }
+    } else {
+        for p in &args.paths {
+            if !p.exists() {
+                eprintln!("rulecheck: {}: no such file or directory", p.display());
+                return 2;
+            }
+            if is_slo_path(p) {
+                targets.slos.push(p.clone());
+            } else {
+                targets.rules.push(p.clone());
+            }
+        }
+        targets.routes = cfg.routes.clone();
+    }
+    targets.slos.extend(args.slos.iter().cloned());
+    if args.routes.is_some() {
+        targets.routes = args.routes.clone();
+    }
+
+    let mut report = check(&targets, &cfg);
+    relativize(&mut report, &cwd);
+
+    if let Some(base) = &args.base {
+        match super::git::changes_since(&root, base) {
+            Ok(ch) => report.diagnostics.retain(|d| ch.touches(&d.file, d.span)),
+            Err(e) => {
+                eprintln!("rulecheck: --base: {e}");
+                return 2;
+            }
+        }
+    }
+
+    let text = match args.format {
+        Format::Human => output::human(&report),
+        Format::Github => output::github(&report),
+        Format::Json => output::json(&report),
+    };
+    print!("{text}");
+
+    if report.io_errors > 0 {
+        return 2;
+    }
+    let failing = report
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error || cfg.strict);
+    i32::from(failing)
+}
+
+/// Shows files under the working directory by their relative path (as GitHub annotations need).
+fn relativize(report: &mut super::Report, cwd: &Path) {
+    let rel = |f: &str| -> Option<String> {
+        let p = Path::new(f);
+        p.is_absolute()
+            .then(|| p.strip_prefix(cwd).ok())
+            .flatten()
+            .map(|r| r.display().to_string())
+    };
+    for d in &mut report.diagnostics {
+        if let Some(r) = rel(&d.file) {
+            d.file = r;
+        }
+    }
+    let keys: Vec<String> = report.sources.keys().cloned().collect();
+    for k in keys {
+        if let Some(r) = rel(&k) {
+            if let Some(v) = report.sources.remove(&k) {
+                report.sources.insert(r, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! `rulecheck`: static checks over rule files, SLO specs and routing configs, for CI.
+//!
+//! Everything `promtool check rules` checks (through the strict loader in [`crate::rules::file`]),
+//! always with `file:line:col`, plus label flow (templates and routes that need labels the
+//! expression cannot produce), the shipped policy (required labels, annotations, severities),
+//! high-cardinality labels, counter/gauge misuse, short ranges, `for` shorter than the group
+//! interval, NaN comparisons, recording-rule naming, duplicates and alerts whose inputs can vanish
+//! unguarded. See [`config`] for `rulecheck.yaml`, [`cli`] for the command line.
+
+pub mod cli;
+pub mod config;
+pub mod git;
+pub mod labelflow;
+pub mod lints;
+pub mod output;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use config::Config;
+
+use crate::rules::file::{self as rfile, LoadError, LoadOptions, RuleFile};
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        })
+    }
+}
+
+/// One finding, at `file:line:col`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub severity: Severity,
+    /// A stable code: `promql/syntax`, `labels/flow`, `policy/severity`, ...
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<String>,
+    /// The lines of the rule (or other object) the finding is about, for `--base`.
+    #[serde(skip)]
+    pub span: (usize, usize),
+}
+
+impl Diagnostic {
+    pub fn new(
+        file: &str,
+        line: usize,
+        col: usize,
+        severity: Severity,
+        code: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            file: file.to_string(),
+            line: line.max(1),
+            col: col.max(1),
+            severity,
+            code: code.to_string(),
+            message: message.into(),
+            suggestion: None,
+            span: (line.max(1), line.max(1)),
+        }
+    }
+
+    pub fn with_suggestion(mut self, s: impl Into<String>) -> Self {
+        self.suggestion = Some(s.into());
+        self
+    }
+
+    pub fn with_span(mut self, span: (usize, usize)) -> Self {
+        self.span = span;
+        self
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub diagnostics: Vec<Diagnostic>,
+    /// File text by name, for snippets.
+    pub sources: HashMap<String, String>,
+    /// Files that could not be read (exit 2).
+    pub io_errors: usize,
+    pub files_checked: usize,
+    pub rules_checked: usize,
+}
+
+impl Report {
+    pub fn errors(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count()
+    }
+}
+
+/// What to check: rule files, SLO specs, a routing config and an owners file.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    pub rules: Vec<PathBuf>,
+    pub slos: Vec<PathBuf>,
+    pub routes: Option<PathBuf>,
+    pub owners: Option<PathBuf>,
+}
+
+/// The repository root above `start`: the nearest directory with `Cargo.toml` or `.git`.
+pub fn find_root(start: &Path) -> Option<PathBuf> {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        if d.join(".git").exists() || d.join("Cargo.toml").exists() {
+            return Some(d.to_path_buf());
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+/// The default layout under `root`: rules/, slos/, routes.yaml or deploy/routes.yaml, owners.yaml.
+pub fn discover(root: &Path) -> Targets {
+    let mut t = Targets::default();
+    if root.join("rules").is_dir() {
+        t.rules.push(root.join("rules"));
+    }
+    if root.join("slos").is_dir() {
+        t.slos.push(root.join("slos"));
+    }
+    for r in ["routes.yaml", "routes.yml", "deploy/routes.yaml", "deploy/routes.yml"] {
+        if root.join(r).is_file() {
+            t.routes = Some(root.join(r));
+            break;
+        }
+    }
+    for o in ["owners.yaml", "owners.yml", "deploy/owners.yaml"] {
+        if root.join(o).is_file() {
+            t.owners = Some(root.join(o));
+            break;
+        }
+    }
+    t
+}
+
+fn is_yaml(p: &Path) -> bool {
+    matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml"))
+}
+
+/// Unit-test files (`promtool test rules` format) live beside rules; they are not rule files.
+fn is_test_file(p: &Path, text: &str) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    name.contains("_test.y") || name.contains(".test.y") || text.lines().any(|l| l.starts_with("rule_files:"))
+}
+
+/// Expands directories into their YAML files, sorted; files are kept as given.
+fn expand(paths: &[PathBuf], out: &mut Vec<PathBuf>, missing: &mut Vec<PathBuf>) {
+    for p in paths {
+        if p.is_dir() {
+            let mut stack = vec![p.clone()];
+            let mut found = Vec::new();
+            while let Some(d) = stack.pop() {
+                let Ok(rd) = std::fs::read_dir(&d) else {
+                    missing.push(d);
+                    continue;
+                };
+                for e in rd.flatten() {
+                    let path = e.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if is_yaml(&path) {
+                        found.push(path);
+                    }
+                }
+            }
+            found.sort();
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            missing.push(p.clone());
+        }
+    }
+}
+
+/// Converts a loader error into a diagnostic.
+pub fn load_error_diag(e: &LoadError) -> Diagnostic {
+    let (line, col) = e.pos().map_or((1, 1), |p| (p.line, p.col));
+    let msg = e.message();
+    let code = match e {
+        LoadError::Io { .. } => "io",
+        LoadError::Syntax { .. } => "yaml/syntax",
+        LoadError::Field { .. } => "rules/field",
+        LoadError::Group { .. } => "rules/group",
+        LoadError::Rule { .. } => {
+            let m = msg.to_ascii_lowercase();
+            if m.contains("template") {
+                "template/syntax"
+            } else if m.contains("parse") || m.contains("expr") || m.contains("promql") {
+                "promql/syntax"
+            } else {
+                "rules/rule"
+            }
+        }
+    };
+    let message = match e {
+        LoadError::Rule {
+            group,
+            index,
+            name,
+            message,
+            ..
+        } => {
+            format!("group {group:?}, rule {index} ({name}): {message}")
+        }
+        LoadError::Group { group, message, .. } => format!("group {group:?}: {message}"),
+        _ => msg.to_string(),
+    };
+    Diagnostic::new(e.file(), line, col, Severity::Error, code, message)
+}
+
+/// Runs every check over `targets`.
+pub fn check(targets: &Targets, cfg: &Config) -> Report {
+    let mut report = Report::default();
+    let mut missing = Vec::new();
+    let mut files = Vec::new();
+    expand(&targets.rules, &mut files, &mut missing);
+    let mut loaded: Vec<RuleFile> = Vec::new();
+    for f in &files {
+        let name = f.display().to_string();
+        let text = match std::fs::read(f) {
+            Ok(b) => match String::from_utf8(b) {
+                Ok(t) => t,
+                Err(_) => {
+                    report.diagnostics.push(Diagnostic::new(
+                        &name,
+                        1,
+                        1,
+                        Severity::Error,
+                        "io",
+                        "the file is not valid UTF-8",
+                    ));
+                    continue;
+                }
+            },
+            Err(e) => {
+                report.io_errors += 1;
+                report
+                    .diagnostics
+                    .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+                continue;
+            }
+        };
+        // A directory holds rule files and their unit tests; a file named explicitly is checked.
+        if !targets.rules.contains(f) && is_test_file(f, &text) {
+            continue;
+        }
+        report.files_checked += 1;
+        let parsed = rfile::parse(&text, f, LoadOptions::default());
+        for e in &parsed.errors {
+            report.diagnostics.push(load_error_diag(e));
+        }
+        report.sources.insert(name, text);
+        if parsed.errors.is_empty() {
+            report.rules_checked += parsed.file.groups.iter().map(|g| g.rules.len()).sum::<usize>();
+            loaded.push(parsed.file);
+        } else {
+            // Lint what could be read, so that one bad rule doesn't hide the others' problems.
+            loaded.push(parsed.file);
+        }
+    }
+    for m in &missing {
+        report.io_errors += 1;
+        report.diagnostics.push(Diagnostic::new(
+            &m.display().to_string(),
+            1,
+            1,
+            Severity::Error,
+            "io",
+            "no such file or directory",
+        ));
+    }
+
+    let routes = targets.routes.as_ref().and_then(|p| {
+        let name = p.display().to_string();
+        if let Ok(t) = std::fs::read_to_string(p) {
+            report.sources.insert(name.clone(), t);
+        }
+        match crate::notify::load_file(p) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                if matches!(e, crate::notify::ConfigError::Io { .. }) {
+                    report.io_errors += 1;
+                }
+                let pos = e.pos();
+                report.diagnostics.push(Diagnostic::new(
+                    &name,
+                    pos.map_or(1, |p| p.line),
+                    pos.map_or(1, |p| p.col),
+                    Severity::Error,
+                    "routes/config",
+                    e.alertmanager_message(),
+                ));
+                None
+            }
+        }
+    });
+
+    lints::run(&loaded, routes.as_ref(), cfg, &report.sources, &mut report.diagnostics);
+
+    if !cfg.promtool_only {
+        if !targets.slos.is_empty() {
+            let mut slo_files = Vec::new();
+            let mut slo_missing = Vec::new();
+            expand(&targets.slos, &mut slo_files, &mut slo_missing);
+            for m in slo_missing {
+                report.io_errors += 1;
+                report.diagnostics.push(Diagnostic::new(
+                    &m.display().to_string(),
+                    1,
+                    1,
+                    Severity::Error,
+                    "io",
+                    "no such file or directory",
+                ));
+            }
+            for f in &slo_files {
+                if let Ok(t) = std::fs::read_to_string(f) {
+                    report.sources.insert(f.display().to_string(), t);
+                }
+            }
+            report.files_checked += slo_files.len();
+            for d in crate::slo::check_paths(&slo_files, &crate::slo::GenerateOptions::default()) {
+                let sev = if d.is_error() {
+                    Severity::Error
+                } else {
+                    Severity::Warning
+                };
+                let code = format!("slo/{}", d.code.trim_start_matches("slo-"));
+                report
+                    .diagnostics
+                    .push(Diagnostic::new(&d.file, d.line, d.col, sev, &code, d.message));
+            }
+        }
+        if let Some(o) = &targets.owners {
+            let name = o.display().to_string();
+            match std::fs::read_to_string(o) {
+                Ok(t) => {
+                    if let Err(e) = crate::rules::yaml::parse(&t) {
+                        report.diagnostics.push(Diagnostic::new(
+                            &name,
+                            e.pos.line,
+                            e.pos.col,
+                            Severity::Error,
+                            "owners/syntax",
+                            e.message,
+                        ));
+                    }
+                    report.sources.insert(name, t);
+                }
+                Err(e) => {
+                    report.io_errors += 1;
+                    report
+                        .diagnostics
+                        .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+                }
+            }
+        }
+    }
+
+    report.diagnostics.retain(|d| cfg.enabled(&d.code));
+    report.diagnostics.sort_by(|a, b| {
+        (&a.file, a.line, a.col, a.severity, &a.code).cmp(&(&b.file, b.line, b.col, b.severity, &b.code))
+    });
+    report.diagnostics.dedup();
+    report
+}

@@ -1,0 +1,483 @@
+//! rulecheck's lints, each with a firing and a clean case, and the command line (formats, exit
+//! codes, discovery, `--base`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use watchfire::check::{check, Config, Diagnostic, Targets};
+
+const GOOD: &str = r#"groups:
+- name: g
+  rules:
+  - alert: Down
+    expr: up{job="api"} == 0
+    for: 5m
+    labels: {severity: page, layer: telemetry}
+    annotations: {summary: s, description: d, runbook_url: r}
+"#;
+
+/// An alert with the policy's labels and annotations around `expr`, plus `extra` YAML keys.
+fn alert(name: &str, expr: &str, annotations: &str) -> String {
+    format!(
+        "  - alert: {name}\n    expr: '{expr}'\n    labels: {{severity: notify, layer: worker}}\n    annotations: {{summary: s, description: d, runbook_url: r{annotations}}}\n"
+    )
+}
+
+fn rules(body: &str) -> String {
+    format!("groups:\n- name: g\n  rules:\n{body}")
+}
+
+fn run_with(src: &str, cfg: Config, routes: Option<&str>) -> Vec<Diagnostic> {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("r.yaml");
+    std::fs::write(&f, src).unwrap();
+    let routes = routes.map(|r| {
+        let p = dir.path().join("routes.yaml");
+        std::fs::write(&p, r).unwrap();
+        p
+    });
+    let t = Targets {
+        rules: vec![f],
+        routes,
+        ..Targets::default()
+    };
+    check(&t, &cfg).diagnostics
+}
+
+fn diags(src: &str) -> Vec<Diagnostic> {
+    run_with(src, Config::default(), None)
+}
+
+fn has(src: &str, code: &str) -> bool {
+    diags(src).iter().any(|d| d.code == code)
+}
+
+#[test]
+fn clean_alert_has_no_findings() {
+    assert_eq!(diags(GOOD), vec![]);
+}
+
+#[test]
+fn promql_syntax_with_position() {
+    let d = diags(&rules(&alert("A", "sum(rate(x_total[5m])", "")));
+    let e = d.iter().find(|d| d.code == "promql/syntax").expect("syntax error");
+    assert_eq!(e.line, 5);
+    assert!(e.col >= 11, "{e:?}");
+}
+
+#[test]
+fn label_flow() {
+    let bad = rules(&alert(
+        "A",
+        "sum by (cluster) (rate(x_total[5m])) > 1",
+        ", x: \"{{ $labels.namespace }}\"",
+    ));
+    let d = diags(&bad);
+    let e = d.iter().find(|d| d.code == "labels/flow").expect("labels/flow");
+    assert_eq!(e.severity, watchfire::check::Severity::Error);
+    assert!(e.message.contains("namespace"));
+    let good = rules(&alert(
+        "A",
+        "sum by (cluster, namespace) (rate(x_total[5m])) > 1",
+        ", x: \"{{ $labels.namespace }}\"",
+    ));
+    assert!(!has(&good, "labels/flow"));
+    let replaced = rules(&alert(
+        "A",
+        r#"label_replace(sum by (cluster) (rate(x_total[5m])), "namespace", "$1", "cluster", "(.*)") > 1"#,
+        ", x: \"{{ $labels.namespace }}\"",
+    ));
+    assert!(!has(&replaced, "labels/flow"));
+    let joined = rules(&alert(
+        "A",
+        "sum by (node) (rate(x_total[5m])) * on (node) group_left (namespace) kube_node_info > 1",
+        ", x: \"{{ $labels.namespace }}\"",
+    ));
+    assert!(!has(&joined, "labels/flow"));
+    let absent = rules(&alert(
+        "A",
+        r#"absent(x_total{job="a"})"#,
+        ", x: \"{{ $labels.instance }}\"",
+    ));
+    assert!(has(&absent, "labels/flow"));
+}
+
+#[test]
+fn label_flow_against_routes() {
+    let routes = "route:\n  receiver: default\n  routes:\n  - receiver: team\n    matchers: ['cluster=\"prod\"']\nreceivers:\n- name: default\n- name: team\n";
+    let bad = rules(&alert("A", "sum by (namespace) (rate(x_total[5m])) > 1", ""));
+    let d = run_with(&bad, Config::default(), Some(routes));
+    assert!(
+        d.iter()
+            .any(|d| d.code == "labels/flow" && d.message.contains("cluster")),
+        "{d:?}"
+    );
+    let good = rules(&alert("A", "sum by (cluster, namespace) (rate(x_total[5m])) > 1", ""));
+    let d = run_with(&good, Config::default(), Some(routes));
+    assert!(!d.iter().any(|d| d.code == "labels/flow"), "{d:?}");
+    let bad_routes = run_with(GOOD, Config::default(), Some("route: {}\nbogus: 1\n"));
+    assert!(bad_routes.iter().any(|d| d.code == "routes/config"));
+}
+
+#[test]
+fn policy_labels_and_annotations() {
+    let none = rules("  - alert: A\n    expr: up == 0\n");
+    let d = diags(&none);
+    for code in ["policy/severity", "policy/label", "policy/annotation"] {
+        assert!(d.iter().any(|x| x.code == code), "{code}: {d:?}");
+    }
+    let wrong = GOOD.replace("severity: page", "severity: critical");
+    assert!(has(&wrong, "policy/severity"));
+    let layer = GOOD.replace("layer: telemetry", "layer: somewhere");
+    assert!(has(&layer, "policy/label"));
+    // Group labels count; the policy is configurable.
+    let cfg = Config {
+        required_labels: vec![],
+        required_annotations: vec![],
+        ..Config::default()
+    };
+    assert!(!run_with(&none, cfg, None).iter().any(|d| d.code.starts_with("policy/")));
+}
+
+#[test]
+fn high_cardinality_labels() {
+    let lab = GOOD.replace("layer: telemetry", "layer: telemetry, run_id: x");
+    assert!(has(&lab, "labels/cardinality"));
+    let by = rules(&alert("A", "sum by (pod_uid) (rate(x_total[5m])) > 1", ""));
+    assert!(has(&by, "labels/cardinality"));
+    let ok = rules(&alert("A", "sum by (pod) (rate(x_total[5m])) > 1", ""));
+    assert!(!has(&ok, "labels/cardinality"));
+}
+
+#[test]
+fn rate_on_gauge() {
+    assert!(has(
+        &rules(&alert("A", "rate(gpu_temperature[5m]) > 1", "")),
+        "promql/rate-gauge"
+    ));
+    assert!(!has(
+        &rules(&alert("A", "rate(x_total[5m]) > 1", "")),
+        "promql/rate-gauge"
+    ));
+    assert!(!has(
+        &rules(&alert("A", "rate(x_bucket[5m]) > 1", "")),
+        "promql/rate-gauge"
+    ));
+}
+
+#[test]
+fn raw_counter_threshold() {
+    assert!(has(&rules(&alert("A", "x_total > 5", "")), "promql/counter"));
+    assert!(has(&rules(&alert("A", "sum(x_total) > 5", "")), "promql/counter"));
+    assert!(!has(&rules(&alert("A", "rate(x_total[5m]) > 5", "")), "promql/counter"));
+}
+
+#[test]
+fn short_ranges() {
+    assert!(has(&rules(&alert("A", "rate(x_total[30s]) > 1", "")), "promql/range"));
+    assert!(!has(&rules(&alert("A", "rate(x_total[1m]) > 1", "")), "promql/range"));
+    let cfg = Config {
+        scrape_interval_ms: 15_000,
+        ..Config::default()
+    };
+    let d = run_with(&rules(&alert("A", "rate(x_total[30s]) > 1", "")), cfg, None);
+    assert!(!d.iter().any(|d| d.code == "promql/range"));
+}
+
+#[test]
+fn for_shorter_than_interval() {
+    assert!(has(&GOOD.replace("for: 5m", "for: 30s"), "alerts/for"));
+    assert!(!has(&GOOD.replace("for: 5m", "for: 1m"), "alerts/for"));
+    let fast = GOOD
+        .replace("- name: g\n", "- name: g\n  interval: 15s\n")
+        .replace("for: 5m", "for: 30s");
+    assert!(!has(&fast, "alerts/for"));
+}
+
+#[test]
+fn nan_comparison() {
+    assert!(has(&rules(&alert("A", "rate(x_total[5m]) == NaN", "")), "promql/nan"));
+    assert!(!has(
+        &rules(&alert("A", "rate(x_total[5m]) != rate(x_total[5m])", "")),
+        "promql/nan"
+    ));
+}
+
+#[test]
+fn recording_rule_naming() {
+    assert!(has(
+        &rules("  - record: foo\n    expr: sum(rate(x_total[5m]))\n"),
+        "naming/recording"
+    ));
+    assert!(!has(
+        &rules("  - record: job:x:rate5m\n    expr: sum by (job) (rate(x_total[5m]))\n"),
+        "naming/recording"
+    ));
+}
+
+#[test]
+fn duplicates() {
+    let dup = rules("  - record: job:x:rate5m\n    expr: sum(x)\n  - record: job:x:rate5m\n    expr: sum(y)\n");
+    let d = diags(&dup);
+    let e = d.iter().find(|d| d.code == "rules/duplicate").expect("duplicate");
+    assert_eq!((e.line, e.severity), (6, watchfire::check::Severity::Error));
+    // promtool reports duplicates as a lint warning only.
+    let cfg = Config {
+        promtool_only: true,
+        ..Config::default()
+    };
+    let d = run_with(&dup, cfg, None);
+    assert!(d.iter().all(|d| d.severity == watchfire::check::Severity::Warning) && !d.is_empty());
+    assert!(!has(
+        &rules("  - record: job:x:rate5m\n    expr: sum(x)\n"),
+        "rules/duplicate"
+    ));
+}
+
+#[test]
+fn inputs_that_can_vanish() {
+    let unguarded = rules(&alert("A", "avg(gpu_util_ratio) < 0.1", ""));
+    let d = diags(&unguarded);
+    assert!(
+        d.iter()
+            .any(|d| d.code == "alerts/absent" && d.message.contains("gpu_util_ratio")),
+        "{d:?}"
+    );
+    let guarded = format!(
+        "{unguarded}{}",
+        alert("GpuUtilMissing", "absent_over_time(gpu_util_ratio[10m])", "")
+    );
+    assert!(!has(&guarded, "alerts/absent"));
+    let up_guard = rules(&format!(
+        "{}{}",
+        alert("A", r#"avg(gpu_util_ratio{job="dcgm"}) < 0.1"#, ""),
+        alert("Down", r#"up{job="dcgm"} == 0"#, "")
+    ));
+    assert!(!has(&up_guard, "alerts/absent"));
+    // Through a recording rule: guarding the recorded input is enough.
+    let recorded = rules(&format!(
+        "  - record: cluster:gpu_util:avg\n    expr: avg by (cluster) (gpu_util_ratio)\n{}{}",
+        alert("A", "cluster:gpu_util:avg < 0.1", ""),
+        alert("M", "absent(gpu_util_ratio)", "")
+    ));
+    assert!(!has(&recorded, "alerts/absent"));
+}
+
+#[test]
+fn always_firing_alert() {
+    assert!(has(&rules(&alert("A", "rate(x_total[5m])", "")), "alerts/comparison"));
+    assert!(!has(
+        &rules(&alert("A", "rate(x_total[5m]) > 0", "")),
+        "alerts/comparison"
+    ));
+}
+
+#[test]
+fn value_in_label() {
+    let v = GOOD.replace("layer: telemetry", "layer: telemetry, v: '{{ $value }}'");
+    assert!(has(&v, "alerts/template"));
+    assert!(!has(GOOD, "alerts/template"));
+}
+
+#[test]
+fn disable_codes() {
+    let cfg = Config {
+        disable: vec!["policy/".into()],
+        ..Config::default()
+    };
+    let d = run_with(&rules("  - alert: A\n    expr: up == 0\n"), cfg, None);
+    assert!(!d.iter().any(|d| d.code.starts_with("policy/")));
+}
+
+#[test]
+fn never_panics_on_odd_input() {
+    for src in [
+        "",
+        "groups:",
+        "- a\n- b",
+        "groups: [{name: x, rules: [{alert: A, expr: '((('}]}]",
+        "\u{0}\u{1}",
+    ] {
+        let _ = diags(src);
+    }
+}
+
+// ---- the command line ----
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rulecheck")
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+fn repo() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    std::fs::create_dir_all(root.join("rules")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), "").unwrap();
+    (dir, root)
+}
+
+#[test]
+fn cli_exit_codes_and_formats() {
+    let (_d, root) = repo();
+    std::fs::write(root.join("rules/good.yaml"), GOOD).unwrap();
+    let out = Command::new(bin()).current_dir(root.join("rules")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+
+    std::fs::write(root.join("rules/warn.yaml"), rules(&alert("B", "x_total > 5", ""))).unwrap();
+    std::fs::write(
+        root.join("rules/warn_test.yaml"),
+        "rule_files: [warn.yaml]\ntests: []\n",
+    )
+    .unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = Command::new(bin()).arg("--strict").current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+
+    std::fs::write(root.join("rules/bad.yaml"), rules("  - alert: A\n    expr: up ==\n")).unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("error[promql/syntax]") && text.contains("bad.yaml:5:"),
+        "{text}"
+    );
+    assert!(text.contains('^'));
+
+    let out = Command::new(bin())
+        .args(["--format", "github"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("::error file=") && l.contains(",line=5,col=")),
+        "{text}"
+    );
+
+    let out = Command::new(bin())
+        .args(["--format", "json"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["errors"].as_u64().unwrap() >= 1);
+
+    let out = Command::new(bin())
+        .arg("nope.yaml")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin()).arg("--bogus").current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn cli_config_file() {
+    let (_d, root) = repo();
+    std::fs::create_dir_all(root.join("alerting")).unwrap();
+    std::fs::write(root.join("alerting/a.yaml"), rules("  - alert: A\n    expr: up == 0\n")).unwrap();
+    std::fs::write(root.join("rulecheck.yaml"), "rules: [alerting]\ndisable: [policy/]\n").unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    std::fs::write(root.join("rulecheck.yaml"), "rules: [alerting]\n").unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::write(root.join("rulecheck.yaml"), "nonsense: 1\n").unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn cli_base_reports_only_changed_rules() {
+    if Command::new("git").arg("--version").output().is_err() {
+        return;
+    }
+    let (_d, root) = repo();
+    git(&root, &["init", "-q"]);
+    // An old problem (no severity) that --base must not report.
+    let old = rules("  - alert: Old\n    expr: up == 0\n    labels: {layer: worker}\n    annotations: {summary: s, description: d, runbook_url: r}\n");
+    std::fs::write(root.join("rules/r.yaml"), &old).unwrap();
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-qm", "base"]);
+    let new = format!("{old}{}", alert("New", "x_total > 5 == NaN", ""));
+    std::fs::write(root.join("rules/r.yaml"), new).unwrap();
+    let out = Command::new(bin())
+        .args(["--base", "HEAD", "--format", "json"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<&str> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"promql/nan"), "{codes:?}");
+    assert!(!codes.contains(&"policy/severity"), "{codes:?}");
+    assert_eq!(out.status.code(), Some(1));
+    // Without --base the old problem shows.
+    let out = Command::new(bin())
+        .args(["--format", "json"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["code"] == "policy/severity"));
+    let out = Command::new(bin())
+        .args(["--base", "no-such-ref"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn watchfire_rulecheck_is_the_same_command() {
+    let (_d, root) = repo();
+    std::fs::write(root.join("rules/good.yaml"), GOOD).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .arg("rulecheck")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(root.join("rules/bad.yaml"), rules("  - alert: A\n    expr: up ==\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .arg("rulecheck")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn regexp_without_regex() {
+    assert!(has(
+        &rules(&alert("A", r#"rate(x_total{job=~"api"}[5m]) > 1"#, "")),
+        "promql/regexp"
+    ));
+    assert!(!has(
+        &rules(&alert("A", r#"rate(x_total{job=~"api|web"}[5m]) > 1"#, "")),
+        "promql/regexp"
+    ));
+}

@@ -4,8 +4,8 @@ mod promqltest;
 mod query;
 mod replay;
 mod routes;
-mod run;
 mod rulecheck;
+mod run;
 mod slo;
 mod test;
 

@@ -96,3 +96,21 @@ fn tiers_pass_promtool() {
     assert!(text.contains("SUCCESS"), "{text}");
     println!("{text}");
 }
+
+/// `watchfire test` also takes the SLO spec itself in `rule_files`, generating its rules, as
+/// `run` and `replay` load `slos/`.
+#[test]
+fn tiers_pass_with_the_spec_as_rule_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(dir().join("spec.yaml"), tmp.path().join("spec.yaml")).expect("copy spec");
+    let test = std::fs::read_to_string(dir().join("tiers_test.yaml")).expect("read test file");
+    let test = test.replace("rule_files: [rules.yaml]", "rule_files: [spec.yaml]");
+    assert!(
+        test.contains("rule_files: [spec.yaml]"),
+        "the test file's rule_files line changed"
+    );
+    std::fs::write(tmp.path().join("tiers_test.yaml"), test).expect("write test file");
+    let report = unittest::run_files(&[tmp.path().join("tiers_test.yaml")], &Options::default());
+    assert!(report.success(), "{}", report.files[0].messages().join("\n"));
+    assert_eq!(report.files[0].groups.len(), GROUPS.len());
+}

@@ -75,14 +75,12 @@ pub fn run_file(path: &Path, opts: &Options) -> FileResult {
     let mut loaded: Vec<RuleFile> = Vec::new();
     let mut load_errors: Vec<String> = Vec::new();
     for p in &rule_paths {
-        match file::load_file(
-            p,
-            LoadOptions {
-                ignore_unknown_fields: opts.ignore_unknown_fields,
-            },
-        ) {
+        let lopts = LoadOptions {
+            ignore_unknown_fields: opts.ignore_unknown_fields,
+        };
+        match load_rules_or_slos(p, lopts) {
             Ok(f) => loaded.push(f),
-            Err(errs) => load_errors.extend(errs.into_iter().map(|e| e.to_string())),
+            Err(errs) => load_errors.extend(errs),
         }
     }
     if !order.is_empty() {
@@ -114,6 +112,41 @@ pub fn run_file(path: &Path, opts: &Options) -> FileResult {
         result.groups.push(run_group(&ctx, i, tg));
     }
     result
+}
+
+/// A rule file, or an SLO spec (Sloth or OpenSLO) whose generated rules are tested directly, as
+/// `run` and `replay` load `slos/`.
+fn load_rules_or_slos(p: &Path, lopts: LoadOptions) -> Result<RuleFile, Vec<String>> {
+    let text = std::fs::read_to_string(p).map_err(|e| vec![format!("{}: {e}", p.display())])?;
+    if !is_slo_spec(&text) {
+        return file::load_file(p, lopts).map_err(|errs| errs.into_iter().map(|e| e.to_string()).collect());
+    }
+    let specs = crate::slo::load_str(&p.display().to_string(), &text).map_err(|e| vec![e.to_string()])?;
+    let rules =
+        crate::slo::generate(&specs, &crate::slo::GenerateOptions::default()).map_err(|e| vec![e.to_string()])?;
+    let parsed = file::parse(&rules, p, lopts);
+    if parsed.errors.is_empty() {
+        Ok(parsed.file)
+    } else {
+        Err(parsed
+            .errors
+            .into_iter()
+            .map(|e| format!("{} (generated from the SLO spec): {e}", p.display()))
+            .collect())
+    }
+}
+
+/// Whether a YAML file is an SLO spec rather than a rule file, by its version marker.
+fn is_slo_spec(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim();
+        let v = |k: &str| {
+            l.strip_prefix(k)
+                .map(|r| r.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+        };
+        v("version:").is_some_and(|x| x == "prometheus/v1")
+            || v("apiVersion:").is_some_and(|x| x.starts_with("sloth.slok.dev/") || x.starts_with("openslo/"))
+    })
 }
 
 fn resolve_rule_files(base: &Path, tf: &TestFile, result: &mut FileResult) -> Vec<PathBuf> {

@@ -93,7 +93,13 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
             Ok(text) => {
                 let parsed = file::parse(&text, Path::new("slo-generated.yaml"), LoadOptions::default());
                 if parsed.errors.is_empty() {
-                    match Group::from_file(&parsed.file, &gcfg) {
+                    // Groups already committed as rules (e.g. rules/slo-generated.yaml) are not
+                    // evaluated twice.
+                    let existing: std::collections::HashSet<String> =
+                        groups.iter().map(|g| g.name().to_string()).collect();
+                    let mut generated = parsed.file;
+                    generated.groups.retain(|g| !existing.contains(&g.name.value));
+                    match Group::from_file(&generated, &gcfg) {
                         Ok(gs) => groups.extend(gs),
                         Err(e) => errors.push(e.to_string()),
                     }

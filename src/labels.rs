@@ -135,6 +135,19 @@ impl Labels {
         Arc::as_ptr(&self.0).cast::<Label>() as usize
     }
 
+    /// Prometheus' `labels.Hash()`: xxHash64 of `name 0xff value 0xff ...`. Used where Prometheus'
+    /// results depend on the hash value itself (`limit_ratio`).
+    pub fn prometheus_hash(&self) -> u64 {
+        let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+        for l in self.0.iter() {
+            h.update(l.name.as_bytes());
+            h.update(&[0xff]);
+            h.update(l.value.as_bytes());
+            h.update(&[0xff]);
+        }
+        h.digest()
+    }
+
     /// A 64-bit hash of the label set, stable within one process.
     pub fn hash64(&self) -> u64 {
         HASHER.hash_one(self)
@@ -355,4 +368,19 @@ pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
         cache.insert(pattern.to_string(), r.clone());
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_hash_is_xxhash_of_the_label_pairs() {
+        // xxHash64 of no bytes, seed 0: Prometheus' hash of the empty label set.
+        assert_eq!(Labels::empty().prometheus_hash(), 0xef46_db37_51d8_e999);
+        let a = Labels::from_pairs([("a", "1"), ("b", "2")]);
+        let b = Labels::from_pairs([("b", "2"), ("a", "1")]);
+        assert_eq!(a.prometheus_hash(), b.prometheus_hash());
+        assert_ne!(a.prometheus_hash(), Labels::from_pairs([("a", "12")]).prometheus_hash());
+    }
 }

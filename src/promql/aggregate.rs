@@ -81,7 +81,7 @@ impl Evaluator<'_> {
                 let out = input
                     .into_iter()
                     .filter(|s| {
-                        let off = s.metric.hash64() as f64 / u64::MAX as f64;
+                        let off = s.metric.prometheus_hash() as f64 / u64::MAX as f64;
                         (r >= 0.0 && off < r) || (r < 0.0 && off >= 1.0 + r)
                     })
                     .collect();

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use watchfire::labels::Labels;
 use watchfire::promql::{Engine, EngineOptions, QueryResult, Value};
-use watchfire::promqltest::finalize;
 use watchfire::promqltest::format::{format_api_timestamp, format_float, format_secs3};
 use watchfire::promqltest::parse_duration;
 use watchfire::tsdb::notation::{self, SeriesValue};
@@ -113,7 +112,7 @@ fn execute(args: &Args) -> Result<String, String> {
 /// Runs an engine call; errors and panics become messages.
 fn guarded(f: impl FnOnce() -> Result<QueryResult, watchfire::promql::Error>) -> Result<QueryResult, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(r)) => Ok(finalize(r)),
+        Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => Err(e.to_string()),
         Err(p) => {
             let msg = p

@@ -2,20 +2,8 @@
 
 use crate::promql::is_stale_nan;
 
-/// Go's `strconv.FormatFloat(v, 'f', -1, 64)` as the Prometheus API uses it: the shortest
-/// representation that reads back exactly, never with an exponent; `NaN`, `+Inf`, `-Inf`.
-pub fn format_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        // Rust's Display for f64 is the shortest round-trip form without an exponent.
-        format!("{v}")
-    }
-}
+/// Go's `strconv.FormatFloat(v, 'f', -1, 64)` as the Prometheus API uses it; the engine's own.
+pub use crate::promql::mathx::format_go_float as format_float;
 
 /// Like [`format_float`], but shows Prometheus' staleness marker as `stale`.
 pub fn format_value(v: f64) -> String {

@@ -485,7 +485,7 @@ impl Runner<'_> {
 /// Runs an engine call, turning a panic into an error so one bad case cannot stop a run.
 fn guarded(f: impl FnOnce() -> Result<QueryResult, Error>) -> Result<QueryResult, RunError> {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(r)) => Ok(finalize(r)),
+        Ok(Ok(r)) => Ok(r),
         Ok(Err(e)) => Err(RunError::Query(e)),
         Err(p) => {
             let msg = p
@@ -496,26 +496,6 @@ fn guarded(f: impl FnOnce() -> Result<QueryResult, Error>) -> Result<QueryResult
             Err(RunError::Panic(msg))
         }
     }
-}
-
-/// Applies delayed name removal, in case the engine left it to the caller.
-pub fn finalize(mut r: QueryResult) -> QueryResult {
-    match &mut r.value {
-        Value::Vector(samples) => {
-            for s in samples.iter_mut().filter(|s| s.drop_name) {
-                s.metric = s.metric.without_name();
-                s.drop_name = false;
-            }
-        }
-        Value::Matrix(series) => {
-            for s in series.iter_mut().filter(|s| s.drop_name) {
-                s.metric = s.metric.without_name();
-                s.drop_name = false;
-            }
-        }
-        _ => {}
-    }
-    r
 }
 
 fn run_error_text(e: &RunError) -> String {

@@ -4,6 +4,7 @@
 # one line per GPU and field with both values. Exits 1 if a field is missing or off.
 #
 #   node-probe/gpu-check.sh
+#   NODE_PROBE_BIN=path/to/node-probe node-probe/gpu-check.sh
 #   DURATION=30 NVML_LIB=/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 node-probe/gpu-check.sh
 #
 # Tolerances: power draw moves between two reads, so +-10 % or 15 W; limits +-1 W; temperature
@@ -15,8 +16,13 @@ DURATION=${DURATION:-30}
 NVML_LIB=${NVML_LIB:-libnvidia-ml.so.1}
 
 command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found: this check needs a machine with an NVIDIA GPU"; exit 1; }
-cargo build --release --quiet -p node-probe
-T=${CARGO_TARGET_DIR:-target}/release
+# NODE_PROBE_BIN: a prebuilt binary (for machines without a Rust toolchain); otherwise build it.
+if [ -n "${NODE_PROBE_BIN:-}" ]; then
+  probe=$NODE_PROBE_BIN
+else
+  cargo build --release --quiet -p node-probe
+  probe=${CARGO_TARGET_DIR:-target}/release/node-probe
+fi
 work=$(mktemp -d)
 pid=
 cleanup() {
@@ -25,7 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$T/node-probe" --listen 127.0.0.1:0 --node gpu-check --poll-interval 1s --nvml-lib "$NVML_LIB" 2>"$work/log" &
+"$probe" --listen 127.0.0.1:0 --node gpu-check --poll-interval 1s --nvml-lib "$NVML_LIB" 2>"$work/log" &
 pid=$!
 addr=
 for _ in $(seq 100); do

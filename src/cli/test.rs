@@ -14,9 +14,14 @@ pub struct Args {
     /// Accept unknown keys in test and rule files.
     #[arg(long)]
     ignore_unknown_fields: bool,
-    /// Engine lookback (Prometheus duration); 5m1ms reproduces Prometheus 2.x's closed window.
+    /// Engine lookback (Prometheus duration, default 5m).
     #[arg(long, value_name = "DURATION")]
     lookback_delta: Option<String>,
+    /// PromQL selection semantics: 3 (Prometheus 3.x, left-open windows) or 2 (Prometheus 2.x:
+    /// range, lookback and subquery windows include their left end), for suites written against
+    /// promtool 2.x.
+    #[arg(long, value_name = "MAJOR", default_value = "3", value_parser = ["2", "3"])]
+    promql_compat: String,
     /// Test files run at once (0 = one per CPU).
     #[arg(short = 'j', long, default_value_t = 0)]
     jobs: usize,
@@ -32,6 +37,7 @@ pub fn run(a: Args) -> i32 {
     };
     o.ignore_unknown_fields = a.ignore_unknown_fields;
     o.jobs = a.jobs;
+    o.closed_windows = a.promql_compat == "2";
     if let Some(d) = a.lookback_delta {
         match watchfire::rules::Duration::parse(&d) {
             Ok(d) => o.lookback_ms = Some(d.ms()),

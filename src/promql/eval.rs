@@ -78,6 +78,8 @@ pub(crate) struct RangeWindow {
 pub(crate) struct Evaluator<'a> {
     src: &'a dyn Queryable,
     pub(crate) lookback: i64,
+    /// 1 under Prometheus 2.x's closed windows, else 0: subtracted from a window's exclusive left bound.
+    pub(crate) closed: i64,
     default_step: i64,
     /// Query start and end, for `@ start()` and `@ end()`.
     q_start: i64,
@@ -125,16 +127,19 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn new(
         src: &'a dyn Queryable,
         expr: &Expr,
-        lookback: i64,
-        default_step: i64,
+        opts: &super::EngineOptions,
         q_start: i64,
         q_end: i64,
         query: &str,
     ) -> Self {
+        // 2.x's closed windows: a sample exactly `range` (or `lookback`) old is in. Widening the
+        // exclusive left bound by one millisecond is exactly that, since timestamps are integers.
+        let closed = i64::from(opts.closed_windows);
         let mut ev = Evaluator {
             src,
-            lookback,
-            default_step,
+            lookback: opts.lookback_ms + closed,
+            closed,
+            default_step: opts.default_subquery_step_ms,
             q_start,
             q_end,
             q_step: 0,
@@ -360,9 +365,9 @@ impl<'a> Evaluator<'a> {
         let mut out = Vec::with_capacity(f.series.len());
         for (i, s) in f.series.iter().enumerate() {
             let samples = s.range_samples();
-            // Left-open window (r - range, r].
+            // Left-open window (r - range, r] ([r - range, r] under 2.x semantics).
             let (lo_hint, hi_hint) = s.range_hint.get();
-            let lo = seek(samples, lo_hint, r - range);
+            let lo = seek(samples, lo_hint, r - range - self.closed);
             let hi = seek(samples, hi_hint.max(lo), r);
             s.range_hint.set((lo, hi));
             if lo < hi {
@@ -392,10 +397,11 @@ impl<'a> Evaluator<'a> {
             .map(dur_ms)
             .filter(|s| *s > 0)
             .unwrap_or(self.default_step);
-        // First step-aligned timestamp after r - range (Go's truncating division, as Prometheus).
+        // First step-aligned timestamp after r - range (Go's truncating division, as Prometheus);
+        // at or after it under 2.x semantics.
         let lo = r - range;
         let mut start = step * (lo / step);
-        if start <= lo {
+        if start < lo + 1 - self.closed {
             start += step;
         }
         // (metric, drop_name, samples) per output series, in first-seen order.

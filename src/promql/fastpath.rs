@@ -171,7 +171,7 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
                 let mut any = false;
                 for i in 0..n {
                     let r = start + step * i as i64 + off;
-                    a = seek(samples, a, r - range);
+                    a = seek(samples, a, r - range - ev.closed);
                     b = seek(samples, b.max(a), r);
                     let w = RangeWindow {
                         start: r - range,

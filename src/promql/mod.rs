@@ -45,6 +45,10 @@ pub struct EngineOptions {
     /// Default subquery resolution in ms when the subquery gives no step (Prometheus: the
     /// global evaluation interval, 1m by default).
     pub default_subquery_step_ms: i64,
+    /// Prometheus 2.x selection semantics: range, lookback and subquery windows include their left
+    /// end (`[t - range, t]`). Prometheus 3.0 made them left-open (`(t - range, t]`), the default here.
+    /// Rule suites written against Prometheus 2.x (and promtool 2.x's verdicts) need this.
+    pub closed_windows: bool,
 }
 
 impl Default for EngineOptions {
@@ -52,6 +56,7 @@ impl Default for EngineOptions {
         EngineOptions {
             lookback_ms: 5 * 60 * 1000,
             default_subquery_step_ms: 60 * 1000,
+            closed_windows: false,
         }
     }
 }
@@ -79,15 +84,7 @@ impl Engine {
     }
 
     fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
-        let ev = Evaluator::new(
-            src,
-            ast,
-            self.opts.lookback_ms,
-            self.opts.default_subquery_step_ms,
-            t,
-            t,
-            text,
-        );
+        let ev = Evaluator::new(src, ast, &self.opts, t, t, text);
         let value = match ev.eval(ast, t)? {
             Value::Vector(v) => Value::Vector(finish_vector(v)?),
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),
@@ -155,15 +152,7 @@ impl Engine {
                 )))
             }
         }
-        let mut ev = Evaluator::new(
-            src,
-            ast,
-            self.opts.lookback_ms,
-            self.opts.default_subquery_step_ms,
-            start,
-            end,
-            text,
-        );
+        let mut ev = Evaluator::new(src, ast, &self.opts, start, end, text);
         ev.q_step = step;
         ev.precomputed = fastpath::precompute(&ev, ast, start, end, step)?;
         warn_ineffective_sort(&ev, ast);

@@ -50,6 +50,9 @@ pub struct Options {
     /// Prometheus 2.x included a sample exactly 5m old; `300001` reproduces that for instant
     /// selectors when running tests written against promtool 2.x.
     pub lookback_ms: Option<i64>,
+    /// Prometheus 2.x's closed selection windows (`--promql-compat 2`), for suites written
+    /// against promtool 2.x; see [`crate::promql::EngineOptions::closed_windows`].
+    pub closed_windows: bool,
     /// Test files run at once (0 = one per CPU). Results keep the order of the paths.
     pub jobs: usize,
 }

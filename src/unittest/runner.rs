@@ -104,6 +104,7 @@ pub fn run_file(path: &Path, opts: &Options) -> FileResult {
         load_errors: &load_errors,
         fuzzy: tf.fuzzy_compare,
         lookback_ms: opts.lookback_ms,
+        closed_windows: opts.closed_windows,
     };
     for (i, tg) in tf.tests.iter().enumerate() {
         if !opts.run.is_empty() && !opts.run.iter().any(|r| r.is_match(&tg.name)) {
@@ -182,6 +183,7 @@ struct FileCtx<'a> {
     load_errors: &'a [String],
     fuzzy: bool,
     lookback_ms: Option<i64>,
+    closed_windows: bool,
 }
 
 /// A case waiting for its step.
@@ -302,6 +304,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
 
     let mut engine_opts = EngineOptions {
         default_subquery_step_ms: ctx.eval_interval,
+        closed_windows: ctx.closed_windows,
         ..EngineOptions::default()
     };
     if let Some(l) = ctx.lookback_ms.filter(|&l| l > 0) {

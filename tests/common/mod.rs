@@ -1,4 +1,6 @@
 //! Helpers shared by integration tests.
+// Each test binary includes this module and uses a subset of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -37,4 +39,42 @@ pub fn record_json(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
         }
     });
     bodies
+}
+
+/// A moto server (AWS APIs on loopback) on a free port, killed on drop. Needs `moto_server` on PATH
+/// (`pip install 'moto[server]'`, which `.ci/run` does); a missing binary fails the test.
+pub struct Moto {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`
+    pub endpoint: String,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server not found: pip install 'moto[server]'");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "moto_server did not start on {endpoint}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        // Credentials and region for the SDK's default chain: moto accepts any.
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        std::env::set_var("AWS_REGION", "us-east-1");
+        Moto { child, endpoint }
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

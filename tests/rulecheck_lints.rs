@@ -481,3 +481,57 @@ fn regexp_without_regex() {
         "promql/regexp"
     ));
 }
+
+#[test]
+fn owners_file_checked_against_routes_and_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let rules_src = rules(&format!(
+        "{}    labels: {{severity: page, layer: worker, owner: ml-trainig}}\n",
+        "  - alert: Stuck\n    expr: up == 0\n    annotations: {summary: s, description: d, runbook_url: r}\n"
+    ));
+    let r = write("r.yaml", &rules_src);
+    let routes = write(
+        "routes.yaml",
+        "route: {receiver: default}\nreceivers:\n- name: default\n- name: training-pd\n",
+    );
+    let owners_ok = "team_label: owner\nteams:\n- name: ml-training\n  receivers: {page: training-pd}\n";
+    let owners_bad_receiver =
+        "team_label: owner\nteams:\n- name: ml-training\n  receivers: {page: training-pd, notify: training-sns}\n";
+    let owners_bad_key = "team_label: owner\nteams:\n- name: ml-training\n  recievers: {page: training-pd}\n";
+    let run = |owners: &str| {
+        let o = write("owners.yaml", owners);
+        let t = Targets {
+            rules: vec![r.clone()],
+            routes: Some(routes.clone()),
+            owners: Some(o),
+            ..Targets::default()
+        };
+        check(&t, &Config::default()).diagnostics
+    };
+
+    // The rule names a team that does not exist (a typo): error at the label's value.
+    let d = run(owners_ok);
+    let unknown: Vec<_> = d.iter().filter(|d| d.code == "owners/unknown-team").collect();
+    assert_eq!(unknown.len(), 1, "{d:?}");
+    assert!(unknown[0].message.contains("\"ml-trainig\""), "{}", unknown[0].message);
+    assert_eq!((unknown[0].line, unknown[0].col), (7, 52));
+
+    // A team pages a receiver the routing config does not define.
+    let d = run(owners_bad_receiver);
+    let missing: Vec<_> = d.iter().filter(|d| d.code == "owners/receiver").collect();
+    assert_eq!(missing.len(), 1, "{d:?}");
+    assert!(missing[0].message.contains("notify receiver \"training-sns\""));
+    assert_eq!(missing[0].line, 3);
+
+    // Unknown keys are errors with their position, as `watchfire run` reports them.
+    let d = run(owners_bad_key);
+    let cfg: Vec<_> = d.iter().filter(|d| d.code == "owners/config").collect();
+    assert_eq!(cfg.len(), 1, "{d:?}");
+    assert_eq!((cfg[0].line, cfg[0].col), (4, 3));
+    assert!(cfg[0].message.contains("recievers"), "{}", cfg[0].message);
+}

@@ -365,16 +365,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
             let name = o.display().to_string();
             match std::fs::read_to_string(o) {
                 Ok(t) => {
-                    if let Err(e) = crate::rules::yaml::parse(&t) {
-                        report.diagnostics.push(Diagnostic::new(
-                            &name,
-                            e.pos.line,
-                            e.pos.col,
-                            Severity::Error,
-                            "owners/syntax",
-                            e.message,
-                        ));
-                    }
+                    check_owners(&name, &t, routes.as_ref(), &loaded, &mut report.diagnostics);
                     report.sources.insert(name, t);
                 }
                 Err(e) => {
@@ -393,4 +384,75 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
     });
     report.diagnostics.dedup();
     report
+}
+
+/// The owners file: loaded as `watchfire run` loads it (unknown keys, bad regexes and matchers
+/// are errors), every receiver a team names exists in the routing config, and rules name only
+/// known teams in the team label.
+fn check_owners(
+    name: &str,
+    text: &str,
+    routes: Option<&crate::notify::Config>,
+    rules: &[crate::rules::RuleFile],
+    out: &mut Vec<Diagnostic>,
+) {
+    let owners = match crate::notify::owners::Owners::load_str(text, name) {
+        Ok(o) => o,
+        Err(e) => {
+            out.push(Diagnostic::new(
+                name,
+                e.pos.line,
+                e.pos.col,
+                Severity::Error,
+                "owners/config",
+                e.message,
+            ));
+            return;
+        }
+    };
+    if let Some(routes) = routes {
+        for team in &owners.teams {
+            let r = &team.receivers;
+            for (kind, recv) in [("page", &r.page), ("notify", &r.notify), ("info", &r.info)] {
+                if let Some(recv) = recv.as_deref().filter(|n| routes.receiver(n).is_none()) {
+                    out.push(Diagnostic::new(
+                        name,
+                        team.pos.line,
+                        team.pos.col,
+                        Severity::Error,
+                        "owners/receiver",
+                        format!(
+                            "team {:?}: {kind} receiver {recv:?} is not defined in the routing config",
+                            team.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    // A rule that sets the team label to a name the owners file does not know routes its alerts
+    // to no team's receivers (owner resolution ignores unknown names), which is never intended.
+    for f in rules {
+        for g in &f.groups {
+            for r in &g.rules {
+                let Some(def) = r.labels.iter().find(|l| l.name.value == owners.team_label) else {
+                    continue;
+                };
+                let value = &def.value.value;
+                if !value.contains("{{") && owners.team(value).is_none() {
+                    out.push(Diagnostic::new(
+                        &f.path.display().to_string(),
+                        def.value.pos.line,
+                        def.value.pos.col,
+                        Severity::Error,
+                        "owners/unknown-team",
+                        format!(
+                            "{} sets {}={value:?}, which is not a team in {name}",
+                            r.name.value, owners.team_label
+                        ),
+                    ));
+                }
+            }
+        }
+    }
 }

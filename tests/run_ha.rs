@@ -1,0 +1,170 @@
+//! High availability: two `watchfire run` replicas with the same configuration each page, with
+//! the same PagerDuty dedup key, so PagerDuty opens one incident; with
+//! `--shard N/M` each rule group is evaluated by exactly one replica.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn start(config: &Path, extra: &[&str]) -> Proc {
+    Proc(
+        Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .args(["run", "--config"])
+            .arg(config)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start watchfire run"),
+    )
+}
+
+fn get_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    })
+}
+
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A replica's directory: the shared rules and routes, its own state and listen port.
+fn replica(root: &Path, name: &str, port: u16) -> std::path::PathBuf {
+    let cfg = root.join(format!("{name}.yaml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state-{name}\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+#[test]
+fn two_replicas_page_once_through_the_dedup_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let pd = TcpListener::bind("127.0.0.1:0").unwrap();
+    let pd_port = pd.local_addr().unwrap().port();
+    let events = common::record_json(pd);
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: GPUXid\n        expr: vector(1)\n        labels: {severity: page, cluster: c1, namespace: training}\n        annotations: {summary: XID 79 on gpu-1}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: pd\n  group_by: [alertname, cluster]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Watchdog]\n      receiver: none\nreceivers:\n  - name: none\n  - name: pd\n    pagerduty_configs:\n      - routing_key: rk\n        url: http://127.0.0.1:{pd_port}/v2/enqueue\n"
+        ),
+    )
+    .unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    let _a = start(&replica(root, "a", p1), &[]);
+    let _b = start(&replica(root, "b", p2), &[]);
+
+    // Both replicas evaluate and page independently (no coordination needed)...
+    let triggers = wait_for("a trigger from each replica", 30, || {
+        let ev = events.lock().unwrap();
+        let t: Vec<serde_json::Value> = ev.iter().filter(|e| e["event_action"] == "trigger").cloned().collect();
+        (t.len() >= 2).then_some(t)
+    });
+    // ...with the same dedup key: PagerDuty merges them into one incident.
+    let keys: BTreeSet<&str> = triggers.iter().map(|e| e["dedup_key"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), 1, "{triggers:#?}");
+    let key = keys.into_iter().next().unwrap().to_string();
+    assert_eq!(key.len(), 64, "sha256 hex of the group key");
+    assert_eq!(triggers[0]["payload"]["summary"], triggers[1]["payload"]["summary"]);
+
+    // The group key (and so the dedup key) does not depend on the replica: a third replica
+    // started later, with fresh state, pages with the same key.
+    let p3 = free_port();
+    let _c = start(&replica(root, "c", p3), &[]);
+    wait_for("the late replica's trigger", 30, || {
+        let ev = events.lock().unwrap();
+        (ev.iter().filter(|e| e["event_action"] == "trigger").count() >= 3).then_some(())
+    });
+    let all: BTreeSet<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e["dedup_key"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(all, BTreeSet::from([key]));
+}
+
+#[test]
+fn shards_split_the_groups_between_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut rules = String::from("groups:\n");
+    for i in 0..12 {
+        rules += &format!(
+            "  - name: group-{i}\n    interval: 1s\n    rules:\n      - record: r{i}\n        expr: vector({i})\n"
+        );
+    }
+    std::fs::write(root.join("rules.yaml"), rules).unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route: {receiver: none}\nreceivers:\n  - name: none\n",
+    )
+    .unwrap();
+    let (p0, p1) = (free_port(), free_port());
+    let _s0 = start(&replica(root, "s0", p0), &["--shard", "0/2"]);
+    let _s1 = start(&replica(root, "s1", p1), &["--shard", "1/2"]);
+    let groups = |port: u16| -> Option<BTreeSet<String>> {
+        let v = get_json(port, "/api/v1/rules")?;
+        let g = v["data"]["groups"].as_array()?;
+        // Only groups that have been evaluated count.
+        let names: BTreeSet<String> = g
+            .iter()
+            .filter(|g| g["lastEvaluation"].as_str().is_some_and(|t| !t.starts_with("0001")))
+            .map(|g| g["name"].as_str().unwrap_or("").to_string())
+            .collect();
+        Some(names)
+    };
+    let (g0, g1) = wait_for("both shards evaluating", 30, || {
+        let (a, b) = (groups(p0)?, groups(p1)?);
+        (!a.is_empty() && !b.is_empty() && a.len() + b.len() == 12).then_some((a, b))
+    });
+    assert!(g0.is_disjoint(&g1), "{g0:?} {g1:?}");
+    let all: BTreeSet<String> = g0.union(&g1).cloned().collect();
+    assert_eq!(all.len(), 12);
+    // The split is stable: the same config gives the same shard on a restart.
+    assert_eq!(groups(p0), Some(g0));
+}

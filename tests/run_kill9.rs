@@ -125,3 +125,81 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
     assert_eq!(slow(port), Some(("firing".to_string(), active_at)));
     assert_eq!(paged(&bodies), 1, "{:?}", bodies.lock().unwrap());
 }
+
+#[test]
+fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (hook, bodies) = recorder();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // `Ends` fires now and its condition turns false 12 s from now, after the restart below;
+    // `Waits` stays pending for an hour.
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 12;
+    std::fs::write(
+        root.join("rules.yaml"),
+        format!(
+            "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {until}\n        for: 1s\n      - alert: Waits\n        expr: vector(1)\n        for: 1h\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Ends]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+    let state_of = |name: &str| {
+        let v = alerts(port)?;
+        v["data"]["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["labels"]["alertname"] == name)
+            .map(|a| {
+                (
+                    a["state"].as_str().unwrap_or("").to_string(),
+                    a["activeAt"].as_str().unwrap_or("").to_string(),
+                )
+            })
+    };
+    let sent = |status: &str| {
+        bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "Ends")
+            .count()
+    };
+
+    let p = start(root);
+    wait_for("Ends paged", 10, || (sent("firing") == 1).then_some(()));
+    let waits = wait_for("Waits pending", 10, || {
+        state_of("Waits").filter(|(s, _)| s == "pending")
+    });
+    drop(p); // SIGKILL while Ends is firing and Waits pending
+
+    let _p = start(root);
+    let restored = wait_for("the restarted API", 20, || state_of("Waits"));
+    assert_eq!(restored, waits, "pending alert restored with its ActiveAt");
+    // The condition ends after the restart: the resolve is delivered, once, and nothing re-pages.
+    wait_for("the resolve", 30, || (sent("resolved") == 1).then_some(()));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        (sent("firing"), sent("resolved")),
+        (1, 1),
+        "{:?}",
+        bodies.lock().unwrap()
+    );
+    assert_eq!(state_of("Waits"), Some(waits));
+}

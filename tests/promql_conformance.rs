@@ -1,6 +1,7 @@
 //! Prometheus' own engine tests (../shared/conformance/promqltest) through our engine.
 //! The bar from the engine issue: at least 95% of the evaluated cases pass, and skips (cases
-//! the parser cannot read) stay under 15% of the cases that need no native histograms.
+//! the parser cannot read) stay under 15% of the cases that need no native histograms; at
+//! least 1460 cases pass (1468 with native histogram evaluation).
 
 use std::path::PathBuf;
 
@@ -42,7 +43,15 @@ fn prometheus_promqltest_suite() {
     let evaluated = total.passed + total.failed;
     let pass_rate = total.passed as f64 / evaluated as f64;
     assert!(pass_rate >= 0.95, "pass rate {pass_rate:.3} below 0.95: {total}");
-    let native = total.skip_reasons.get("native histogram").copied().unwrap_or(0);
+    // Native histograms are evaluated in part; cases needing the rest (histogram data in
+    // contexts the engine does not handle yet, NHCB loads) are skipped, never answered.
+    assert!(total.passed >= 1460, "fewer cases pass than before: {total}");
+    let native: usize = total
+        .skip_reasons
+        .iter()
+        .filter(|(reason, _)| reason.contains("native histogram"))
+        .map(|(_, n)| n)
+        .sum();
     let all = total.passed + total.failed + total.skipped;
     let skip_rate = (total.skipped - native) as f64 / (all - native) as f64;
     assert!(

@@ -1,6 +1,6 @@
 //! The HTTP API over a running service (embedded source, real clock, 1s groups): Prometheus'
-//! rules/alerts JSON, Alertmanager ingest with bearer-token auth, /metrics, health, reload,
-//! and the status page.
+//! rules/alerts JSON, Alertmanager ingest with bearer-token auth, the Alertmanager v2 alerts,
+//! status and silence endpoints (auth, errors), /metrics, health, reload, and the status page.
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -136,6 +136,131 @@ fn api_endpoints() {
         assert_eq!(post(Some("s3cret"), alert).await.unwrap().status(), 200);
         assert_eq!(post(Some("s3cret"), "{").await.unwrap().status(), 400);
         assert_eq!(post(Some("s3cret"), r#"[{"labels":{}}]"#).await.unwrap().status(), 400);
+
+        // Alertmanager API v2: the received alert with its receiver; silences need the token.
+        let v2: serde_json::Value = c
+            .get(format!("{base}/api/v2/alerts"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let xid = v2
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["labels"]["alertname"] == "GpuXid")
+            .unwrap_or_else(|| panic!("{v2}"));
+        assert_eq!(xid["receivers"][0]["name"], "none");
+        assert_eq!(xid["status"]["state"], "active");
+        let status: serde_json::Value = c
+            .get(format!("{base}/api/v2/status"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(status["cluster"]["status"], "disabled");
+        let silence = r#"{"matchers":[{"name":"alertname","value":"GpuXid","isRegex":false}],"startsAt":"2020-01-01T00:00:00Z","endsAt":"2999-01-01T00:00:00Z","createdBy":"me","comment":"c"}"#;
+        let post_silence = |tok: Option<&str>| {
+            let mut rb = c.post(format!("{base}/api/v2/silences")).body(silence.to_string());
+            if let Some(t) = tok {
+                rb = rb.bearer_auth(t);
+            }
+            rb.send()
+        };
+        assert_eq!(post_silence(None).await.unwrap().status(), 401);
+        let created: serde_json::Value = post_silence(Some("s3cret")).await.unwrap().json().await.unwrap();
+        let id = created["silenceID"].as_str().unwrap().to_string();
+        let v2: serde_json::Value = c
+            .get(format!("{base}/api/v2/alerts?filter=alertname%3D%22GpuXid%22"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(v2.as_array().unwrap().len(), 1, "{v2}");
+        assert_eq!(v2[0]["status"]["state"], "suppressed");
+        assert_eq!(v2[0]["status"]["silencedBy"][0], id.as_str());
+        // Grafana's views: alert groups by receiver, and the receivers.
+        let groups: serde_json::Value = c
+            .get(format!("{base}/api/v2/alerts/groups?filter=alertname%3DGpuXid"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(groups[0]["receiver"]["name"], "none", "{groups}");
+        assert_eq!(groups[0]["alerts"][0]["labels"]["node"], "n1", "{groups}");
+        let receivers: serde_json::Value = c
+            .get(format!("{base}/api/v2/receivers"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(receivers, serde_json::json!([{"name": "none"}]));
+        // An update by id (only the comment changes) keeps the id.
+        let mut upd: serde_json::Value = c
+            .get(format!("{base}/api/v2/silence/{id}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        upd["comment"] = "longer maintenance".into();
+        let r: serde_json::Value = c
+            .post(format!("{base}/api/v2/silences"))
+            .bearer_auth("s3cret")
+            .json(&upd)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["silenceID"], id.as_str());
+        let listed: serde_json::Value = c
+            .get(format!("{base}/api/v2/silences"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+        assert_eq!(listed[0]["comment"], "longer maintenance");
+
+        let del = |tok: Option<&str>| {
+            let mut rb = c.delete(format!("{base}/api/v2/silence/{id}"));
+            if let Some(t) = tok {
+                rb = rb.bearer_auth(t);
+            }
+            rb.send()
+        };
+        assert_eq!(del(None).await.unwrap().status(), 401);
+        assert_eq!(del(Some("s3cret")).await.unwrap().status(), 200);
+        let again = del(Some("s3cret")).await.unwrap();
+        assert_eq!(again.status(), 500, "already expired, as Alertmanager answers");
+        let gone = c
+            .delete(format!("{base}/api/v2/silence/nope"))
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status(), 404);
+        let bad_filter = c
+            .get(format!("{base}/api/v2/silences?filter=%7Bnot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad_filter.status(), 400);
 
         let reload = |tok: &str| c.post(format!("{base}/-/reload")).bearer_auth(tok.to_string()).send();
         let resp = reload("s3cret").await.unwrap();

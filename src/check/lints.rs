@@ -438,6 +438,12 @@ fn lint_rule(
                 );
             }
         }
+        // watchfire's no-data / error policy annotations (src/rules/alerting.rs).
+        for a in &r.annotations {
+            if let Some(msg) = crate::rules::alerting::policy_annotation_error(&a.name.value, &a.value.value) {
+                out.push(ctx.at(a.value.pos, Severity::Error, "rules/policy", msg));
+            }
+        }
         // `for` shorter than the group interval: it holds for one evaluation anyway.
         if let Some(f) = &r.for_ {
             let ms = f.value.ms();

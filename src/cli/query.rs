@@ -300,6 +300,7 @@ mod tests {
     #[test]
     fn json_like_prometheus() {
         let v = Value::Vector(vec![Sample {
+            h: None,
             metric: Labels::from_pairs([("__name__", "up"), ("job", "a\"b")]),
             t: 1_700_000_000_123,
             v: 1.0,
@@ -310,6 +311,7 @@ mod tests {
             r#"{"resultType":"vector","result":[{"metric":{"__name__":"up","job":"a\"b"},"value":[1700000000.123,"1"]}]}"#
         );
         let m = Value::Matrix(vec![Series {
+            histograms: Vec::new(),
             metric: Labels::empty(),
             samples: vec![(0, f64::NAN), (60_000, f64::INFINITY)],
             drop_name: false,
@@ -335,6 +337,7 @@ mod tests {
     #[test]
     fn text_like_console() {
         let v = Value::Vector(vec![Sample {
+            h: None,
             metric: Labels::from_pairs([("__name__", "up"), ("a", "b")]),
             t: 1_700_000_000_000,
             v: 1.0,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 
@@ -26,12 +27,18 @@ const SEPARATOR: u8 = 0xff;
 
 /// `model.LabelSet.Fingerprint()`.
 pub fn fingerprint(labels: &Labels) -> Fingerprint {
+    fingerprint_of(labels.iter())
+}
+
+/// [`fingerprint`] of labels sorted by name (a subset of a label set, say), without building
+/// the set.
+pub fn fingerprint_of<'a>(labels: impl Iterator<Item = &'a crate::labels::Label>) -> Fingerprint {
     let mut h = FNV_OFFSET;
     let mut add = |b: u8| {
         h ^= b as u64;
         h = h.wrapping_mul(FNV_PRIME);
     };
-    for l in labels.iter() {
+    for l in labels {
         for b in l.name.bytes() {
             add(b);
         }
@@ -185,7 +192,32 @@ impl PostableAlert {
     /// `startsAt` is now (or `endsAt` if only that is given), missing `endsAt` is
     /// `now + resolve_timeout` and marks the alert as timing out; empty label values dropped.
     pub fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
-        let labels = Labels::from_pairs(self.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        ReceivedAlert {
+            labels: Labels::from_pairs(self.labels.iter().map(|(n, v)| (n.as_str(), v.as_str()))),
+            annotations: self.annotations.into_iter().filter(|(_, v)| !v.is_empty()).collect(),
+            starts_at: self.starts_at,
+            ends_at: self.ends_at,
+            generator_url: self.generator_url,
+        }
+        .into_alert(now, resolve_timeout)
+    }
+}
+
+/// An alert decoded from a `POST /api/v2/alerts` body by [`decode_postable_alerts`]: a
+/// [`PostableAlert`] whose labels are already a label set (empty values dropped) and whose
+/// annotations are already filtered, so ingest copies no string twice.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReceivedAlert {
+    pub labels: Labels,
+    pub annotations: BTreeMap<String, String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub generator_url: String,
+}
+
+impl ReceivedAlert {
+    /// As [`PostableAlert::into_alert`]: Alertmanager's defaults and validation.
+    pub fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
         let starts_at = match (self.starts_at, self.ends_at) {
             (Some(s), _) => s,
             (None, Some(e)) if e < now => e,
@@ -195,20 +227,20 @@ impl PostableAlert {
             Some(e) => (e, false),
             None => (now + resolve_timeout.as_chrono(), true),
         };
-        if labels.is_empty() {
+        if self.labels.is_empty() {
             return Err("at least one label pair required".into());
         }
         if ends_at < starts_at {
             return Err("start time must be before end time".into());
         }
-        for l in labels.iter() {
+        for l in self.labels.iter() {
             if !super::matchers::is_valid_label_name(&l.name) {
                 return Err(format!("invalid name {}", super::yaml::go_quote(&l.name)));
             }
         }
         Ok(Alert {
-            labels,
-            annotations: self.annotations.into_iter().filter(|(_, v)| !v.is_empty()).collect(),
+            labels: self.labels,
+            annotations: self.annotations,
             starts_at,
             ends_at: Some(ends_at),
             generator_url: self.generator_url,
@@ -218,11 +250,371 @@ impl PostableAlert {
     }
 }
 
+/// What the ingest path turns into a stored alert: either form of a received alert.
+pub trait IntoAlert {
+    fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String>;
+}
+
+impl IntoAlert for PostableAlert {
+    fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
+        PostableAlert::into_alert(self, now, resolve_timeout)
+    }
+}
+
+impl IntoAlert for ReceivedAlert {
+    fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
+        ReceivedAlert::into_alert(self, now, resolve_timeout)
+    }
+}
+
+pub use decode::decode_postable_alerts;
+
+/// `POST /api/v2/alerts` bodies decoded straight into [`ReceivedAlert`]s (no `serde_json::Value`
+/// in between: that was about half of the ingest CPU), with the checks the Value-based parser
+/// made: labels and annotations objects of strings (or null), `startsAt`/`endsAt` RFC 3339 (or
+/// null, "", Go's zero time), `generatorURL` a string (anything else reads as ""), unknown
+/// fields ignored, duplicate keys: the last wins.
+mod decode {
+    use std::borrow::Cow;
+    use std::cell::{Cell, RefCell};
+    use std::collections::{BTreeMap, HashSet};
+    use std::fmt;
+    use std::sync::Arc;
+
+    use chrono::{DateTime, Utc};
+    use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    use serde::de::Deserialize as _;
+
+    use super::ReceivedAlert;
+    use crate::labels::{Label, Labels};
+
+    /// Decodes a request body; the error is the message for a 400 answer.
+    pub fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
+        let index = Cell::new(None);
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let res = Batch { index: &index }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+        res.map_err(|e| match (e.classify(), index.get()) {
+            (serde_json::error::Category::Data, Some(i)) => format!("alert {i}: {e}"),
+            (serde_json::error::Category::Data, None) => "body must be a JSON array of alerts".to_string(),
+            _ => format!("body is not JSON: {e}"),
+        })
+    }
+
+    /// How many distinct label names a thread keeps shared; past that the cache starts over
+    /// (a sender with unbounded label names must not grow it without end).
+    const NAME_CACHE_MAX: usize = 4096;
+
+    thread_local! {
+        /// Label names seen on this thread: the same few names come with every alert, and
+        /// sharing one `Arc<str>` per name saves an allocation per label.
+        static NAMES: RefCell<HashSet<Arc<str>>> = RefCell::new(HashSet::new());
+    }
+
+    fn label_name(n: &str) -> Arc<str> {
+        NAMES.with(|c| {
+            let mut c = c.borrow_mut();
+            if let Some(a) = c.get(n) {
+                return Arc::clone(a);
+            }
+            if c.len() >= NAME_CACHE_MAX {
+                c.clear();
+            }
+            let a: Arc<str> = Arc::from(n);
+            c.insert(Arc::clone(&a));
+            a
+        })
+    }
+
+    /// A string, borrowed from the body where it has no escapes.
+    struct Str<'de>(Cow<'de, str>);
+
+    impl<'de> de::Deserialize<'de> for Str<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Str<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Borrowed(s)))
+                }
+                fn visit_str<E: de::Error>(self, s: &str) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(s.to_string())))
+                }
+                fn visit_string<E: de::Error>(self, s: String) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(s)))
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+
+    /// Any JSON value, kept only when it is a string (or told apart as null).
+    enum Loose<'de> {
+        Str(Cow<'de, str>),
+        Null,
+        Other,
+    }
+
+    impl<'de> de::Deserialize<'de> for Loose<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Loose<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Str(Cow::Borrowed(s)))
+                }
+                fn visit_str<E: de::Error>(self, s: &str) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Str(Cow::Owned(s.to_string())))
+                }
+                fn visit_string<E: de::Error>(self, s: String) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Str(Cow::Owned(s)))
+                }
+                fn visit_unit<E: de::Error>(self) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Null)
+                }
+                fn visit_none<E: de::Error>(self) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Null)
+                }
+                fn visit_bool<E: de::Error>(self, _: bool) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Other)
+                }
+                fn visit_i64<E: de::Error>(self, _: i64) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Other)
+                }
+                fn visit_u64<E: de::Error>(self, _: u64) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Other)
+                }
+                fn visit_f64<E: de::Error>(self, _: f64) -> Result<Loose<'de>, E> {
+                    Ok(Loose::Other)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Loose<'de>, A::Error> {
+                    while seq.next_element::<IgnoredAny>()?.is_some() {}
+                    Ok(Loose::Other)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Loose<'de>, A::Error> {
+                    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                    Ok(Loose::Other)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// The top-level array; `index` says which alert is being read (for error messages).
+    struct Batch<'a> {
+        index: &'a Cell<Option<usize>>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Batch<'_> {
+        type Value = Vec<ReceivedAlert>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Batch<'_> {
+        type Value = Vec<ReceivedAlert>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON array of alerts")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            loop {
+                self.index.set(Some(out.len()));
+                match seq.next_element_seed(AlertSeed)? {
+                    Some(a) => out.push(a),
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
+
+    struct AlertSeed;
+
+    impl<'de> DeserializeSeed<'de> for AlertSeed {
+        type Value = ReceivedAlert;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ReceivedAlert, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for AlertSeed {
+        type Value = ReceivedAlert;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an alert object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReceivedAlert, A::Error> {
+            let mut a = ReceivedAlert::default();
+            while let Some(k) = map.next_key::<Str<'de>>()? {
+                match &*k.0 {
+                    "labels" => a.labels = map.next_value_seed(Pairs::Labels)?.into_labels(),
+                    "annotations" => a.annotations = map.next_value_seed(Pairs::Annotations)?.into_annotations(),
+                    "startsAt" => a.starts_at = map.next_value_seed(Time("startsAt"))?,
+                    "endsAt" => a.ends_at = map.next_value_seed(Time("endsAt"))?,
+                    "generatorURL" => {
+                        a.generator_url = match map.next_value::<Loose<'de>>()? {
+                            Loose::Str(s) => s.into_owned(),
+                            _ => String::new(),
+                        }
+                    }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(a)
+        }
+    }
+
+    /// `labels` or `annotations`: an object of strings, or null.
+    #[derive(Clone, Copy)]
+    enum Pairs {
+        Labels,
+        Annotations,
+    }
+
+    enum PairsValue {
+        Labels(Vec<Label>),
+        Annotations(BTreeMap<String, String>),
+    }
+
+    impl PairsValue {
+        fn into_labels(self) -> Labels {
+            let PairsValue::Labels(mut v) = self else {
+                return Labels::empty();
+            };
+            // Sorted by name; of duplicate names the last wins (a stable sort keeps their
+            // order); empty values mean "absent".
+            v.sort_by(|a, b| a.name.cmp(&b.name));
+            let mut out: Vec<Label> = Vec::with_capacity(v.len());
+            for l in v {
+                match out.last_mut() {
+                    Some(last) if last.name == l.name => *last = l,
+                    _ => out.push(l),
+                }
+            }
+            out.retain(|l| !l.value.is_empty());
+            Labels::from_sorted(out)
+        }
+
+        fn into_annotations(self) -> BTreeMap<String, String> {
+            match self {
+                PairsValue::Annotations(m) => m,
+                PairsValue::Labels(_) => BTreeMap::new(),
+            }
+        }
+    }
+
+    impl Pairs {
+        fn what(self) -> &'static str {
+            match self {
+                Pairs::Labels => "labels",
+                Pairs::Annotations => "annotations",
+            }
+        }
+
+        fn not_object<E: de::Error>(self) -> Result<PairsValue, E> {
+            Err(E::custom(format!("{} must be an object", self.what())))
+        }
+
+        fn empty(self) -> PairsValue {
+            match self {
+                Pairs::Labels => PairsValue::Labels(Vec::new()),
+                Pairs::Annotations => PairsValue::Annotations(BTreeMap::new()),
+            }
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Pairs {
+        type Value = PairsValue;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<PairsValue, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Pairs {
+        type Value = PairsValue;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "{} as an object of strings", self.what())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PairsValue, A::Error> {
+            let mut out = self.empty();
+            while let Some(n) = map.next_key::<Str<'de>>()? {
+                let v = match map.next_value::<Loose<'de>>()? {
+                    Loose::Str(v) => v,
+                    _ => {
+                        return Err(de::Error::custom(format!("{}.{} must be a string", self.what(), n.0)));
+                    }
+                };
+                match &mut out {
+                    PairsValue::Labels(ls) => ls.push(Label {
+                        name: label_name(&n.0),
+                        value: Arc::from(&*v),
+                    }),
+                    PairsValue::Annotations(m) => {
+                        if v.is_empty() {
+                            m.remove(&*n.0);
+                        } else {
+                            m.insert(n.0.into_owned(), v.into_owned());
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<PairsValue, E> {
+            Ok(self.empty())
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<PairsValue, E> {
+            self.not_object()
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<PairsValue, E> {
+            self.not_object()
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<PairsValue, E> {
+            self.not_object()
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<PairsValue, E> {
+            self.not_object()
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<PairsValue, E> {
+            self.not_object()
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<PairsValue, A::Error> {
+            self.not_object()
+        }
+    }
+
+    /// `startsAt` / `endsAt`: RFC 3339; null, "" and Go's zero time mean "not given".
+    struct Time(&'static str);
+
+    impl<'de> DeserializeSeed<'de> for Time {
+        type Value = Option<DateTime<Utc>>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            match Loose::deserialize(d)? {
+                Loose::Null => Ok(None),
+                Loose::Str(s) if s.is_empty() || s.starts_with("0001-01-01") => Ok(None),
+                Loose::Str(s) => DateTime::parse_from_rfc3339(&s)
+                    .map(|t| Some(t.with_timezone(&Utc)))
+                    .map_err(|e| de::Error::custom(format!("{}: {e}", self.0))),
+                Loose::Other => Err(de::Error::custom(format!("{} must be an RFC 3339 string", self.0))),
+            }
+        }
+    }
+}
+
 /// The alert store (`provider/mem`): one alert per fingerprint, re-sent alerts merged when
 /// their activity ranges overlap.
 #[derive(Clone, Debug, Default)]
 pub struct AlertStore {
-    alerts: HashMap<Fingerprint, Alert>,
+    /// Shared with the inhibitor and the aggregation groups, which hold the same versions.
+    alerts: HashMap<Fingerprint, Arc<Alert>>,
 }
 
 impl AlertStore {
@@ -231,7 +623,12 @@ impl AlertStore {
     }
 
     /// Stores an alert and returns the stored (possibly merged) version.
-    pub fn put(&mut self, mut alert: Alert) -> Alert {
+    pub fn put(&mut self, alert: Alert) -> Arc<Alert> {
+        self.put_shared(alert).1
+    }
+
+    /// [`AlertStore::put`], also returning the fingerprint.
+    pub fn put_shared(&mut self, mut alert: Alert) -> (Fingerprint, Arc<Alert>) {
         let fp = alert.fingerprint();
         if let Some(old) = self.alerts.get(&fp) {
             let overlaps = |t: DateTime<Utc>| t > old.starts_at && old.ends_at.is_some_and(|e| t < e);
@@ -239,17 +636,18 @@ impl AlertStore {
                 alert = old.merge(&alert);
             }
         }
-        self.alerts.insert(fp, alert.clone());
-        alert
+        let alert = Arc::new(alert);
+        self.alerts.insert(fp, Arc::clone(&alert));
+        (fp, alert)
     }
 
     pub fn get(&self, fp: Fingerprint) -> Option<&Alert> {
-        self.alerts.get(&fp)
+        self.alerts.get(&fp).map(|a| &**a)
     }
 
     /// All alerts, in fingerprint order.
     pub fn list(&self) -> Vec<&Alert> {
-        let mut v: Vec<&Alert> = self.alerts.values().collect();
+        let mut v: Vec<&Alert> = self.alerts.values().map(|a| &**a).collect();
         v.sort_by_key(|a| a.fingerprint());
         v
     }

@@ -5,12 +5,13 @@
 //! that did not change meanwhile are removed; empty groups are dropped by a cleanup every 30s.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::labels::Labels;
 
-use super::alert::{alert_order, fingerprint, labelset_string, Alert, Fingerprint};
+use super::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint};
 use super::route::{Route, RouteOpts};
 
 /// How often empty groups are dropped (the dispatcher's cleanup ticker).
@@ -23,7 +24,8 @@ pub struct AggrGroup {
     pub route_id: String,
     pub opts: RouteOpts,
     pub labels: Labels,
-    pub alerts: BTreeMap<Fingerprint, Alert>,
+    /// Shared with the alert store: joining a group copies no alert.
+    pub alerts: BTreeMap<Fingerprint, Arc<Alert>>,
     /// When the group's timer fires next.
     pub next_flush: DateTime<Utc>,
     pub has_flushed: bool,
@@ -59,7 +61,9 @@ pub struct Flush {
 #[derive(Clone, Debug)]
 pub struct Dispatcher {
     route: Route,
-    groups: BTreeMap<(String, Fingerprint), AggrGroup>,
+    /// By route id, then group-label fingerprint: the order of the (id, fingerprint) pairs,
+    /// and a route's groups are found by `&str` without allocating a key per alert.
+    groups: BTreeMap<String, BTreeMap<Fingerprint, AggrGroup>>,
     next_cleanup: DateTime<Utc>,
 }
 
@@ -79,36 +83,36 @@ impl Dispatcher {
 
     /// The live groups.
     pub fn groups(&self) -> impl Iterator<Item = &AggrGroup> {
-        self.groups.values()
+        self.groups.values().flat_map(BTreeMap::values)
     }
 
     /// Routes an alert (as stored) into its groups at `now` (`processAlert` for each match).
     pub fn process_alert(&mut self, alert: &Alert, now: DateTime<Utc>) {
-        let matched: Vec<(String, String, RouteOpts, Labels)> = self
-            .route
-            .match_labels(&alert.labels)
-            .into_iter()
-            .map(|r| {
-                (
-                    r.id().to_string(),
-                    r.key().to_string(),
-                    r.opts.clone(),
-                    r.group_labels(&alert.labels),
-                )
-            })
-            .collect();
-        for (route_id, route_key, opts, labels) in matched {
-            let gfp = fingerprint(&labels);
-            let group = self.groups.entry((route_id.clone(), gfp)).or_insert_with(|| AggrGroup {
-                route_key,
-                route_id,
-                next_flush: now + opts.group_wait.as_chrono(),
-                opts,
-                labels,
+        self.process_shared(alert.fingerprint(), &Arc::new(alert.clone()), now);
+    }
+
+    /// [`Dispatcher::process_alert`] for an alert the store shares, its fingerprint known.
+    pub fn process_shared(&mut self, fp: Fingerprint, alert: &Arc<Alert>, now: DateTime<Utc>) {
+        // The ingest hot path: most alerts join an existing group, so the group labels, the
+        // route's key and its options are built only for a new one.
+        for r in self.route.match_labels(&alert.labels) {
+            let in_group = |name: &str| r.opts.group_by_all || r.opts.group_by.contains(name);
+            let gfp = fingerprint_of(alert.labels.iter().filter(|l| in_group(&l.name)));
+            let route_groups = match self.groups.get_mut(r.id()) {
+                Some(g) => g,
+                None => self.groups.entry(r.id().to_string()).or_default(),
+            };
+            let group = route_groups.entry(gfp).or_insert_with(|| AggrGroup {
+                route_key: r.key().to_string(),
+                route_id: r.id().to_string(),
+                next_flush: now + r.opts.group_wait.as_chrono(),
+                opts: r.opts.clone(),
+                // The alert's labels are sorted, unique and non-empty; so is any subset.
+                labels: Labels::from_sorted(alert.labels.iter().filter(|l| in_group(&l.name)).cloned().collect()),
                 alerts: BTreeMap::new(),
                 has_flushed: false,
             });
-            group.alerts.insert(alert.fingerprint(), alert.clone());
+            group.alerts.insert(fp, Arc::clone(alert));
             // An alert older than group_wait flushes a group that has not flushed yet at once.
             if !group.has_flushed && alert.starts_at + group.opts.group_wait.as_chrono() < now {
                 group.next_flush = now;
@@ -118,8 +122,7 @@ impl Dispatcher {
 
     /// When the next timer (a group flush or the cleanup) fires.
     pub fn next_timer(&self) -> DateTime<Utc> {
-        self.groups
-            .values()
+        self.groups()
             .map(|g| g.next_flush)
             .min()
             .map_or(self.next_cleanup, |t| t.min(self.next_cleanup))
@@ -131,14 +134,18 @@ impl Dispatcher {
         let due = self
             .groups
             .iter()
+            .flat_map(|(id, gs)| gs.iter().map(move |(fp, g)| ((id, *fp), g)))
             .min_by_key(|(_, g)| g.next_flush)
-            .map(|(k, g)| (k.clone(), g.next_flush));
+            .map(|((id, fp), g)| ((id.clone(), fp), g.next_flush));
         let (key, t) = match due {
             Some((k, t)) if t <= self.next_cleanup => (k, t),
             _ => {
                 // The cleanup is the earlier timer.
                 if self.next_cleanup <= now {
-                    self.groups.retain(|_, g| !g.alerts.is_empty());
+                    for gs in self.groups.values_mut() {
+                        gs.retain(|_, g| !g.alerts.is_empty());
+                    }
+                    self.groups.retain(|_, gs| !gs.is_empty());
                     self.next_cleanup += CLEANUP_INTERVAL;
                 }
                 return None;
@@ -147,7 +154,7 @@ impl Dispatcher {
         if t > now {
             return None;
         }
-        let g = self.groups.get_mut(&key)?;
+        let g = self.groups.get_mut(&key.0)?.get_mut(&key.1)?;
         g.next_flush = t + g.opts.group_interval.as_chrono();
         g.has_flushed = true;
         if g.alerts.is_empty() {
@@ -157,7 +164,7 @@ impl Dispatcher {
             .alerts
             .values()
             .map(|a| {
-                let mut a = a.clone();
+                let mut a = Alert::clone(a);
                 if !a.resolved_at(t) {
                     a.ends_at = None;
                 }
@@ -182,8 +189,13 @@ impl Dispatcher {
         if !success {
             return;
         }
-        let key = (flush.route_id.clone(), fingerprint(&flush.group_labels));
-        let Some(g) = self.groups.get_mut(&key) else { return };
+        let Some(g) = self
+            .groups
+            .get_mut(&flush.route_id)
+            .and_then(|gs| gs.get_mut(&fingerprint(&flush.group_labels)))
+        else {
+            return;
+        };
         for a in &flush.alerts {
             if !a.resolved_at(flush.at) {
                 continue;

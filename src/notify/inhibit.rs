@@ -3,6 +3,7 @@
 //! another that also matches both sides (nor by itself).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -18,7 +19,8 @@ pub struct InhibitRule {
     pub source_matchers: Vec<Matcher>,
     pub target_matchers: Vec<Matcher>,
     pub equal: Vec<String>,
-    sources: BTreeMap<Fingerprint, Alert>,
+    /// Shared with the alert store.
+    sources: BTreeMap<Fingerprint, Arc<Alert>>,
 }
 
 fn matchers_of(eq: &[(String, String)], re: &[(String, String)], ms: &[Matcher]) -> Vec<Matcher> {
@@ -93,9 +95,16 @@ impl Inhibitor {
 
     /// Records an alert (as stored, after merging) as a possible source.
     pub fn observe(&mut self, alert: &Alert) {
+        if self.rules.iter().any(|r| r.source_matches(&alert.labels)) {
+            self.observe_shared(alert.fingerprint(), &Arc::new(alert.clone()));
+        }
+    }
+
+    /// [`Inhibitor::observe`] for an alert the store shares, its fingerprint known.
+    pub fn observe_shared(&mut self, fp: Fingerprint, alert: &Arc<Alert>) {
         for r in &mut self.rules {
             if r.source_matches(&alert.labels) {
-                r.sources.insert(alert.fingerprint(), alert.clone());
+                r.sources.insert(fp, Arc::clone(alert));
             }
         }
     }

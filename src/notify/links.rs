@@ -40,6 +40,78 @@ pub struct Link {
     pub url: String,
 }
 
+impl Link {
+    /// The link kinds [`LinkConfig::render`] makes, by name (for links read back from the outbox).
+    pub fn kind_from(name: &str) -> Option<&'static str> {
+        ["runbook", "grafana", "cloudwatch", "kubectl", "run_tracking"]
+            .into_iter()
+            .find(|k| *k == name)
+    }
+}
+
+/// What leaves for a receiver: `n` with the deny-listed labels removed from its alerts and group
+/// labels, and the diagnostic links rendered for its lead alert (the first firing one, else the
+/// first). Links are rendered from the redacted labels, so a denied label cannot leak through a
+/// URL either. The rule's expression comes from the alert's generator URL (`g0.expr`), which
+/// watchfire's rules and Prometheus' both set. The notification log keeps using the original
+/// alerts; only the delivered copy is changed.
+pub fn outgoing(n: &super::Notification, owners: &super::owners::Owners) -> super::Notification {
+    let settings = &owners.settings;
+    let mut out = n.clone();
+    out.group_labels = settings.redact(&n.group_labels);
+    // The group key spells out the group labels: a group by a denied label must not leak it
+    // there either (receivers that hash the key, like PagerDuty's dedup key, hash the redacted one).
+    if out.group_labels.len() != n.group_labels.len() {
+        let full = format!(":{}", super::alert::labelset_string(&n.group_labels));
+        if let Some(route_key) = n.group_key.strip_suffix(&full) {
+            out.group_key = super::dispatch::group_key(route_key, &out.group_labels);
+        }
+    }
+    for a in &mut out.alerts {
+        a.labels = settings.redact(&a.labels);
+    }
+    let lead = out
+        .alerts
+        .iter()
+        .find(|a| !a.resolved_at(out.at))
+        .or(out.alerts.first());
+    let empty = BTreeMap::new();
+    let labels = lead.map_or_else(|| out.group_labels.clone(), |a| a.labels.clone());
+    let owner = owners.resolve(&labels).map(|(t, _)| t.name.clone());
+    let expr = lead.and_then(|a| expr_from_generator_url(&a.generator_url));
+    out.links = settings.links.render(&LinkContext {
+        labels: &labels,
+        annotations: lead.map_or(&empty, |a| &a.annotations),
+        owner: owner.as_deref(),
+        expr: expr.as_deref(),
+        starts_ms: lead.map_or(out.at.timestamp_millis(), |a| a.starts_at.timestamp_millis()),
+        at_ms: out.at.timestamp_millis(),
+    });
+    out
+}
+
+/// The expression in a Prometheus generator URL (`.../graph?g0.expr=...&g0.tab=1`).
+pub fn expr_from_generator_url(url: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    let raw = query.split('&').find_map(|kv| kv.strip_prefix("g0.expr="))?;
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok().filter(|e| !e.is_empty())
+}
+
 /// Link templates.
 #[derive(Clone, Debug)]
 pub struct LinkConfig {

@@ -43,6 +43,9 @@ pub struct Notification {
     pub alerts: Vec<Alert>,
     pub reason: Reason,
     pub at: DateTime<Utc>,
+    /// Diagnostic links for the receiver, rendered by [`super::links::outgoing`] (empty until
+    /// then).
+    pub links: Vec<super::links::Link>,
 }
 
 impl Notification {
@@ -94,9 +97,9 @@ impl Notifier {
     /// Receives alerts at `now` (as `POST /api/v2/alerts` does after validation).
     pub fn put_alerts(&mut self, alerts: impl IntoIterator<Item = Alert>, now: DateTime<Utc>) {
         for a in alerts {
-            let stored = self.store.put(a);
-            self.inhibitor.observe(&stored);
-            self.dispatcher.process_alert(&stored, now);
+            let (fp, stored) = self.store.put_shared(a);
+            self.inhibitor.observe_shared(fp, &stored);
+            self.dispatcher.process_shared(fp, &stored, now);
         }
     }
 
@@ -246,6 +249,7 @@ impl Notifier {
                 alerts: sent,
                 reason,
                 at: now,
+                links: Vec::new(),
             };
             if deliver(&n) {
                 self.nflog.log(

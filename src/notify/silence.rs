@@ -190,18 +190,26 @@ impl Silences {
         Ok(id)
     }
 
-    /// Expires a silence at `now`: an active one ends now, a pending one never starts.
+    /// Expires a silence at `now`: an active one ends now, a pending one never starts. The end
+    /// is one millisecond before `now` (Alertmanager's clock has nanoseconds; ours, at
+    /// milliseconds, would otherwise keep the silence active for the rest of this millisecond,
+    /// since the end is inclusive).
     pub fn expire(&mut self, id: &str, now: DateTime<Utc>) -> Result<(), SilenceError> {
         let s = self
             .by_id
             .get_mut(id)
             .ok_or_else(|| SilenceError::NotFound(id.into()))?;
+        let end = now - chrono::Duration::milliseconds(1);
         match s.state(now) {
             SilenceState::Expired => return Err(SilenceError::AlreadyExpired(id.into())),
-            SilenceState::Active => s.ends_at = now,
+            SilenceState::Active => {
+                s.ends_at = end;
+                // Started within this millisecond: keep start <= end.
+                s.starts_at = s.starts_at.min(end);
+            }
             SilenceState::Pending => {
-                s.starts_at = now;
-                s.ends_at = now;
+                s.starts_at = end;
+                s.ends_at = end;
             }
         }
         s.updated_at = now;
@@ -229,6 +237,159 @@ impl Silences {
     /// Drops silences expired before `now - retention`.
     pub fn gc(&mut self, now: DateTime<Utc>, retention: chrono::Duration) {
         self.by_id.retain(|_, s| s.ends_at + retention > now);
+    }
+
+    /// Puts back a silence saved earlier (persisted state), as it was: id, times and all.
+    /// Later ids are allocated past the restored ones.
+    pub fn restore(&mut self, mut s: Silence) -> Result<(), SilenceError> {
+        s.compiled = Self::validate(&s)?;
+        if let Some(n) = s.id.strip_suffix("-wf").and_then(|h| u64::from_str_radix(h, 16).ok()) {
+            self.next_id = self.next_id.max(n);
+        }
+        self.by_id.insert(s.id.clone(), s);
+        Ok(())
+    }
+
+    /// The silences in the order Alertmanager's API lists them: active (soonest end first),
+    /// then pending (soonest start first), then expired (latest end first).
+    pub fn sorted(&self, now: DateTime<Utc>) -> Vec<&Silence> {
+        let mut v: Vec<&Silence> = self.by_id.values().collect();
+        let rank = |s: &Silence| match s.state(now) {
+            SilenceState::Active => 0,
+            SilenceState::Pending => 1,
+            SilenceState::Expired => 2,
+        };
+        v.sort_by(|a, b| {
+            rank(a).cmp(&rank(b)).then_with(|| match a.state(now) {
+                SilenceState::Active => a.ends_at.cmp(&b.ends_at),
+                SilenceState::Pending => a.starts_at.cmp(&b.starts_at),
+                SilenceState::Expired => b.ends_at.cmp(&a.ends_at),
+            })
+        });
+        v
+    }
+}
+
+/// Alertmanager's `GET /api/v2/silences?filter=`: whether a silence's matchers satisfy the
+/// filter matchers (`CheckSilenceMatchesFilterLabels`): the silence's matchers are read as a
+/// label set (name → value/pattern); an empty filter value on an absent name passes.
+pub fn matches_filter(s: &Silence, filter: &[Matcher]) -> bool {
+    let sms: BTreeMap<&str, &str> = s.matchers.iter().map(|m| (m.name.as_str(), m.value.as_str())).collect();
+    filter.iter().all(|m| {
+        let v = sms.get(m.name.as_str()).copied();
+        let negative = matches!(
+            m.op,
+            crate::labels::MatchOp::NotEqual | crate::labels::MatchOp::NotRegex(_)
+        );
+        if m.value.is_empty() && (v.is_some() == negative) {
+            return true;
+        }
+        m.matches(v.unwrap_or(""))
+    })
+}
+
+fn go_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+impl Silence {
+    /// The API v2 `gettableSilence` JSON at `now`.
+    pub fn to_json(&self, now: DateTime<Utc>) -> serde_json::Value {
+        let matchers: Vec<serde_json::Value> = self
+            .matchers
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "name": m.name,
+                    "value": m.value,
+                    "isRegex": m.is_regex,
+                    "isEqual": m.is_equal,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "id": self.id,
+            "status": {"state": self.state(now).as_str()},
+            "updatedAt": go_time(self.updated_at),
+            "matchers": matchers,
+            "startsAt": go_time(self.starts_at),
+            "endsAt": go_time(self.ends_at),
+            "createdBy": self.created_by,
+            "comment": self.comment,
+        })
+    }
+
+    /// Reads an API v2 `postableSilence` (or a saved `gettableSilence`: `updatedAt` is kept
+    /// when present). Errors name the field, as Alertmanager's schema validation does.
+    pub fn from_json(v: &serde_json::Value) -> Result<Silence, String> {
+        let obj = v.as_object().ok_or("silence must be a JSON object")?;
+        let string = |k: &str| -> Result<String, String> {
+            match obj.get(k) {
+                Some(serde_json::Value::String(s)) => Ok(s.clone()),
+                None | Some(serde_json::Value::Null) => Err(format!("{k} in body is required")),
+                Some(_) => Err(format!("{k} in body must be of type string")),
+            }
+        };
+        let time = |k: &str| -> Result<DateTime<Utc>, String> {
+            let s = string(k)?;
+            DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| format!("{k} in body must be of type date-time: {s:?}: {e}"))
+        };
+        let id = match obj.get("id") {
+            None | Some(serde_json::Value::Null) => String::new(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(_) => return Err("id in body must be of type string".into()),
+        };
+        let raw = match obj.get("matchers") {
+            Some(serde_json::Value::Array(a)) => a,
+            None | Some(serde_json::Value::Null) => return Err("matchers in body is required".into()),
+            Some(_) => return Err("matchers in body must be of type array".into()),
+        };
+        if raw.is_empty() {
+            return Err("matchers in body should have at least 1 items".into());
+        }
+        let mut matchers = Vec::with_capacity(raw.len());
+        for (i, m) in raw.iter().enumerate() {
+            let m = m
+                .as_object()
+                .ok_or_else(|| format!("matchers.{i} in body must be of type object"))?;
+            let s = |k: &str| -> Result<String, String> {
+                m.get(k)
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("matchers.{i}.{k} in body is required"))
+            };
+            let b = |k: &str, default: Option<bool>| -> Result<bool, String> {
+                match (m.get(k), default) {
+                    (Some(serde_json::Value::Bool(b)), _) => Ok(*b),
+                    (None | Some(serde_json::Value::Null), Some(d)) => Ok(d),
+                    (None | Some(serde_json::Value::Null), None) => {
+                        Err(format!("matchers.{i}.{k} in body is required"))
+                    }
+                    _ => Err(format!("matchers.{i}.{k} in body must be of type boolean")),
+                }
+            };
+            matchers.push(SilenceMatcher {
+                name: s("name")?,
+                value: s("value")?,
+                is_regex: b("isRegex", None)?,
+                is_equal: b("isEqual", Some(true))?,
+            });
+        }
+        let starts_at = time("startsAt")?;
+        let mut s = Silence::new(
+            matchers,
+            starts_at,
+            time("endsAt")?,
+            &string("createdBy")?,
+            &string("comment")?,
+        );
+        s.id = id;
+        if obj.contains_key("updatedAt") {
+            s.updated_at = time("updatedAt")?;
+        }
+        Ok(s)
     }
 }
 
@@ -325,5 +486,56 @@ mod tests {
             "2024-01-01T11:00:00Z"
         )
         .contains("invalid label matcher 0"));
+    }
+
+    #[test]
+    fn json_round_trip_restore_and_filter() {
+        let now = t("2024-01-01T10:00:00Z");
+        let mut s = Silences::new();
+        let id = s
+            .set(
+                Silence::new(
+                    vec![m("alertname", "Disk", false, true), m("node", "n.*", true, false)],
+                    now,
+                    t("2024-01-01T12:00:00Z"),
+                    "me",
+                    "c",
+                ),
+                now,
+            )
+            .unwrap();
+        let j = s.get(&id).unwrap().to_json(now);
+        assert_eq!(j["status"]["state"], "active");
+        assert_eq!(j["matchers"][1]["isEqual"], false);
+        assert_eq!(j["startsAt"], "2024-01-01T10:00:00Z");
+        let back = Silence::from_json(&j).unwrap();
+        assert_eq!(back.id, id);
+        assert_eq!(back.matchers, s.get(&id).unwrap().matchers);
+        // Restored into a fresh set, new ids do not collide with it.
+        let mut r = Silences::new();
+        r.restore(back).unwrap();
+        let id2 = r
+            .set(Silence::new(vec![m("a", "b", false, true)], now, now, "me", "c"), now)
+            .unwrap();
+        assert_ne!(id2, id);
+        // Filters: equality on a matcher's value; an empty value on an absent name passes.
+        let f = |txt: &str| crate::notify::matchers::parse_matcher(txt).unwrap();
+        let sil = r.get(&id).unwrap();
+        assert!(matches_filter(sil, &[f("alertname=Disk")]));
+        assert!(!matches_filter(sil, &[f("alertname=CPU")]));
+        assert!(matches_filter(sil, &[f("team=\"\"")]));
+        assert!(
+            matches_filter(sil, &[f("node=~n.*")]),
+            "compares the pattern as a value"
+        );
+        // Missing required fields are named.
+        let err = Silence::from_json(&serde_json::json!({"matchers": []})).unwrap_err();
+        assert_eq!(err, "matchers in body should have at least 1 items");
+        let err = Silence::from_json(&serde_json::json!({
+            "matchers": [{"name": "a", "value": "b", "isRegex": false}],
+            "startsAt": "2024-01-01T10:00:00Z", "endsAt": "2024-01-01T11:00:00Z", "comment": "c"
+        }))
+        .unwrap_err();
+        assert_eq!(err, "createdBy in body is required");
     }
 }

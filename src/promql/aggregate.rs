@@ -218,6 +218,7 @@ impl Evaluator<'_> {
             };
             let drop_name = g.drop_name && g.metric.has(METRIC_NAME);
             out.push(Sample {
+                h: None,
                 metric: g.metric,
                 t,
                 v,

@@ -8,10 +8,13 @@ use promql_parser::parser::token::{
 };
 use promql_parser::parser::{BinModifier, BinaryExpr, LabelModifier, VectorMatchCardinality};
 
+use std::sync::Arc;
+
 use super::eval::Evaluator;
-use super::value::{Sample, Value};
+use super::value::{FloatHistogram, Sample, Value};
 use super::Error;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
+use crate::tsdb::CounterResetHint;
 
 type TokenId = u16;
 
@@ -121,9 +124,15 @@ impl Evaluator<'_> {
                 Ok(Value::Scalar { t, v })
             }
             (Value::Vector(l), Value::Scalar { v: r, .. }) => {
+                if l.iter().any(|s| s.h.is_some()) {
+                    return Ok(Value::Vector(histogram_scalar(op, l, r, false, return_bool)?));
+                }
                 Ok(Value::Vector(vector_scalar(op, l, r, false, return_bool)))
             }
             (Value::Scalar { v: l, .. }, Value::Vector(r)) => {
+                if r.iter().any(|s| s.h.is_some()) {
+                    return Ok(Value::Vector(histogram_scalar(op, r, l, true, return_bool)?));
+                }
                 Ok(Value::Vector(vector_scalar(op, r, l, true, return_bool)))
             }
             (Value::Vector(l), Value::Vector(r)) => {
@@ -149,6 +158,103 @@ impl Evaluator<'_> {
             ))),
         }
     }
+}
+
+/// The operator sign for messages.
+fn op_name(op: TokenId) -> &'static str {
+    match op {
+        T_ADD => "+",
+        T_SUB => "-",
+        T_MUL => "*",
+        T_DIV => "/",
+        T_POW => "^",
+        T_MOD => "%",
+        T_ATAN2 => "atan2",
+        T_EQLC => "==",
+        T_NEQ => "!=",
+        T_GTR => ">",
+        T_LSS => "<",
+        T_GTE => ">=",
+        T_LTE => "<=",
+        _ => "?",
+    }
+}
+
+fn unsupported(op: TokenId, l: &str, r: &str) -> Error {
+    Error::Unsupported(format!("native histograms: {l} {} {r}", op_name(op)))
+}
+
+/// `op` on two sample values where at least one is a histogram, as Prometheus'
+/// `vectorElemBinop`: histogram ± histogram, histogram × float, float × histogram and
+/// histogram ÷ float. Anything else is not supported here (an error, never a wrong value).
+fn histogram_binop(
+    op: TokenId,
+    l: (f64, Option<&Arc<FloatHistogram>>),
+    r: (f64, Option<&Arc<FloatHistogram>>),
+) -> Result<Arc<FloatHistogram>, Error> {
+    let scaled = |h: &Arc<FloatHistogram>, f: f64, div: bool| {
+        let mut h = (**h).clone();
+        if div {
+            h.div(f);
+        } else {
+            h.mul(f);
+        }
+        // A negated counter is no counter.
+        if f < 0.0 {
+            h.counter_reset_hint = CounterResetHint::Gauge;
+        }
+        Ok(Arc::new(h))
+    };
+    let combine_err = |e: crate::tsdb::histogram::HistogramError| Error::Unsupported(format!("native histograms: {e}"));
+    match (op, l, r) {
+        (T_ADD, (_, Some(a)), (_, Some(b))) => Ok(Arc::new(a.add(b).map_err(combine_err)?)),
+        (T_SUB, (_, Some(a)), (_, Some(b))) => {
+            // A difference is a gauge (Prometheus sets the hint after `Sub`).
+            let mut d = a.sub(b).map_err(combine_err)?;
+            d.counter_reset_hint = CounterResetHint::Gauge;
+            Ok(Arc::new(d))
+        }
+        (T_MUL, (_, Some(a)), (f, None)) | (T_MUL, (f, None), (_, Some(a))) => scaled(a, f, false),
+        (T_DIV, (_, Some(a)), (f, None)) => scaled(a, f, true),
+        (_, (_, lh), (_, rh)) => {
+            let kind = |h: Option<&Arc<FloatHistogram>>| if h.is_some() { "histogram" } else { "float" };
+            Err(unsupported(op, kind(lh), kind(rh)))
+        }
+    }
+}
+
+/// `vector op scalar` (or `scalar op vector` when `swap`) with histogram samples in the vector.
+fn histogram_scalar(
+    op: TokenId,
+    vec: Vec<Sample>,
+    scalar: f64,
+    swap: bool,
+    return_bool: bool,
+) -> Result<Vec<Sample>, Error> {
+    if return_bool || is_comparison(op) {
+        return Err(unsupported(op, "histogram", "float"));
+    }
+    let mut out = Vec::with_capacity(vec.len());
+    for mut s in vec {
+        if s.h.is_none() {
+            out.extend(vector_scalar(op, vec![s], scalar, swap, return_bool));
+            continue;
+        }
+        let h = {
+            let sv = (s.v, s.h.as_ref());
+            let (l, r) = if swap {
+                ((scalar, None), sv)
+            } else {
+                (sv, (scalar, None))
+            };
+            histogram_binop(op, l, r)?
+        };
+        s.h = Some(h);
+        s.v = 0.0;
+        s.drop_name = true;
+        out.push(s);
+    }
+    Ok(out)
 }
 
 fn vector_scalar(op: TokenId, vec: Vec<Sample>, scalar: f64, swap: bool, return_bool: bool) -> Vec<Sample> {
@@ -269,67 +375,90 @@ fn vector_vector(
     let mut matched_one = vec![false; one.len()];
     let mut matched: HashMap<Labels, HashSet<Labels>> = HashMap::new();
     let mut out = Vec::new();
-    let mut emit =
-        |metric: Labels, v: f64, keep: bool, lhs_drop: bool, sig: Labels, out: &mut Vec<Sample>| -> Result<(), Error> {
-            let (v, keep) = if return_bool {
-                (if keep { 1.0 } else { 0.0 }, true)
-            } else {
-                (v, keep)
-            };
-            // Matching errors are found even for samples the comparison filters out.
-            if one_to_one {
-                let e = matched.entry(sig).or_default();
-                if !e.is_empty() {
-                    return Err(Error::Eval(
-                        "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"
-                            .into(),
-                    ));
-                }
-                e.insert(Labels::empty());
-            } else {
-                let e = matched.entry(sig).or_default();
-                if !e.insert(metric.clone()) {
-                    return Err(Error::Eval(
-                        "multiple matches for labels: grouping labels must ensure unique matches".into(),
-                    ));
-                }
-            }
-            if !keep {
-                return Ok(());
-            }
-            let drop_name = return_bool || drops_name(op) || lhs_drop;
-            out.push(Sample {
-                metric,
-                t: 0,
-                v,
-                drop_name,
-            });
-            Ok(())
+    let mut emit = |metric: Labels,
+                    v: f64,
+                    h: Option<Arc<FloatHistogram>>,
+                    keep: bool,
+                    lhs_drop: bool,
+                    sig: Labels,
+                    out: &mut Vec<Sample>|
+     -> Result<(), Error> {
+        let (v, keep) = if return_bool {
+            (if keep { 1.0 } else { 0.0 }, true)
+        } else {
+            (v, keep)
         };
+        // Matching errors are found even for samples the comparison filters out.
+        if one_to_one {
+            let e = matched.entry(sig).or_default();
+            if !e.is_empty() {
+                return Err(Error::Eval(
+                    "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)"
+                        .into(),
+                ));
+            }
+            e.insert(Labels::empty());
+        } else {
+            let e = matched.entry(sig).or_default();
+            if !e.insert(metric.clone()) {
+                return Err(Error::Eval(
+                    "multiple matches for labels: grouping labels must ensure unique matches".into(),
+                ));
+            }
+        }
+        if !keep {
+            return Ok(());
+        }
+        let drop_name = return_bool || drops_name(op) || lhs_drop;
+        out.push(Sample {
+            h,
+            metric,
+            t: 0,
+            v,
+            drop_name,
+        });
+        Ok(())
+    };
     for ms in &many {
         let sig = signature(&ms.metric, m);
-        let (one_v, one_metric) = match one_sigs.get(&sig) {
+        let (one_v, one_h, one_metric) = match one_sigs.get(&sig) {
             Some(&i) => {
                 matched_one[i] = true;
-                (one[i].v, one[i].metric.clone())
+                (one[i].v, one[i].h.as_ref(), one[i].metric.clone())
             }
             None => match fill_one {
-                Some(f) => (f, Labels::empty()),
+                Some(f) => (f, None, Labels::empty()),
                 None => continue,
             },
         };
-        let (l, r) = if one_to_many { (one_v, ms.v) } else { (ms.v, one_v) };
-        let (v, keep) = apply(op, l, r);
         // For group_right comparisons the kept value is the left (one) side's.
         let metric = result_metric(&ms.metric, &one_metric, m);
         let lhs_drop = if one_to_many { false } else { ms.drop_name };
-        emit(metric, v, keep, lhs_drop, sig, &mut out)?;
+        if ms.h.is_some() || one_h.is_some() {
+            if return_bool || is_comparison(op) {
+                return Err(unsupported(op, "histogram", "value"));
+            }
+            let (l, r) = if one_to_many {
+                ((one_v, one_h), (ms.v, ms.h.as_ref()))
+            } else {
+                ((ms.v, ms.h.as_ref()), (one_v, one_h))
+            };
+            let h = histogram_binop(op, l, r)?;
+            emit(metric, 0.0, Some(h), true, lhs_drop, sig, &mut out)?;
+            continue;
+        }
+        let (l, r) = if one_to_many { (one_v, ms.v) } else { (ms.v, one_v) };
+        let (v, keep) = apply(op, l, r);
+        emit(metric, v, None, keep, lhs_drop, sig, &mut out)?;
     }
     // Series of the "one" side without a partner, when the many side has a fill value.
     if let Some(f) = fill_many {
         for (i, os) in one.iter().enumerate() {
             if matched_one[i] {
                 continue;
+            }
+            if os.h.is_some() {
+                return Err(unsupported(op, "histogram", "fill value"));
             }
             let sig = signature(&os.metric, m);
             let (l, r) = if one_to_many { (os.v, f) } else { (f, os.v) };
@@ -340,7 +469,7 @@ fn vector_vector(
                 v
             };
             let metric = signature(&os.metric, m);
-            emit(metric, v, keep, true, sig, &mut out)?;
+            emit(metric, v, None, keep, true, sig, &mut out)?;
         }
     }
     Ok(out)

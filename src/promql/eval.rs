@@ -5,8 +5,9 @@
 //! only searches samples that are already in memory.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector};
@@ -14,7 +15,8 @@ use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, Subq
 use super::value::{is_stale_nan, Sample, Series, Value};
 use super::{Annotations, Error};
 use crate::labels::{Labels, Matcher, METRIC_NAME};
-use crate::source::{Queryable, SeriesData};
+use crate::source::{HistogramSeriesData, Queryable, SeriesData};
+use crate::tsdb::FloatHistogram;
 
 /// Series fetched for one selector, shared by every step of the query.
 pub(crate) struct Fetched {
@@ -29,6 +31,8 @@ pub(crate) struct FetchedSeries {
     pub(crate) samples: Vec<(i64, f64)>,
     /// The samples without stale markers, only when there were any (range selectors skip them).
     pub(crate) nonstale: Option<Vec<(i64, f64)>>,
+    /// Native histogram samples (a lane of their own, usually empty).
+    pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
     /// Where the previous step's searches ended: steps move forward, so the next search
     /// usually walks a few samples from here instead of bisecting the whole series.
     hint: Cell<usize>,
@@ -49,6 +53,8 @@ pub(crate) struct RangeSeries {
     pub(crate) metric: Labels,
     pub(crate) drop_name: bool,
     pub(crate) samples: SampleSlice,
+    /// Native histogram points in the window (only from histogram-aware contexts).
+    pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
 }
 
 pub(crate) enum SampleSlice {
@@ -98,6 +104,11 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) precomputed: HashMap<usize, super::fastpath::StepVectors>,
     /// The query text, to give annotations a position.
     query: String,
+    /// When the source holds native histograms: the selectors (node keys) whose context
+    /// handles histogram samples; any other selector meeting one fails as unsupported.
+    hist_ok: Option<HashSet<usize>>,
+    /// Selectors read as Prometheus' `HistogramStatsIterator` would (see `native`).
+    hist_stats: HashSet<usize>,
 }
 
 pub(crate) fn node_key<T>(n: &T) -> usize {
@@ -149,6 +160,12 @@ impl<'a> Evaluator<'a> {
             group_keys: RefCell::new(HashMap::default()),
             precomputed: HashMap::new(),
             query: query.to_string(),
+            hist_ok: src.has_histograms().then(|| super::native::histogram_selectors(expr)),
+            hist_stats: if src.has_histograms() {
+                super::native::stats_selectors(expr)
+            } else {
+                HashSet::new()
+            },
         };
         let mut needed = HashMap::new();
         ev.plan(expr, q_start, q_end, &mut needed);
@@ -231,7 +248,7 @@ impl<'a> Evaluator<'a> {
         mint = mint.min(lo);
         maxt = maxt.max(hi);
         let data = select(self.src, vs, mint, maxt)?;
-        let series = data
+        let mut series: Vec<FetchedSeries> = data
             .into_iter()
             .map(|s| {
                 let nonstale = if s.samples.iter().any(|x| is_stale_nan(x.1)) {
@@ -243,11 +260,27 @@ impl<'a> Evaluator<'a> {
                     labels: s.labels,
                     samples: s.samples,
                     nonstale,
+                    hists: Vec::new(),
                     hint: Cell::new(0),
                     range_hint: Cell::new((0, 0)),
                 }
             })
             .collect();
+        if let Some(ok) = &self.hist_ok {
+            let hists = select_histograms(self.src, vs, mint, maxt)?;
+            if !hists.is_empty() && !ok.contains(&key) {
+                return Err(Error::Unsupported(format!(
+                    "native histogram samples of {} in this context",
+                    vs
+                )));
+            }
+            merge_histograms(&mut series, hists);
+            if self.hist_stats.contains(&key) {
+                for s in &mut series {
+                    super::native::stats_hints(&mut s.hists);
+                }
+            }
+        }
         let f = Rc::new(Fetched { mint, maxt, series });
         self.cache.borrow_mut().insert(key, f.clone());
         Ok(f)
@@ -265,6 +298,11 @@ impl<'a> Evaluator<'a> {
                     for s in &mut vec {
                         s.v = -s.v;
                         s.drop_name = true;
+                        if let Some(h) = &mut s.h {
+                            let h = Arc::make_mut(h);
+                            h.mul(-1.0);
+                            h.counter_reset_hint = crate::tsdb::CounterResetHint::Gauge;
+                        }
                     }
                     Ok(Value::Vector(vec))
                 }
@@ -324,8 +362,28 @@ impl<'a> Evaluator<'a> {
         for s in &f.series {
             let hi = seek(&s.samples, s.hint.get(), r);
             s.hint.set(hi);
+            if !s.hists.is_empty() {
+                // The newer of the last float (or stale marker) and the last histogram wins.
+                let hh = s.hists.partition_point(|x| x.0 <= r);
+                let last_float = hi.checked_sub(1).map(|i| s.samples[i].0);
+                if let Some((ht, h)) = hh.checked_sub(1).map(|i| &s.hists[i]) {
+                    if last_float.is_none_or(|ft| ft < *ht) {
+                        if *ht > r - self.lookback {
+                            out.push(Sample {
+                                metric: s.labels.clone(),
+                                t,
+                                v: 0.0,
+                                drop_name: false,
+                                h: Some(h.clone()),
+                            });
+                        }
+                        continue;
+                    }
+                }
+            }
             if let Some((_, v)) = sample_before(&s.samples, hi, r, self.lookback) {
                 out.push(Sample {
+                    h: None,
                     metric: s.labels.clone(),
                     t,
                     v,
@@ -344,6 +402,7 @@ impl<'a> Evaluator<'a> {
         for s in &f.series {
             if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
                 out.push(Sample {
+                    h: None,
                     metric: s.labels.clone(),
                     t,
                     v: st as f64 / 1000.0,
@@ -370,11 +429,19 @@ impl<'a> Evaluator<'a> {
             let lo = seek(samples, lo_hint, r - range - self.closed);
             let hi = seek(samples, hi_hint.max(lo), r);
             s.range_hint.set((lo, hi));
-            if lo < hi {
+            let hists = if s.hists.is_empty() {
+                Vec::new()
+            } else {
+                let hlo = s.hists.partition_point(|x| x.0 <= r - range - self.closed);
+                let hhi = s.hists.partition_point(|x| x.0 <= r);
+                s.hists[hlo..hhi.max(hlo)].to_vec()
+            };
+            if lo < hi || !hists.is_empty() {
                 out.push(RangeSeries {
                     metric: s.labels.clone(),
                     drop_name: false,
                     samples: SampleSlice::Shared(f.clone(), i, lo..hi),
+                    hists,
                 });
             }
         }
@@ -443,6 +510,7 @@ impl<'a> Evaluator<'a> {
                 metric,
                 drop_name,
                 samples: SampleSlice::Owned(samples),
+                hists: Vec::new(),
             })
             .collect();
         Ok((
@@ -486,6 +554,11 @@ impl<'a> Evaluator<'a> {
 
     pub(crate) fn query_bounds(&self) -> (i64, i64) {
         (self.q_start, self.q_end)
+    }
+
+    /// Whether the source holds native histograms (then histogram-aware paths are in play).
+    pub(crate) fn has_histograms(&self) -> bool {
+        self.hist_ok.is_some()
     }
 
     pub(crate) fn source(&self) -> &dyn Queryable {
@@ -542,11 +615,61 @@ fn sample_before(samples: &[(i64, f64)], hi: usize, r: i64, lookback: i64) -> Op
 pub(crate) fn range_to_matrix(rs: Vec<RangeSeries>) -> Vec<Series> {
     rs.into_iter()
         .map(|r| Series {
+            histograms: r.hists,
             samples: r.samples.as_slice().to_vec(),
             metric: r.metric,
             drop_name: r.drop_name,
         })
         .collect()
+}
+
+/// Adds histogram lanes to the fetched series, creating series that only have histograms.
+fn merge_histograms(series: &mut Vec<FetchedSeries>, hists: Vec<HistogramSeriesData>) {
+    let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
+    for (i, s) in series.iter().enumerate() {
+        index.insert(s.labels.clone(), i);
+    }
+    for h in hists {
+        match index.get(&h.labels) {
+            Some(&i) => series[i].hists = h.samples,
+            None => {
+                index.insert(h.labels.clone(), series.len());
+                series.push(FetchedSeries {
+                    labels: h.labels,
+                    samples: Vec::new(),
+                    nonstale: None,
+                    hists: h.samples,
+                    hint: Cell::new(0),
+                    range_hint: Cell::new((0, 0)),
+                });
+            }
+        }
+    }
+}
+
+/// Like `select`, for native histogram samples.
+fn select_histograms(
+    src: &dyn Queryable,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+) -> Result<Vec<HistogramSeriesData>, Error> {
+    let base = convert_matchers(vs, &vs.matchers.matchers)?;
+    if vs.matchers.or_matchers.is_empty() {
+        return Ok(src.select_histograms(&base, mint, maxt)?);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for alt in &vs.matchers.or_matchers {
+        let mut ms = base.clone();
+        ms.extend(convert_matchers(vs, alt)?);
+        for s in src.select_histograms(&ms, mint, maxt)? {
+            if seen.insert(s.labels.clone()) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Converts a selector's matchers to ours and asks the source.

@@ -45,6 +45,10 @@ pub(crate) fn precompute(
     step: i64,
 ) -> Result<HashMap<usize, StepVectors>, Error> {
     let mut out = HashMap::new();
+    // The series-major path reads float samples only.
+    if ev.has_histograms() {
+        return Ok(out);
+    }
     let n = ((end - start) / step + 1) as usize;
     visit(ev, expr, start, step, n, &mut out)?;
     Ok(out)
@@ -289,6 +293,7 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
                 _ => c.value,
             };
             v.push(Sample {
+                h: None,
                 metric: key.clone(),
                 t,
                 v: value,

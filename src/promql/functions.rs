@@ -60,6 +60,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             }
             let at = ev.pos(arg(0)?);
             let mut out = Vec::new();
+            let (v, native) = super::native::partition(ev, v, &at);
             for q in qs {
                 // Quantile labels always carry a decimal point ("0.0", "0.25", "1.0").
                 let qv = if q.fract() == 0.0 && q.is_finite() {
@@ -67,9 +68,13 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 } else {
                     super::mathx::format_go_float(q)
                 };
-                for mut s in
-                    super::histogram::classic(ev, v.clone(), t, &at, |b| super::histogram::bucket_quantile(q, b))
-                {
+                let mut results = super::native::map_native(ev, &native, t, "histogram_quantile", &at, |h| {
+                    super::native::quantile(q, h)
+                });
+                results.extend(super::histogram::classic(ev, v.clone(), t, &at, |b| {
+                    super::histogram::bucket_quantile(q, b)
+                }));
+                for mut s in results {
                     let mut b = LabelsBuilder::new(&s.metric);
                     b.set(&label, &qv);
                     s.metric = b.build();
@@ -85,6 +90,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
         "vector" => {
             let v = ev.eval_scalar(arg(0)?, t)?;
             vector(vec![Sample {
+                h: None,
                 metric: Labels::empty(),
                 t,
                 v,
@@ -166,6 +172,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let input = match args.first() {
                 Some(e) => ev.eval_vector(e, t)?,
                 None => vec![Sample {
+                    h: None,
                     metric: Labels::empty(),
                     t,
                     v: t as f64 / 1000.0,
@@ -213,6 +220,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 return vector(vec![]);
             }
             vector(vec![Sample {
+                h: None,
                 metric: absent_labels(arg(0)?),
                 t,
                 v: 1.0,
@@ -332,23 +340,29 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 ));
             }
             let at = ev.pos(arg(1)?);
-            vector(super::histogram::classic(ev, v, t, &at, |b| {
+            let (floats, native) = super::native::partition(ev, v, &at);
+            let mut out = super::native::map_native(ev, &native, t, name, &at, |h| super::native::quantile(q, h));
+            out.extend(super::histogram::classic(ev, floats, t, &at, |b| {
                 super::histogram::bucket_quantile(q, b)
-            }))
+            }));
+            vector(out)
         }
         "histogram_fraction" => {
             let lo = ev.eval_scalar(arg(0)?, t)?;
             let hi = ev.eval_scalar(arg(1)?, t)?;
             let v = ev.eval_vector(arg(2)?, t)?;
             let at = ev.pos(arg(2)?);
-            vector(super::histogram::classic(ev, v, t, &at, |b| {
+            let (floats, native) = super::native::partition(ev, v, &at);
+            let mut out = super::native::map_native(ev, &native, t, name, &at, |h| super::native::fraction(lo, hi, h));
+            out.extend(super::histogram::classic(ev, floats, t, &at, |b| {
                 super::histogram::bucket_fraction(lo, hi, b)
-            }))
+            }));
+            vector(out)
         }
         "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
             // These read native histograms only; float samples are ignored, as Prometheus does.
-            let _ = ev.eval_vector(arg(0)?, t)?;
-            vector(vec![])
+            let v = ev.eval_vector(arg(0)?, t)?;
+            vector(super::native::histogram_stat(name, v, t))
         }
         "rate"
         | "increase"
@@ -376,10 +390,29 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
             let keep_name = matches!(name, "last_over_time" | "first_over_time");
             let mut out = Vec::with_capacity(rs.len());
+            let at = if rs.iter().any(|r| !r.hists.is_empty()) {
+                ev.pos(arg(0)?)
+            } else {
+                String::new()
+            };
             for r in rs {
+                if !r.hists.is_empty() {
+                    if let Some((v, h)) = super::native::range_fn(ev, name, &r, &w, &at)? {
+                        let drop_name = if keep_name { r.drop_name } else { true };
+                        out.push(Sample {
+                            h,
+                            metric: r.metric,
+                            t,
+                            v,
+                            drop_name,
+                        });
+                    }
+                    continue;
+                }
                 let s = r.samples.as_slice();
                 if let Some(v) = range_fn(name, s, &w) {
                     out.push(Sample {
+                        h: None,
                         metric: r.metric,
                         t,
                         v,
@@ -404,6 +437,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                     .map(|r| {
                         let mut vals: Vec<f64> = r.samples.as_slice().iter().map(|x| x.1).collect();
                         Sample {
+                            h: None,
                             metric: r.metric,
                             t,
                             v: quantile(q, &mut vals),
@@ -424,6 +458,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 }
                 let (slope, intercept) = linear_regression(s, t);
                 out.push(Sample {
+                    h: None,
                     metric: r.metric,
                     t,
                     v: slope * d + intercept,
@@ -450,6 +485,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
             for r in rs {
                 if let Some(v) = double_exp(r.samples.as_slice(), sf, tf) {
                     out.push(Sample {
+                        h: None,
                         metric: r.metric,
                         t,
                         v,
@@ -465,6 +501,7 @@ pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
                 return vector(vec![]);
             }
             vector(vec![Sample {
+                h: None,
                 metric: absent_labels(arg(0)?),
                 t,
                 v: 1.0,

@@ -61,6 +61,7 @@ pub(crate) fn classic(
             ));
         }
         out.push(Sample {
+            h: None,
             metric: key,
             t,
             v,

@@ -34,6 +34,21 @@ pub(crate) fn info(ev: &Evaluator, base: &Expr, selector: Option<&Expr>, t: i64)
             .map(|l| Matcher::regex(l, ".+"))
             .filter_map(Result::ok),
     );
+    // Info metrics are floats; Prometheus rejects histogram samples among them.
+    if ev.source().has_histograms() {
+        let lo = t - ev.lookback;
+        if let Some(h) = ev
+            .source()
+            .select_histograms(&sel, lo, t)?
+            .into_iter()
+            .find(|h| h.samples.iter().any(|(st, _)| *st > lo))
+        {
+            return Err(Error::Eval(format!(
+                "this should be an info metric, with float samples: {}",
+                h.labels
+            )));
+        }
+    }
     let infos: Vec<Labels> = ev
         .source()
         .select(&sel, t - ev.lookback, t)?

@@ -8,6 +8,7 @@ mod functions;
 mod histogram;
 mod info;
 pub mod mathx;
+mod native;
 mod value;
 
 pub use value::{is_stale_nan, stale_nan, QueryResult, Sample, Series, Value, STALE_NAN_BITS};
@@ -168,6 +169,7 @@ impl Engine {
                             Some(&i) => i,
                             None => {
                                 out.push(Series {
+                                    histograms: Vec::new(),
                                     metric: key.0.clone(),
                                     samples: Vec::new(),
                                     drop_name: key.1,
@@ -176,13 +178,17 @@ impl Engine {
                                 out.len() - 1
                             }
                         };
-                        out[i].samples.push((t, s.v));
+                        match s.h {
+                            Some(h) => out[i].histograms.push((t, h)),
+                            None => out[i].samples.push((t, s.v)),
+                        }
                     }
                 }
                 Value::Scalar { v, .. } => {
                     let key = (Labels::empty(), false);
                     let i = *index.entry(key).or_insert_with(|| {
                         out.push(Series {
+                            histograms: Vec::new(),
                             metric: Labels::empty(),
                             samples: Vec::new(),
                             drop_name: false,
@@ -294,6 +300,16 @@ fn finish_matrix(m: Vec<Series>) -> Result<Vec<Series>, Error> {
                 dst.samples.sort_by_key(|x| x.0);
                 if dst.samples.windows(2).any(|w| w[0].0 == w[1].0) {
                     return Err(Error::Eval(DUPLICATE_LABELSET.into()));
+                }
+                if !s.histograms.is_empty() || !dst.histograms.is_empty() {
+                    dst.histograms.extend(s.histograms);
+                    dst.histograms.sort_by_key(|x| x.0);
+                    let mut times: Vec<i64> = dst.histograms.iter().map(|x| x.0).collect();
+                    times.extend(dst.samples.iter().map(|x| x.0));
+                    times.sort_unstable();
+                    if times.windows(2).any(|w| w[0] == w[1]) {
+                        return Err(Error::Eval(DUPLICATE_LABELSET.into()));
+                    }
                 }
             }
             None => {

@@ -1,6 +1,9 @@
 //! The values a PromQL expression evaluates to.
 
+use std::sync::Arc;
+
 use crate::labels::Labels;
+pub use crate::tsdb::FloatHistogram;
 
 /// Prometheus' staleness marker: a NaN with a distinct bit pattern.
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
@@ -22,6 +25,8 @@ pub struct Sample {
     /// Prometheus 3.x delayed name removal: the metric name is still carried but will be
     /// removed when the result leaves the engine.
     pub drop_name: bool,
+    /// A native histogram sample (then `v` is 0 and meaningless), as Prometheus' `Sample.H`.
+    pub h: Option<Arc<FloatHistogram>>,
 }
 
 /// One element of a range vector (matrix).
@@ -30,6 +35,8 @@ pub struct Series {
     pub metric: Labels,
     pub samples: Vec<(i64, f64)>,
     pub drop_name: bool,
+    /// Native histogram points, in time order (a lane of their own, usually empty).
+    pub histograms: Vec<(i64, Arc<FloatHistogram>)>,
 }
 
 /// A PromQL value.

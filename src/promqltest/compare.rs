@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use crate::labels::Labels;
 use crate::promql::{stale_nan, Sample, Series, Value};
 use crate::tsdb::notation::SeriesValue;
+use crate::tsdb::{CounterResetHint, FloatHistogram};
 
 use super::format::{format_secs3, format_value};
 use super::script::{EvalCmd, ExpectedSeries};
@@ -81,16 +82,65 @@ impl Grid {
     }
 }
 
-fn seq_value(v: &Option<SeriesValue>) -> Option<f64> {
+/// One point's value: a float or a native histogram.
+#[derive(Clone, Copy, Debug)]
+enum Pt<'a> {
+    F(f64),
+    H(&'a FloatHistogram),
+}
+
+impl Pt<'_> {
+    fn matches(self, got: Pt<'_>) -> bool {
+        match (self, got) {
+            (Pt::F(e), Pt::F(g)) => almost_equal(e, g, DEFAULT_EPSILON),
+            (Pt::H(e), Pt::H(g)) => histogram_matches(e, g),
+            _ => false,
+        }
+    }
+
+    fn render(self) -> String {
+        match self {
+            Pt::F(v) => format_value(v),
+            Pt::H(h) => h.test_expression(),
+        }
+    }
+}
+
+/// Histograms compare after compaction, floats within [`DEFAULT_EPSILON`]; the counter reset
+/// hint only when the expectation names one.
+pub fn histogram_matches(exp: &FloatHistogram, got: &FloatHistogram) -> bool {
+    exp.equals_ignoring_hint(got, DEFAULT_EPSILON)
+        && (exp.counter_reset_hint == CounterResetHint::Unknown || exp.counter_reset_hint == got.counter_reset_hint)
+}
+
+fn seq_pt(v: &Option<SeriesValue>) -> Option<Pt<'_>> {
     match v {
         None => None,
-        Some(SeriesValue::Float(f)) => Some(*f),
-        Some(SeriesValue::Stale) => Some(stale_nan()),
+        Some(SeriesValue::Float(f)) => Some(Pt::F(*f)),
+        Some(SeriesValue::Stale) => Some(Pt::F(stale_nan())),
+        Some(SeriesValue::Histogram(h)) => Some(Pt::H(h)),
     }
 }
 
 fn fmt_seq(v: &Option<SeriesValue>) -> String {
-    seq_value(v).map_or_else(|| "_".to_string(), format_value)
+    seq_pt(v).map_or_else(|| "_".to_string(), Pt::render)
+}
+
+fn sample_pt(s: &Sample) -> Pt<'_> {
+    match &s.h {
+        Some(h) => Pt::H(h),
+        None => Pt::F(s.v),
+    }
+}
+
+/// A series' float and histogram points merged in time order.
+fn series_points(s: &Series) -> Vec<(i64, Pt<'_>)> {
+    let mut pts: Vec<(i64, Pt<'_>)> = s.samples.iter().map(|&(t, v)| (t, Pt::F(v))).collect();
+    if !s.histograms.is_empty() {
+        pts.extend(s.histograms.iter().map(|(t, h)| (*t, Pt::H(h))));
+        pts.sort_by_key(|p| p.0);
+    }
+    pts
 }
 
 /// Renders a list of values, windowed around `focus` when long.
@@ -152,7 +202,7 @@ pub fn describe_value(v: &Value) -> String {
             }
             let lines: Vec<String> = samples
                 .iter()
-                .map(|s| format!("{} {}", s.metric, format_value(s.v)))
+                .map(|s| format!("{} {}", s.metric, sample_pt(s).render()))
                 .collect();
             join_lines(&lines)
         }
@@ -163,10 +213,9 @@ pub fn describe_value(v: &Value) -> String {
             let lines: Vec<String> = series
                 .iter()
                 .map(|s| {
-                    let vals: Vec<String> = s
-                        .samples
+                    let vals: Vec<String> = series_points(s)
                         .iter()
-                        .map(|(t, v)| format!("{}@{}", format_value(*v), format_secs3(*t)))
+                        .map(|(t, v)| format!("{}@{}", v.render(), format_secs3(*t)))
                         .collect();
                     format!("{} {}", s.metric, fmt_values(&vals, None))
                 })
@@ -245,11 +294,12 @@ fn compare_matrix(cmd: &EvalCmd, grid: Grid, series: &[Series]) -> Result<(), Mi
     let mut seen: HashMap<&Labels, ()> = HashMap::new();
 
     for s in series {
+        let actual = series_points(s);
         let Some(exp) = expected.get(&s.metric) else {
             got_lines.push(format!(
                 "{} {} (unexpected)",
                 s.metric,
-                render_actual(grid, &s.samples, None)
+                render_actual(grid, &actual, None)
             ));
             continue;
         };
@@ -262,7 +312,7 @@ fn compare_matrix(cmd: &EvalCmd, grid: Grid, series: &[Series]) -> Result<(), Mi
                 overflow = true;
                 break;
             }
-            if let Some(f) = seq_value(v) {
+            if let Some(f) = seq_pt(v) {
                 points.push((grid.time(i), f));
             }
         }
@@ -274,29 +324,27 @@ fn compare_matrix(cmd: &EvalCmd, grid: Grid, series: &[Series]) -> Result<(), Mi
                 fmt_values(&exp_vals, None),
                 exp.values.len()
             ));
-            got_lines.push(format!("{} {}", s.metric, render_actual(grid, &s.samples, None)));
+            got_lines.push(format!("{} {}", s.metric, render_actual(grid, &actual, None)));
             continue;
         }
-        let first_diff = if points.len() != s.samples.len() {
+        let differs = |(e, a): (&(i64, Pt<'_>), &(i64, Pt<'_>))| e.0 != a.0 || !e.1.matches(a.1);
+        let first_diff = if points.len() != actual.len() {
             Some(
                 points
                     .iter()
-                    .zip(&s.samples)
-                    .position(|(e, a)| e.0 != a.0 || !almost_equal(e.1, a.1, DEFAULT_EPSILON))
-                    .unwrap_or(points.len().min(s.samples.len())),
+                    .zip(&actual)
+                    .position(differs)
+                    .unwrap_or(points.len().min(actual.len())),
             )
         } else {
-            points
-                .iter()
-                .zip(&s.samples)
-                .position(|(e, a)| e.0 != a.0 || !almost_equal(e.1, a.1, DEFAULT_EPSILON))
+            points.iter().zip(&actual).position(differs)
         };
         if let Some(k) = first_diff {
             // Focus the rendering on the grid index of the first difference.
-            let t = points.get(k).map(|p| p.0).or_else(|| s.samples.get(k).map(|p| p.0));
+            let t = points.get(k).map(|p| p.0).or_else(|| actual.get(k).map(|p| p.0));
             let focus = t.and_then(|t| grid.index_of(t));
             exp_lines.push(format!("{} {}", s.metric, fmt_values(&exp_vals, focus)));
-            got_lines.push(format!("{} {}", s.metric, render_actual(grid, &s.samples, focus)));
+            got_lines.push(format!("{} {}", s.metric, render_actual(grid, &actual, focus)));
         }
     }
     for exp in &cmd.expected_series {
@@ -312,8 +360,8 @@ fn compare_matrix(cmd: &EvalCmd, grid: Grid, series: &[Series]) -> Result<(), Mi
 }
 
 /// Renders actual points on the grid (`_` where there is none); points off the grid as `v@t`.
-fn render_actual(grid: Grid, samples: &[(i64, f64)], focus: Option<usize>) -> String {
-    let mut on_grid: Vec<Option<f64>> = Vec::new();
+fn render_actual(grid: Grid, samples: &[(i64, Pt<'_>)], focus: Option<usize>) -> String {
+    let mut on_grid: Vec<Option<Pt<'_>>> = Vec::new();
     let mut off = Vec::new();
     for &(t, v) in samples {
         match grid.index_of(t) {
@@ -323,12 +371,12 @@ fn render_actual(grid: Grid, samples: &[(i64, f64)], focus: Option<usize>) -> St
                 }
                 on_grid[i] = Some(v);
             }
-            None => off.push(format!("{}@{}", format_value(v), format_secs3(t))),
+            None => off.push(format!("{}@{}", v.render(), format_secs3(t))),
         }
     }
     let vals: Vec<String> = on_grid
         .iter()
-        .map(|v| v.map_or_else(|| "_".to_string(), format_value))
+        .map(|v| v.map_or_else(|| "_".to_string(), Pt::render))
         .collect();
     let mut s = fmt_values(&vals, focus);
     if !off.is_empty() {
@@ -350,20 +398,21 @@ fn compare_vector(cmd: &EvalCmd, samples: &[Sample]) -> Result<(), Mismatch> {
     let mut got_lines = Vec::new();
     let mut seen: HashMap<&Labels, ()> = HashMap::new();
     for (pos, s) in samples.iter().enumerate() {
+        let got = sample_pt(s);
         let Some(exp) = expected.get(&s.metric) else {
-            got_lines.push(format!("{} {} (unexpected)", s.metric, format_value(s.v)));
+            got_lines.push(format!("{} {} (unexpected)", s.metric, got.render()));
             continue;
         };
         seen.insert(&s.metric, ());
-        let exp0 = exp.values.first().map_or(0.0, |v| seq_value(v).unwrap_or(0.0));
+        let exp0 = exp.values.first().and_then(seq_pt).unwrap_or(Pt::F(0.0));
         if ordered && exp.pos != pos + 1 {
-            exp_lines.push(format!("{} {} at position {}", s.metric, format_value(exp0), exp.pos));
-            got_lines.push(format!("{} {} at position {}", s.metric, format_value(s.v), pos + 1));
+            exp_lines.push(format!("{} {} at position {}", s.metric, exp0.render(), exp.pos));
+            got_lines.push(format!("{} {} at position {}", s.metric, got.render(), pos + 1));
             continue;
         }
-        if !almost_equal(exp0, s.v, DEFAULT_EPSILON) {
-            exp_lines.push(format!("{} {}", s.metric, format_value(exp0)));
-            got_lines.push(format!("{} {}", s.metric, format_value(s.v)));
+        if !exp0.matches(got) {
+            exp_lines.push(format!("{} {}", s.metric, exp0.render()));
+            got_lines.push(format!("{} {}", s.metric, got.render()));
         }
     }
     for exp in &cmd.expected_series {
@@ -393,6 +442,7 @@ mod tests {
 
     fn sample(labels: &[(&str, &str)], v: f64) -> Sample {
         Sample {
+            h: None,
             metric: Labels::from_pairs(labels.iter().copied()),
             t: 0,
             v,
@@ -499,6 +549,7 @@ mod tests {
         };
         let m = |samples: Vec<(i64, f64)>| {
             Value::Matrix(vec![Series {
+                histograms: Vec::new(),
                 metric: Labels::from_pairs([("a", "1")]),
                 samples,
                 drop_name: false,
@@ -518,11 +569,13 @@ mod tests {
         // Unsorted matrix.
         let unsorted = Value::Matrix(vec![
             Series {
+                histograms: Vec::new(),
                 metric: Labels::from_pairs([("a", "2")]),
                 samples: vec![],
                 drop_name: false,
             },
             Series {
+                histograms: Vec::new(),
                 metric: Labels::from_pairs([("a", "1")]),
                 samples: vec![],
                 drop_name: false,

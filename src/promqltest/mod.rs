@@ -182,6 +182,7 @@ pub fn run_script(file: &str, text: &str, engine: &Engine, opts: &RunOptions) ->
         opts,
         store: Store::new(),
         limited: Vec::new(),
+        histogram_series: Vec::new(),
         cases: Vec::new(),
     };
     for cmd in &script.commands {
@@ -201,6 +202,8 @@ struct Runner<'a> {
     store: Store,
     /// Series loaded (or not) since the last `clear` that queries must not touch, and why.
     limited: Vec<(Labels, DataLimit)>,
+    /// Series loaded with native histogram samples since the last `clear`.
+    histogram_series: Vec<Labels>,
     cases: Vec<CaseReport>,
 }
 
@@ -244,6 +247,7 @@ impl Runner<'_> {
             Command::Clear { .. } => {
                 self.store = Store::new();
                 self.limited.clear();
+                self.histogram_series.clear();
             }
             Command::Load(load) => self.load(load),
             Command::Eval(ev) => {
@@ -278,6 +282,9 @@ impl Runner<'_> {
         }
         for s in &load.series {
             notation::load_notation(&mut self.store, load.interval_ms, 0, &s.labels, &s.values);
+            if s.values.iter().flatten().any(|v| v.as_histogram().is_some()) {
+                self.histogram_series.push(s.labels.clone());
+            }
         }
         self.limited.extend(load.limited.iter().cloned());
     }
@@ -308,10 +315,18 @@ impl Runner<'_> {
             .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
             .filter(|w| !w.is_empty())
             .collect();
+        let named = |labels: &Labels| labels.metric_name().is_some_and(|n| words.contains(n));
         self.limited
             .iter()
-            .find(|(labels, _)| labels.metric_name().is_some_and(|n| words.contains(n)))
+            .find(|(labels, _)| named(labels))
             .map(|(_, why)| *why)
+            .or_else(|| {
+                // An unparseable query over histogram data stays a native-histogram skip.
+                self.histogram_series
+                    .iter()
+                    .any(named)
+                    .then_some(DataLimit::NativeHistogram)
+            })
     }
 
     fn eval_inner(&self, cmd: &EvalCmd) -> Result<(), (Stop, Option<String>)> {
@@ -427,9 +442,18 @@ impl Runner<'_> {
         for s in mat {
             if let Some(&(pt, v)) = s.samples.iter().find(|(pt, _)| *pt == t) {
                 vec.push(Sample {
+                    h: None,
                     metric: s.metric.clone(),
                     t: pt,
                     v,
+                    drop_name: false,
+                });
+            } else if let Some((pt, h)) = s.histograms.iter().find(|(pt, _)| *pt == t) {
+                vec.push(Sample {
+                    h: Some(h.clone()),
+                    metric: s.metric.clone(),
+                    t: *pt,
+                    v: 0.0,
                     drop_name: false,
                 });
             }

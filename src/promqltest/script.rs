@@ -373,6 +373,9 @@ pub fn split_series_line(line: &str) -> (&str, &str) {
     (line, "")
 }
 
+/// Whether the runner compares native histogram results (else such cases are skipped).
+const HISTOGRAMS_SUPPORTED: bool = true;
+
 fn is_histogram_error(msg: &str) -> bool {
     msg.starts_with("native histogram")
 }
@@ -519,6 +522,9 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
         }
         let labels = match notation::parse_series_line(def) {
             Ok((labels, values)) => {
+                if !HISTOGRAMS_SUPPORTED && values.iter().flatten().any(|v| v.as_histogram().is_some()) {
+                    cmd.limited.push((labels.clone(), DataLimit::NativeHistogram));
+                }
                 // A later line for the same series replaces the earlier one, as in Prometheus.
                 let s = LoadSeries {
                     line: lineno,
@@ -684,6 +690,9 @@ fn parse_eval(lines: &[String], i: usize) -> (usize, Command) {
         }
         match notation::parse_series_line(def) {
             Ok((labels, values)) => {
+                if !HISTOGRAMS_SUPPORTED && values.iter().flatten().any(|v| v.as_histogram().is_some()) {
+                    cmd.expects_histograms = true;
+                }
                 if values.len() > 1 && cmd.range.is_none() && cmd.range_vector.is_none() {
                     cmd.problem = Some((
                         lineno,

@@ -239,14 +239,9 @@ fn native_histograms_and_start_timestamps() {
     };
     assert_eq!(l.errors, vec![]);
     let names: Vec<(String, DataLimit)> = l.limited.iter().map(|(l, d)| (l.to_string(), *d)).collect();
-    assert_eq!(
-        names,
-        vec![
-            ("h{a=\"1\"}".to_string(), DataLimit::NativeHistogram),
-            ("st".to_string(), DataLimit::StartTimestamp)
-        ]
-    );
-    assert_eq!(l.series.len(), 2); // f and st
+    // Native histograms load; only start timestamps limit the data.
+    assert_eq!(names, vec![("st".to_string(), DataLimit::StartTimestamp)]);
+    assert_eq!(l.series.len(), 3); // h, f and st
     let Command::Load(n) = &s.commands[1] else {
         panic!("load expected")
     };
@@ -254,7 +249,7 @@ fn native_histograms_and_start_timestamps() {
     assert_eq!(n.series.len(), 3);
     let nh: Vec<String> = n.limited.iter().map(|(l, _)| l.to_string()).collect();
     assert_eq!(nh, vec!["c".to_string()]);
-    assert!(evals(&s)[0].expects_histograms);
+    assert!(!evals(&s)[0].expects_histograms);
 }
 
 fn run(text: &str) -> FileReport {
@@ -286,16 +281,19 @@ fn skips_by_reason() {
             o => format!("{o:?}"),
         })
         .collect();
-    // The last case runs (the histogram data was cleared); the engine decides its outcome.
-    assert_eq!(
-        &reasons[..3],
-        &["native histogram", "native histogram", SKIP_UNPARSEABLE]
+    // Histograms in an unsupported context skip; a histogram result compares (and passes);
+    // the last case runs (the histogram data was cleared).
+    assert!(
+        reasons[0].starts_with("unsupported: native histogram"),
+        "{}",
+        reasons[0]
     );
+    assert_eq!(reasons[1], "Pass");
+    assert_eq!(reasons[2], SKIP_UNPARSEABLE);
     assert_eq!(r.cases[0].line, 5);
-    assert_ne!(reasons[3], "native histogram");
+    assert!(!reasons[3].contains("native histogram"));
     let mut sum = Summary::default();
     sum.add(&r);
-    assert_eq!(sum.skip_reasons.get("native histogram"), Some(&2));
     assert_eq!(sum.passed + sum.failed + sum.skipped, 4);
 }
 
@@ -342,4 +340,58 @@ fn filter_selects_cases() {
     );
     assert_eq!(r.cases.len(), 1);
     assert_eq!(r.cases[0].line, 6);
+}
+
+#[test]
+fn native_histogram_evaluation() {
+    let r = run("load 1m\n\
+         \x20 h {{schema:0 count:4 sum:10 buckets:[1 2 1]}}+{{schema:0 count:4 sum:10 buckets:[1 2 1]}}x4\n\
+         \x20 g {{schema:0 count:4 sum:10 counter_reset_hint:gauge buckets:[1 2 1]}}x4\n\
+         \x20 f 1 2 3\n\
+         \n\
+         eval instant at 2m h\n\
+         \x20 h {{count:12 sum:30 counter_reset_hint:not_reset buckets:[3 6 3]}}\n\
+         \n\
+         eval instant at 2m histogram_count(h)\n\
+         \x20 {} 12\n\
+         \n\
+         eval instant at 4m increase(h[2m])\n\
+         \x20 {} {{count:8 sum:20 counter_reset_hint:gauge buckets:[2 4 2]}}\n\
+         \n\
+         eval instant at 4m rate(g[2m])\n\
+         \x20 expect warn msg: PromQL warning: this native histogram metric is not a counter: \"g\" (1:6)\n\
+         \x20 {} {{}}\n\
+         \n\
+         eval instant at 2m h - h\n\
+         \x20 {} {{counter_reset_hint:gauge}}\n\
+         \n\
+         eval instant at 2m h * 2 + h\n\
+         \x20 {} {{count:36 sum:90 buckets:[9 18 9]}}\n\
+         \n\
+         eval instant at 2m histogram_quantile(0.5, h)\n\
+         \x20 {} 1.4142135623730951\n\
+         \n\
+         eval instant at 2m count_over_time(h[2m])\n\
+         \x20 {} 2\n\
+         \n\
+         eval range from 0 to 2m step 1m histogram_sum(h)\n\
+         \x20 {} 10 20 30\n\
+         \n\
+         eval instant at 2m h > 1\n\
+         \n\
+         eval instant at 2m sum(h)\n");
+    let outcomes: Vec<String> = r
+        .cases
+        .iter()
+        .map(|c| match &c.outcome {
+            Outcome::Pass => "pass".to_string(),
+            Outcome::Skip { reason } => reason.clone(),
+            o => format!("line {}: {o:?}", c.line),
+        })
+        .collect();
+    assert!(outcomes[..9].iter().all(|o| o == "pass"), "{outcomes:#?}");
+    // Unsupported combinations are skipped, never answered wrongly.
+    for o in &outcomes[9..] {
+        assert!(o.starts_with("unsupported: native histogram"), "{o}");
+    }
 }

@@ -225,12 +225,10 @@ impl FileConfig {
                     .join(", ")
             )]);
         }
-        let settings = owners.settings.clone();
         let mut setup = Setup {
             groups,
             routes,
             owners,
-            settings,
             external_labels: self.external_labels.clone(),
             external_url: self.external_url.clone(),
             rules: Default::default(),

@@ -226,18 +226,136 @@ fn key(s: &str) -> u64 {
     h
 }
 
-/// Time since the demo start, in ms.
-fn rel(t: i64) -> i64 {
-    t - START_MS
+/// Size, time span and sampling of the generated cluster ([`generate_scaled`]).
+///
+/// The injected conditions keep their place on the demo's day-1 timeline (the incident clock,
+/// [`incidents`]): `timeline_ms` says where on it `start_ms` falls, so a short span can be
+/// placed over a chosen moment (e.g. "now" during an incident). Every node group keeps the
+/// demo's pattern of workloads (it repeats every four nodes); the incidents stay on the first
+/// four nodes of their groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaleOptions {
+    /// p5.48xlarge nodes (8 × H100 at 700 W); the first four as in the demo.
+    pub p5_nodes: usize,
+    /// p4d.24xlarge nodes (8 × A100 at 400 W).
+    pub p4d_nodes: usize,
+    /// g5.12xlarge nodes (4 × A10G at 300 W).
+    pub g5_nodes: usize,
+    /// First sample (ms since the epoch).
+    pub start_ms: i64,
+    /// End of the data (exclusive, ms).
+    pub end_ms: i64,
+    /// Time between samples (ms); counters keep their per-minute rates at any step.
+    pub step_ms: i64,
+    /// The incident-clock reading at `start_ms` (ms after the demo's day-1 midnight).
+    pub timeline_ms: i64,
 }
 
-fn within(t: i64, from: i64, to: i64) -> bool {
-    let r = rel(t);
-    r >= from && r < to
+impl Default for ScaleOptions {
+    /// The demo: 4 + 4 + 4 GPU nodes (80 GPUs), 48 hours from [`START_MS`], one sample a minute.
+    fn default() -> Self {
+        ScaleOptions {
+            p5_nodes: 4,
+            p4d_nodes: 4,
+            g5_nodes: 4,
+            start_ms: START_MS,
+            end_ms: END_MS,
+            step_ms: STEP_MS,
+            timeline_ms: 0,
+        }
+    }
+}
+
+impl ScaleOptions {
+    /// `per_group` nodes in each of the three GPU node groups (20 GPUs per `per_group`).
+    pub fn with_nodes_per_group(mut self, per_group: usize) -> Self {
+        self.p5_nodes = per_group;
+        self.p4d_nodes = per_group;
+        self.g5_nodes = per_group;
+        self
+    }
+
+    /// GPUs in the cluster.
+    pub fn gpus(&self) -> usize {
+        self.p5_nodes * 8 + self.p4d_nodes * 8 + self.g5_nodes * 4
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.step_ms <= 0 || M % self.step_ms != 0 && self.step_ms % M != 0 {
+            return Err(format!(
+                "step {} ms: must divide a minute or be whole minutes",
+                self.step_ms
+            ));
+        }
+        if self.end_ms <= self.start_ms {
+            return Err("the end must be after the start".into());
+        }
+        if self.timeline_ms < 0 || self.timeline_ms % self.step_ms != 0 {
+            return Err(format!(
+                "timeline offset {} ms: must be >= 0 and a multiple of the step",
+                self.timeline_ms
+            ));
+        }
+        if self.p5_nodes > MAX_NODES_PER_GROUP
+            || self.p4d_nodes > MAX_NODES_PER_GROUP
+            || self.g5_nodes > MAX_NODES_PER_GROUP
+        {
+            return Err(format!("at most {MAX_NODES_PER_GROUP} nodes per group"));
+        }
+        Ok(())
+    }
+}
+
+/// Nodes per group that fit the address scheme (`10.0.x.y`).
+pub const MAX_NODES_PER_GROUP: usize = 1_000;
+
+/// Where samples go and how the incident clock reads them (copied into the closures).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    /// The incident clock's zero (ms since the epoch).
+    origin_ms: i64,
+    start_ms: i64,
+    end_ms: i64,
+    step_ms: i64,
+    /// Samples per minute relative to the demo's one: counter increments scale by it.
+    per_minute: f64,
+}
+
+impl Span {
+    fn new(o: &ScaleOptions) -> Span {
+        Span {
+            origin_ms: o.start_ms - o.timeline_ms,
+            start_ms: o.start_ms,
+            end_ms: o.end_ms,
+            step_ms: o.step_ms,
+            per_minute: o.step_ms as f64 / M as f64,
+        }
+    }
+
+    /// Time on the incident clock, in ms.
+    fn rel(&self, t: i64) -> i64 {
+        t - self.origin_ms
+    }
+
+    /// The sample index on the incident clock (the noise key).
+    fn tick(&self, t: i64) -> i64 {
+        self.rel(t) / self.step_ms
+    }
+
+    fn within(&self, t: i64, from: i64, to: i64) -> bool {
+        let r = self.rel(t);
+        r >= from && r < to
+    }
+
+    /// Whether `t` is the first sample of a `period` (an event every `period`).
+    fn every(&self, t: i64, period: i64) -> bool {
+        self.rel(t).rem_euclid(period) < self.step_ms
+    }
 }
 
 struct Gen {
     store: Store,
+    span: Span,
 }
 
 impl Gen {
@@ -251,13 +369,13 @@ impl Gen {
     fn gauge(&mut self, name: &str, pairs: &[(&str, &str)], f: impl Fn(i64) -> Option<f64>) {
         let l = Self::labels(name, pairs);
         let mut id: Option<SeriesId> = None;
-        let mut t = START_MS;
-        while t < END_MS {
+        let mut t = self.span.start_ms;
+        while t < self.span.end_ms {
             if let Some(v) = f(t) {
                 let sid = *id.get_or_insert_with(|| self.store.get_or_create(&l));
                 self.store.append_id(sid, t, v);
             }
-            t += STEP_MS;
+            t += self.span.step_ms;
         }
     }
 
@@ -271,14 +389,14 @@ impl Gen {
         let l = Self::labels(name, pairs);
         let mut id: Option<SeriesId> = None;
         let mut total = 0.0;
-        let mut t = START_MS;
-        while t < END_MS {
+        let mut t = self.span.start_ms;
+        while t < self.span.end_ms {
             if let Some(d) = inc(t) {
                 total += d.max(0.0);
                 let sid = *id.get_or_insert_with(|| self.store.get_or_create(&l));
                 self.store.append_id(sid, t, total);
             }
-            t += STEP_MS;
+            t += self.span.step_ms;
         }
     }
 }
@@ -287,6 +405,8 @@ struct Node {
     name: String,
     ip: String,
     group: &'static str,
+    /// Position in its node group.
+    index: usize,
     instance_type: &'static str,
     zone: &'static str,
     gpus: usize,
@@ -303,20 +423,23 @@ struct Placement {
     load: f64,
 }
 
-fn nodes() -> Vec<Node> {
+fn nodes(o: &ScaleOptions) -> Vec<Node> {
     let mut out = Vec::new();
-    let groups: [(&str, &str, usize, f64, u8); 3] = [
-        ("gpu-p5", "p5.48xlarge", 8, 700.0, 1),
-        ("gpu-p4d", "p4d.24xlarge", 8, 400.0, 2),
-        ("gpu-g5", "g5.12xlarge", 4, 300.0, 3),
+    let groups: [(&str, &str, usize, f64, usize, usize); 3] = [
+        ("gpu-p5", "p5.48xlarge", 8, 700.0, 1, o.p5_nodes),
+        ("gpu-p4d", "p4d.24xlarge", 8, 400.0, 2, o.p4d_nodes),
+        ("gpu-g5", "g5.12xlarge", 4, 300.0, 3, o.g5_nodes),
     ];
-    for (group, it, gpus, tdp, subnet) in groups {
-        for i in 0..4u8 {
-            let ip = format!("10.0.{}.{}", subnet * 16 + i % 2, 20 + i);
+    for (group, it, gpus, tdp, subnet, count) in groups {
+        for i in 0..count {
+            // The demo's addresses for the first 200 nodes of a group; then the next /24s
+            // (two per 200 nodes, by zone).
+            let ip = format!("10.0.{}.{}", subnet * 16 + i % 2 + 2 * (i / 200), 20 + i % 200);
             out.push(Node {
                 name: format!("ip-{}.{REGION}.compute.internal", ip.replace('.', "-")),
                 ip,
                 group,
+                index: i,
                 instance_type: it,
                 zone: if i % 2 == 0 { "us-west-2a" } else { "us-west-2b" },
                 gpus,
@@ -335,6 +458,7 @@ fn nodes() -> Vec<Node> {
             name: format!("ip-{}.{REGION}.compute.internal", ip.replace('.', "-")),
             ip,
             group: "system",
+            index: usize::from(i),
             instance_type: "m6i.2xlarge",
             zone: if i % 2 == 0 { "us-west-2a" } else { "us-west-2b" },
             gpus: 0,
@@ -345,6 +469,7 @@ fn nodes() -> Vec<Node> {
     out
 }
 
+/// The workload of node `i` of a group: the demo's four-node pattern, repeated.
 fn placement(group: &str, i: usize) -> Option<Placement> {
     let p = |namespace, pod_prefix, class, load| {
         Some(Placement {
@@ -354,7 +479,7 @@ fn placement(group: &str, i: usize) -> Option<Placement> {
             load,
         })
     };
-    match (group, i) {
+    match (group, i % 4) {
         ("gpu-p5", 2) => p("training", "vision-train-worker", "training", 0.86),
         ("gpu-p5", _) => p("training-llm", "llm-pretrain-worker", "training", 0.88),
         ("gpu-p4d", _) => p("serving", "llm-chat", "serving", 0.62),
@@ -379,8 +504,18 @@ const OS_IMAGE: &str = "Amazon Linux 2023.6.20241121";
 
 /// Generates the demo data into a new store.
 pub fn generate() -> Store {
-    let mut g = Gen { store: Store::new() };
-    let nodes = nodes();
+    generate_scaled(&ScaleOptions::default()).expect("the demo's options are valid")
+}
+
+/// Generates a cluster of any size over any span: the demo's series families, labels and
+/// injected conditions ([`ScaleOptions`]). `ScaleOptions::default()` is the demo itself.
+pub fn generate_scaled(o: &ScaleOptions) -> Result<Store, String> {
+    o.check()?;
+    let mut g = Gen {
+        store: Store::new(),
+        span: Span::new(o),
+    };
+    let nodes = nodes(o);
     control_plane(&mut g);
     namespaces(&mut g);
     for n in &nodes {
@@ -391,10 +526,11 @@ pub fn generate() -> Store {
     telemetry_path(&mut g, &nodes);
     autoscaling(&mut g);
     cloudwatch(&mut g);
-    g.store
+    Ok(g.store)
 }
 
 fn control_plane(g: &mut Gen) {
+    let c = g.span;
     g.constant(
         "kubernetes_build_info",
         &[
@@ -426,7 +562,7 @@ fn control_plane(g: &mut Gen) {
                     ("code", code),
                     ("scope", "resource"),
                 ],
-                |t| Some((rate * share * 60.0 * (0.7 + 0.6 * noise(k ^ key(code), rel(t) / M))).round()),
+                |t| Some((rate * share * 60.0 * c.per_minute * (0.7 + 0.6 * noise(k ^ key(code), c.tick(t)))).round()),
             );
         }
     }
@@ -441,7 +577,7 @@ fn control_plane(g: &mut Gen) {
             ("error_type", "no_error"),
             ("rejection_code", "400"),
         ],
-        |t| Some(if noise(7, rel(t) / M) < 0.02 { 1.0 } else { 0.0 }),
+        |t| Some(if noise(7, c.tick(t)) < 0.02 * c.per_minute { 1.0 } else { 0.0 }),
     );
 }
 
@@ -467,6 +603,7 @@ fn namespaces(g: &mut Gen) {
 }
 
 fn node_series(g: &mut Gen, n: &Node) {
+    let c = g.span;
     let ksm = ("job", "kube-state-metrics");
     let node = ("node", n.name.as_str());
     g.constant(
@@ -499,7 +636,7 @@ fn node_series(g: &mut Gen, n: &Node) {
         1.0,
     );
     // Disk pressure on the first g5 node (notify), day 1 03:30-05:00.
-    let disk_pressure_node = n.group == "gpu-g5" && n.ip.ends_with(".20");
+    let disk_pressure_node = n.group == "gpu-g5" && n.index == 0;
     let mut conditions = vec!["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
     if n.gpus > 0 {
         conditions.push("AcceleratedHardwareReady");
@@ -512,7 +649,7 @@ fn node_series(g: &mut Gen, n: &Node) {
                 "kube_node_status_condition",
                 &[ksm, node, ("condition", cond), ("status", status)],
                 |t| {
-                    let bad = pressure && within(t, 3 * H + 30 * M, 5 * H);
+                    let bad = pressure && c.within(t, 3 * H + 30 * M, 5 * H);
                     let is_true = healthy_true != bad;
                     Some(match status {
                         "true" => f64::from(u8::from(is_true)),
@@ -555,17 +692,12 @@ fn unit(res: &str) -> &'static str {
 
 /// Whether the GPU `gpu` of node `n` is the one that falls off the bus (day 1 18:00-19:30).
 fn lost_gpu(n: &Node, gpu: usize) -> bool {
-    n.group == "gpu-p5" && n.ip.ends_with(".22") && gpu == 3
+    n.group == "gpu-p5" && n.index == 2 && gpu == 3
 }
 
 fn gpu_series(g: &mut Gen, n: &Node) {
-    let idx_in_group: usize =
-        n.ip.rsplit('.')
-            .next()
-            .and_then(|s| s.parse::<usize>().ok())
-            .unwrap_or(20)
-            - 20;
-    let place = placement(n.group, idx_in_group);
+    let c = g.span;
+    let place = placement(n.group, n.index);
     let instance = format!("{}:9400", n.ip);
     let probe_instance = format!("{}:9835", n.ip);
     let model = match n.group {
@@ -574,12 +706,12 @@ fn gpu_series(g: &mut Gen, n: &Node) {
         _ => "NVIDIA A10G",
     };
     let nk = key(&n.name);
-    let xid79_node = n.group == "gpu-p5" && n.ip.ends_with(".22");
-    let xid13_node = n.group == "gpu-p5" && n.ip.ends_with(".20");
+    let xid79_node = n.group == "gpu-p5" && n.index == 2;
+    let xid13_node = n.group == "gpu-p5" && n.index == 0;
     let low_power_node = place.as_ref().is_some_and(|p| p.namespace == "evaluation");
-    let throttle_node = n.group == "gpu-p4d" && n.ip.ends_with(".21");
-    let spare_node = n.group == "gpu-g5" && n.ip.ends_with(".23");
-    let dcgm_down = |t: i64| within(t, 14 * H, 14 * H + 40 * M);
+    let throttle_node = n.group == "gpu-p4d" && n.index == 1;
+    let spare_node = n.group == "gpu-g5" && n.index == 3;
+    let dcgm_down = |t: i64| c.within(t, 14 * H, 14 * H + 40 * M);
     g.constant(
         "node_probe_nvml_up",
         &[("job", "node-probe"), ("instance", &probe_instance), ("node", &n.name)],
@@ -607,20 +739,20 @@ fn gpu_series(g: &mut Gen, n: &Node) {
         let load = place.as_ref().map_or(0.0, |p| p.load);
         let lost = lost_gpu(n, gpu);
         let power = move |t: i64| -> f64 {
-            let step = rel(t) / M;
+            let step = c.tick(t);
             let idle = tdp * 0.09;
-            if lost && within(t, 18 * H, 19 * H + 30 * M) {
+            if lost && c.within(t, 18 * H, 19 * H + 30 * M) {
                 return 0.0;
             }
             // The job on the failed node crashed: its other GPUs idle until the node is replaced.
-            if xid79_node && within(t, 18 * H, 19 * H + 30 * M) {
+            if xid79_node && c.within(t, 18 * H, 19 * H + 30 * M) {
                 return idle * (0.95 + 0.1 * noise(gk, step));
             }
-            if low_power_node && within(t, 10 * H, 14 * H) {
+            if low_power_node && c.within(t, 10 * H, 14 * H) {
                 return tdp * 0.08 * (0.9 + 0.2 * noise(gk, step));
             }
             // The spare g5 node runs the starved evaluation pod once it is scheduled.
-            if spare_node && gpu == 0 && within(t, 6 * H + 30 * M, 9 * H) {
+            if spare_node && gpu == 0 && c.within(t, 6 * H + 30 * M, 9 * H) {
                 return tdp * 0.72 * (0.94 + 0.12 * noise(gk, step));
             }
             if load == 0.0 {
@@ -633,7 +765,7 @@ fn gpu_series(g: &mut Gen, n: &Node) {
         });
         g.constant("node_probe_gpu_default_power_limit_watts", &probe, tdp);
         g.gauge("node_probe_gpu_lost", &probe, |t| {
-            Some(f64::from(u8::from(lost && within(t, 18 * H, 19 * H + 30 * M))))
+            Some(f64::from(u8::from(lost && c.within(t, 18 * H, 19 * H + 30 * M))))
         });
         for reason in [
             "gpu_idle",
@@ -648,7 +780,7 @@ fn gpu_series(g: &mut Gen, n: &Node) {
             g.gauge(
                 "node_probe_gpu_clock_throttle_reason",
                 &[probe[0], probe[1], probe[2], probe[3], probe[4], ("reason", reason)],
-                |t| Some(f64::from(u8::from(idle || (active && within(t, 7 * H, 9 * H))))),
+                |t| Some(f64::from(u8::from(idle || (active && c.within(t, 7 * H, 9 * H))))),
             );
         }
         // XID counters exist once an XID was seen.
@@ -664,7 +796,7 @@ fn gpu_series(g: &mut Gen, n: &Node) {
                     ("xid", "79"),
                     ("class", "drain"),
                 ],
-                |t| (rel(t) >= 18 * H).then(|| if rel(t) == 18 * H { 1.0 } else { 0.0 }),
+                |t| (c.rel(t) >= 18 * H).then(|| if c.rel(t) == 18 * H { 1.0 } else { 0.0 }),
             );
         }
         if xid13_node && gpu == 1 {
@@ -679,7 +811,7 @@ fn gpu_series(g: &mut Gen, n: &Node) {
                     ("xid", "13"),
                     ("class", "application"),
                 ],
-                |t| (rel(t) >= 20 * H).then(|| if within(t, 20 * H, 20 * H + 3 * M) { 1.0 } else { 0.0 }),
+                |t| (c.rel(t) >= 20 * H).then(|| if c.within(t, 20 * H, 20 * H + 3 * M) { 1.0 } else { 0.0 }),
             );
         }
         let dcgm = [
@@ -697,7 +829,7 @@ fn gpu_series(g: &mut Gen, n: &Node) {
             if dcgm_down(t) {
                 return None;
             }
-            let r = rel(t);
+            let r = c.rel(t);
             // DCGM reports the last XID until the driver reloads on the replaced node.
             Some(if lost && (18 * H..20 * H).contains(&r) {
                 79.0
@@ -739,6 +871,7 @@ fn pod(
     phase: impl Fn(i64) -> Option<&'static str>,
     node_at: impl Fn(i64) -> Option<String>,
 ) {
+    let c = g.span;
     let ksm = ("job", "kube-state-metrics");
     let uid = format!(
         "{:08x}-{:04x}-4abc-9def-{:012x}",
@@ -762,19 +895,19 @@ fn pod(
     g.gauge(
         "kube_pod_created",
         &[ksm, ("namespace", namespace), ("pod", pod), ("uid", &uid)],
-        |t| phase(t).map(|_| ((START_MS + created_rel) / 1000) as f64),
+        |t| phase(t).map(|_| ((c.origin_ms + created_rel) / 1000) as f64),
     );
     // kube_pod_info's node label changes when the pod is scheduled: one series per value.
     let mut nodes_seen: Vec<String> = Vec::new();
-    let mut t = START_MS;
-    while t < END_MS {
+    let mut t = c.start_ms;
+    while t < c.end_ms {
         if phase(t).is_some() {
             let n = node_at(t).unwrap_or_default();
             if !nodes_seen.contains(&n) {
                 nodes_seen.push(n);
             }
         }
-        t += STEP_MS;
+        t += c.step_ms;
     }
     let _ = node;
     for n in &nodes_seen {
@@ -818,15 +951,11 @@ fn pod(
 }
 
 fn workloads(g: &mut Gen, nodes: &[Node]) {
+    let c = g.span;
     let ksm = ("job", "kube-state-metrics");
     // GPU pods on their nodes.
     for n in nodes.iter().filter(|n| n.gpus > 0) {
-        let i: usize =
-            n.ip.rsplit('.')
-                .next()
-                .and_then(|s| s.parse::<usize>().ok())
-                .unwrap_or(20)
-                - 20;
+        let i = n.index;
         let Some(p) = placement(n.group, i) else {
             continue;
         };
@@ -836,9 +965,12 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
             _ => (n.gpus as f64, 1),
         };
         for k in 0..count {
+            // The demo's names on the first four nodes of a group; beyond them the node's
+            // index keeps the names of a larger cluster apart.
             let name = match p.class {
-                "training" => format!("{}-{}", p.pod_prefix, (i + k) % 4),
-                _ => format!("{}-{:x}-{k}", p.pod_prefix, key(&n.name) as u16),
+                "training" => format!("{}-{}", p.pod_prefix, i + k),
+                _ if i < 4 => format!("{}-{:x}-{k}", p.pod_prefix, key(&n.name) as u16),
+                _ => format!("{}-{:x}n{i}-{k}", p.pod_prefix, key(&n.name) as u16),
             };
             let priority = match p.class {
                 "serving" | "inference" => "serving-critical",
@@ -862,7 +994,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
     // The starved evaluation-high pods (page), day 1 05:00-06:30 pending, then running.
     let eval_node = nodes
         .iter()
-        .find(|n| n.group == "gpu-g5" && n.ip.ends_with(".23"))
+        .find(|n| n.group == "gpu-g5" && n.index == 3)
         .map(|n| n.name.clone())
         .unwrap_or_default();
     {
@@ -877,7 +1009,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
             1.0,
             5 * H,
             |t| {
-                let r = rel(t);
+                let r = c.rel(t);
                 if !(5 * H..9 * H).contains(&r) {
                     None
                 } else if r < 6 * H + 30 * M {
@@ -886,7 +1018,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
                     Some("Running")
                 }
             },
-            move |t| (rel(t) >= 6 * H + 30 * M).then(|| node.clone()),
+            move |t| (c.rel(t) >= 6 * H + 30 * M).then(|| node.clone()),
         );
     }
     // The ranker rollout stuck on its image (page), day 1 11:00-11:45.
@@ -901,7 +1033,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
             "serving-critical",
             1.0,
             11 * H,
-            |t| within(t, 11 * H, 11 * H + 45 * M).then_some("Pending"),
+            |t| c.within(t, 11 * H, 11 * H + 45 * M).then_some("Pending"),
             |_| Some(String::new()),
         );
         g.gauge(
@@ -914,7 +1046,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
                 ("container", "ranker"),
                 ("reason", "ImagePullBackOff"),
             ],
-            |t| within(t, 11 * H + 2 * M, 11 * H + 45 * M).then_some(1.0),
+            |t| c.within(t, 11 * H + 2 * M, 11 * H + 45 * M).then_some(1.0),
         );
     }
     // Deployments.
@@ -927,7 +1059,7 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
         g.constant("kube_deployment_spec_replicas", &l, replicas);
         let degraded = dep == "llm-chat";
         g.gauge("kube_deployment_status_replicas_available", &l, |t| {
-            Some(if degraded && within(t, 8 * H, 9 * H) {
+            Some(if degraded && c.within(t, 8 * H, 9 * H) {
                 3.0
             } else {
                 replicas
@@ -956,13 +1088,13 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
         g.counter(
             "training_checkpoint_saves_total",
             &[("job", "training-metrics"), ("namespace", ns)],
-            |t| Some(if (rel(t) / M) % every == 0 { 1.0 } else { 0.0 }),
+            |t| Some(if c.every(t, every * M) { 1.0 } else { 0.0 }),
         );
         g.counter(
             "training_checkpoint_save_failures_total",
             &[("job", "training-metrics"), ("namespace", ns)],
             |t| {
-                Some(if failing && within(t, 21 * H, 22 * H) && (rel(t) / M) % every == 0 {
+                Some(if failing && c.within(t, 21 * H, 22 * H) && c.every(t, every * M) {
                     1.0
                 } else {
                     0.0
@@ -976,10 +1108,11 @@ fn workloads(g: &mut Gen, nodes: &[Node]) {
 /// it submits every 5 minutes (retries) and every one fails (page). Evaluation runs a job an
 /// hour. Finished jobs are deleted an hour later (ttlSecondsAfterFinished).
 fn jobs(g: &mut Gen) {
+    let c = g.span;
     let ksm = ("job", "kube-state-metrics");
     let mut specs: Vec<(&str, String, i64, bool)> = Vec::new();
     let mut t = 0;
-    while t < HOURS * H {
+    while t < c.rel(c.end_ms) {
         let incident = (2 * H..3 * H).contains(&t);
         specs.push((
             "training-llm",
@@ -990,7 +1123,7 @@ fn jobs(g: &mut Gen) {
         t += if incident { 5 * M } else { 30 * M };
     }
     let mut t = 10 * M;
-    while t < HOURS * H {
+    while t < c.rel(c.end_ms) {
         specs.push((
             "evaluation",
             format!("nightly-eval-{:x}", key(&format!("e{t}")) as u32),
@@ -1002,36 +1135,37 @@ fn jobs(g: &mut Gen) {
     for (ns, name, start, fails) in specs {
         let done = start + if fails { 2 * M } else { 20 * M };
         let gone = done + H;
-        let alive = |t: i64| (start..gone).contains(&rel(t));
+        let alive = |t: i64| (start..gone).contains(&c.rel(t));
         g.gauge(
             "kube_job_status_start_time",
             &[ksm, ("namespace", ns), ("job_name", &name)],
-            |t| alive(t).then_some(((START_MS + start) / 1000) as f64),
+            |t| alive(t).then_some(((c.origin_ms + start) / 1000) as f64),
         );
         g.gauge(
             "kube_job_status_active",
             &[ksm, ("namespace", ns), ("job_name", &name)],
-            |t| alive(t).then_some(f64::from(u8::from(rel(t) < done))),
+            |t| alive(t).then_some(f64::from(u8::from(c.rel(t) < done))),
         );
         if fails {
             for cond in ["true", "false", "unknown"] {
                 g.gauge(
                     "kube_job_failed",
                     &[ksm, ("namespace", ns), ("job_name", &name), ("condition", cond)],
-                    |t| (alive(t) && rel(t) >= done).then_some(f64::from(u8::from(cond == "true"))),
+                    |t| (alive(t) && c.rel(t) >= done).then_some(f64::from(u8::from(cond == "true"))),
                 );
             }
         } else {
             g.gauge(
                 "kube_job_status_succeeded",
                 &[ksm, ("namespace", ns), ("job_name", &name)],
-                |t| alive(t).then_some(f64::from(u8::from(rel(t) >= done))),
+                |t| alive(t).then_some(f64::from(u8::from(c.rel(t) >= done))),
             );
         }
     }
 }
 
 fn telemetry_path(g: &mut Gen, nodes: &[Node]) {
+    let c = g.span;
     g.constant(
         "up",
         &[("job", "kube-state-metrics"), ("instance", "10.0.0.11:8080")],
@@ -1049,7 +1183,7 @@ fn telemetry_path(g: &mut Gen, nodes: &[Node]) {
         ("exporter", "prometheusremotewrite/amp"),
     ];
     g.counter("otelcol_exporter_sent_metric_points_total", &oc, |t| {
-        Some((gpu_nodes * 900.0 * (0.95 + 0.1 * noise(11, rel(t) / M))).round())
+        Some((gpu_nodes * 900.0 * c.per_minute * (0.95 + 0.1 * noise(11, c.tick(t)))).round())
     });
     g.counter("otelcol_exporter_send_failed_metric_points_total", &oc, |_| Some(0.0));
     let rw = [
@@ -1058,7 +1192,7 @@ fn telemetry_path(g: &mut Gen, nodes: &[Node]) {
         ("remote_name", "amp"),
     ];
     g.counter("prometheus_remote_storage_samples_total", &rw, |t| {
-        Some((42_000.0 * (0.95 + 0.1 * noise(12, rel(t) / M))).round())
+        Some((42_000.0 * c.per_minute * (0.95 + 0.1 * noise(12, c.tick(t)))).round())
     });
     g.counter("prometheus_remote_storage_samples_failed_total", &rw, |_| Some(0.0));
     let wf = [("job", "watchfire"), ("instance", "watchfire-0:9464")];
@@ -1075,6 +1209,7 @@ fn telemetry_path(g: &mut Gen, nodes: &[Node]) {
 }
 
 fn autoscaling(g: &mut Gen) {
+    let c = g.span;
     let k = [("job", "karpenter"), ("instance", "10.0.0.13:8080")];
     for mt in [
         "spot_interrupted",
@@ -1087,7 +1222,7 @@ fn autoscaling(g: &mut Gen) {
             "karpenter_interruption_received_messages_total",
             &[k[0], k[1], ("message_type", mt)],
             |t| {
-                Some(if spot && within(t, 15 * H + 30 * M, 16 * H) && (rel(t) / M) % 3 == 0 {
+                Some(if spot && c.within(t, 15 * H + 30 * M, 16 * H) && c.every(t, 3 * M) {
                     1.0
                 } else {
                     0.0
@@ -1108,6 +1243,7 @@ fn autoscaling(g: &mut Gen) {
 }
 
 fn cloudwatch(g: &mut Gen) {
+    let c = g.span;
     let base = [
         ("job", "cloudwatch"),
         ("region", REGION),
@@ -1126,7 +1262,7 @@ fn cloudwatch(g: &mut Gen) {
         let l = [base[0], base[1], base[2], base[3], base[4], ("class", class)];
         let burst = class == "P/OnDemand";
         g.gauge("aws_usage_resource_count", &l, |t| {
-            Some(if burst && within(t, 13 * H, 17 * H) {
+            Some(if burst && c.within(t, 13 * H, 17 * H) {
                 2192.0
             } else {
                 usage
@@ -1138,10 +1274,10 @@ fn cloudwatch(g: &mut Gen) {
         let b = [("job", "cloudwatch"), ("bucket", bucket)];
         let kb = key(bucket);
         g.gauge("aws_s3_all_requests_sum", &b, |t| {
-            Some((1800.0 * (0.8 + 0.4 * noise(kb, rel(t) / M))).round())
+            Some((1800.0 * (0.8 + 0.4 * noise(kb, c.tick(t)))).round())
         });
         g.gauge("aws_s3_4xx_errors_sum", &b, |t| {
-            Some(if noise(kb ^ 4, rel(t) / M) < 0.1 { 1.0 } else { 0.0 })
+            Some(if noise(kb ^ 4, c.tick(t)) < 0.1 { 1.0 } else { 0.0 })
         });
         g.gauge("aws_s3_5xx_errors_sum", &b, |_| Some(0.0));
     }
@@ -1191,6 +1327,91 @@ mod tests {
         let mut back = Store::new();
         crate::tsdb::load_openmetrics(&mut back, &x[..], "demo.om").unwrap();
         assert_eq!(back.num_samples(), a.num_samples());
+    }
+
+    fn series(store: &Store, name: &str) -> Vec<crate::source::SeriesData> {
+        use crate::source::Queryable;
+        store
+            .select(&[crate::labels::Matcher::equal("__name__", name)], i64::MIN, i64::MAX)
+            .unwrap()
+    }
+
+    /// Two hours of a 200-GPU cluster around day 1 08:00, at `step_ms`.
+    fn scaled(step_ms: i64) -> (ScaleOptions, Store) {
+        let start = 1_800_000_000_000 - 1_800_000_000_000 % H;
+        let o = ScaleOptions {
+            start_ms: start,
+            end_ms: start + 2 * H,
+            step_ms,
+            timeline_ms: 7 * H,
+            ..ScaleOptions::default()
+        }
+        .with_nodes_per_group(10);
+        let s = generate_scaled(&o).unwrap();
+        (o, s)
+    }
+
+    #[test]
+    fn scaled_cluster_has_its_gpus_pods_and_rates() {
+        let (o, s) = scaled(30_000);
+        assert_eq!(o.gpus(), 200);
+        let power = series(&s, "DCGM_FI_DEV_POWER_USAGE");
+        assert_eq!(power.len(), 200);
+        // Every series is sampled on the 30 s grid, once per step: no two pods or nodes share
+        // a series (a collision would double the samples).
+        for sd in series(&s, "kube_pod_status_phase").iter().chain(&series(&s, "kube_node_info")) {
+            assert_eq!(sd.samples.len(), 240, "{}", sd.labels);
+        }
+        // Running pods: p5 1 per node (10), p4d 2 per node (20), g5 4 per node on 8 of 10
+        // nodes (32; every fourth g5 node is the spare), and the formerly starved evaluation
+        // pod, running on the spare node since 06:30.
+        let running = series(&s, "kube_pod_status_phase")
+            .into_iter()
+            .filter(|sd| sd.labels.get("phase") == Some("Running") && sd.samples.iter().all(|x| x.1 == 1.0))
+            .count();
+        assert_eq!(running, 10 + 20 + 32 + 1);
+        // Incidents follow the incident clock: llm-chat is degraded from 08:00 (an hour in).
+        let avail = series(&s, "kube_deployment_status_replicas_available");
+        let chat = avail.iter().find(|sd| sd.labels.get("deployment") == Some("llm-chat")).unwrap();
+        assert_eq!(chat.samples[0], (o.start_ms, 8.0));
+        assert_eq!(chat.samples[120], (o.start_ms + H, 3.0));
+        // Counters keep their rates whatever the step: a checkpoint every 10 minutes, and the
+        // API server's request rate within noise of the one-minute data.
+        let (_, s60) = scaled(60_000);
+        let increase = |s: &Store, name: &str| -> f64 {
+            series(s, name)
+                .iter()
+                .map(|sd| sd.samples.last().unwrap().1 - sd.samples[0].1)
+                .sum()
+        };
+        assert_eq!(increase(&s, "training_checkpoint_saves_total"), 22.0);
+        assert_eq!(increase(&s60, "training_checkpoint_saves_total"), 22.0);
+        let (a, b) = (
+            increase(&s, "apiserver_request_total"),
+            increase(&s60, "apiserver_request_total"),
+        );
+        assert!((a / b - 1.0).abs() < 0.1, "{a} vs {b}");
+    }
+
+    #[test]
+    fn scale_options_are_checked() {
+        let bad = |o: ScaleOptions| generate_scaled(&o).unwrap_err();
+        assert!(bad(ScaleOptions {
+            step_ms: 7_000,
+            ..ScaleOptions::default()
+        })
+        .contains("step"));
+        assert!(bad(ScaleOptions {
+            end_ms: START_MS,
+            ..ScaleOptions::default()
+        })
+        .contains("end"));
+        assert!(bad(ScaleOptions {
+            timeline_ms: -60_000,
+            ..ScaleOptions::default()
+        })
+        .contains("timeline"));
+        assert!(bad(ScaleOptions::default().with_nodes_per_group(MAX_NODES_PER_GROUP + 1)).contains("nodes"));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use chrono::{DateTime, Utc};
 
 use crate::labels::{Labels, LabelsBuilder};
-use crate::notify::links::{Link, LinkContext, NotificationSettings};
+use crate::notify::links::Link;
 use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
 use crate::promql::{Engine, EngineOptions};
@@ -51,8 +51,8 @@ pub struct RuleInfo {
 pub struct Setup {
     pub groups: Vec<Group>,
     pub routes: notify::Config,
+    /// Teams, links and the label deny-list.
     pub owners: Owners,
-    pub settings: NotificationSettings,
     /// Labels added to every alert sent (Prometheus' external labels), where not set.
     pub external_labels: Labels,
     pub external_url: String,
@@ -343,32 +343,24 @@ fn build_delivery(setup: &Setup, state: &mut DeliveryState, n: &Notification, in
         .iter()
         .filter_map(|a| state.active_at.get(&a.labels).copied())
         .min();
-    let empty = BTreeMap::new();
-    let alertname = lead_labels.get("alertname").unwrap_or("");
-    let links = setup.settings.links.render(&LinkContext {
-        labels: &lead_labels,
-        annotations: lead.map_or(&empty, |a| &a.annotations),
-        owner: owner.as_deref(),
-        expr: setup.rules.get(alertname).map(|r| r.expr.as_str()),
-        starts_ms: lead.map_or(at.timestamp_millis(), |a| a.starts_at.timestamp_millis()),
-        at_ms: at.timestamp_millis(),
-    });
+    // Exactly what `watchfire run` hands its receivers: denied labels removed, links rendered.
+    let sent = notify::links::outgoing(n, &setup.owners);
     Delivery {
         at_ms: at.timestamp_millis(),
         receiver: n.receiver.clone(),
         integrations,
         status,
-        group_key: n.group_key.clone(),
-        group_labels: setup.settings.redact(&n.group_labels),
+        group_key: sent.group_key,
+        group_labels: sent.group_labels,
         owner,
         cluster: pick("cluster"),
         namespace: pick("namespace"),
-        links,
-        alerts: n
+        links: sent.links,
+        alerts: sent
             .alerts
             .iter()
             .map(|a| DeliveredAlert {
-                labels: setup.settings.redact(&a.labels),
+                labels: a.labels.clone(),
                 annotations: a.annotations.clone(),
                 starts_at_ms: a.starts_at.timestamp_millis(),
                 ends_at_ms: a.ends_at.filter(|e| *e <= at).map(|e| e.timestamp_millis()),

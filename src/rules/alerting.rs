@@ -6,6 +6,33 @@
 //! set that disappears is dropped at once if pending; if firing it stays firing while
 //! `keep_firing_for` lasts, then turns `inactive` with `ResolvedAt = ts` and is kept (and re-sent)
 //! for 15 minutes. `ALERTS` and `ALERTS_FOR_STATE` samples are written at `ts - query_offset`.
+//!
+//! ## No-data and error policy (watchfire extension, Grafana's NoData / ExecErr states)
+//!
+//! Two annotations on an alerting rule (valid label names, so promtool 2.42 accepts the file;
+//! never sent: they are removed from the alerts' annotations):
+//!
+//! * `watchfire_no_data_state`: what happens when the rule has **no data**: the evaluation
+//!   succeeded, the expression returned no series, it has at least one selector, and every
+//!   selector in it, evaluated on its own at the query time (with its own range, `offset` and
+//!   `@`; selectors inside subqueries at the query time only), selected no series at all. An
+//!   empty result from data that is present (a threshold not crossed) is not "no data".
+//!   * unset or `OK`: Prometheus' behaviour: the rule's alerts resolve.
+//!   * `KeepLast`: the alerts stay exactly as they are (still re-sent while firing).
+//!   * `Alerting`: the rule's alerts resolve and one synthetic alert takes their place: the
+//!     rule's labels, `alertname` the rule's name, `watchfire_state="nodata"`; pending, then
+//!     firing after the rule's `for`, resolved when data comes back.
+//!   * `NoData`: the same synthetic alert under Grafana's name: `alertname="DatasourceNoData"`,
+//!     `rulename=<rule>`, `watchfire_state="nodata"`.
+//! * `watchfire_error_state`: what happens when the evaluation **fails** (source error or
+//!   timeout, or an expression error). The rule is unhealthy with its last error and the
+//!   built-in alerts are raised in every case.
+//!   * unset or `KeepLast`: the alerts are frozen as they are (never resolved by an outage).
+//!   * `Alerting`: the alerts stay frozen, plus a synthetic alert with the rule's labels,
+//!     `alertname` the rule's name, `watchfire_state="error"` and a `watchfire_error`
+//!     annotation; pending, then firing after `for`; it resolves at the next good evaluation.
+//!   * `Error`: the same under Grafana's name: `alertname="DatasourceError"`, `rulename=<rule>`.
+//!   * `OK`: the alerts resolve.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -24,6 +51,67 @@ pub const ALERTS_METRIC: &str = "ALERTS";
 pub const ALERTS_FOR_STATE_METRIC: &str = "ALERTS_FOR_STATE";
 pub const ALERTNAME_LABEL: &str = "alertname";
 pub const ALERTSTATE_LABEL: &str = "alertstate";
+/// The no-data policy annotation (see the module docs).
+pub const NO_DATA_ANNOTATION: &str = "watchfire_no_data_state";
+/// The error policy annotation (see the module docs).
+pub const ERROR_ANNOTATION: &str = "watchfire_error_state";
+/// The label synthetic alerts carry: `nodata` or `error`.
+pub const STATE_LABEL: &str = "watchfire_state";
+
+/// `watchfire_no_data_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoDataPolicy {
+    Alerting,
+    NoData,
+    Ok,
+    KeepLast,
+}
+
+/// `watchfire_error_state`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorPolicy {
+    Error,
+    Alerting,
+    Ok,
+    KeepLast,
+}
+
+impl NoDataPolicy {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "Alerting" => NoDataPolicy::Alerting,
+            "NoData" => NoDataPolicy::NoData,
+            "OK" => NoDataPolicy::Ok,
+            "KeepLast" => NoDataPolicy::KeepLast,
+            _ => return None,
+        })
+    }
+}
+
+impl ErrorPolicy {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "Error" => ErrorPolicy::Error,
+            "Alerting" => ErrorPolicy::Alerting,
+            "OK" => ErrorPolicy::Ok,
+            "KeepLast" => ErrorPolicy::KeepLast,
+            _ => return None,
+        })
+    }
+}
+
+/// What is wrong with a policy annotation's value (`None`: not a policy annotation, or valid).
+pub fn policy_annotation_error(name: &str, value: &str) -> Option<String> {
+    match name {
+        NO_DATA_ANNOTATION if NoDataPolicy::parse(value).is_none() => Some(format!(
+            "{NO_DATA_ANNOTATION}: {value:?} is not one of Alerting, NoData, OK, KeepLast"
+        )),
+        ERROR_ANNOTATION if ErrorPolicy::parse(value).is_none() => Some(format!(
+            "{ERROR_ANNOTATION}: {value:?} is not one of Error, Alerting, OK, KeepLast"
+        )),
+        _ => None,
+    }
+}
 
 /// The state of one alert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,6 +195,8 @@ pub struct AlertingRule {
     /// Label templates (group labels under rule labels), sorted by name.
     labels: Vec<(String, String)>,
     annotations: Vec<(String, String)>,
+    no_data: Option<NoDataPolicy>,
+    on_error: Option<ErrorPolicy>,
     /// Whether `ALERTS`/`ALERTS_FOR_STATE` are written (Prometheus waits for `for`-state
     /// restoration before writing them).
     restored: bool,
@@ -127,6 +217,22 @@ impl AlertingRule {
         labels: Vec<(String, String)>,
         annotations: Vec<(String, String)>,
     ) -> Self {
+        let mut annotations = sorted_unique(annotations);
+        let mut no_data = None;
+        let mut on_error = None;
+        // The policy annotations configure the rule; they are not sent with its alerts.
+        annotations.retain(|(n, v)| {
+            let policy = n == NO_DATA_ANNOTATION || n == ERROR_ANNOTATION;
+            if let Some(e) = policy_annotation_error(n, v) {
+                // rulecheck rejects this with file:line:col; here the default applies.
+                tracing::warn!("alert {name}: {e}; the default applies");
+            } else if n == NO_DATA_ANNOTATION {
+                no_data = NoDataPolicy::parse(v);
+            } else if n == ERROR_ANNOTATION {
+                on_error = ErrorPolicy::parse(v);
+            }
+            !policy
+        });
         AlertingRule {
             name: name.to_string(),
             expr,
@@ -134,7 +240,9 @@ impl AlertingRule {
             hold_ms,
             keep_firing_for_ms,
             labels: sorted_unique(labels),
-            annotations: sorted_unique(annotations),
+            annotations,
+            no_data,
+            on_error,
             restored: true,
             active: BTreeMap::new(),
             health: Health::Unknown,
@@ -169,6 +277,16 @@ impl AlertingRule {
 
     pub fn annotations(&self) -> &[(String, String)] {
         &self.annotations
+    }
+
+    /// The `watchfire_no_data_state` policy (`None`: Prometheus' behaviour).
+    pub fn no_data_policy(&self) -> Option<NoDataPolicy> {
+        self.no_data
+    }
+
+    /// The `watchfire_error_state` policy (`None`: frozen).
+    pub fn error_policy(&self) -> Option<ErrorPolicy> {
+        self.on_error
     }
 
     pub fn set_restored(&mut self, restored: bool) {
@@ -218,6 +336,12 @@ impl AlertingRule {
     /// write. On a query error nothing changes; on a `limit` error all alerts are dropped.
     pub fn eval(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
         let result = self.eval_inner(ctx);
+        if let (Err(e), Some(policy)) = (&result, self.on_error) {
+            // A `limit` error already dropped the alerts, as in Prometheus.
+            if !matches!(e, RuleError::AlertLimit { .. }) {
+                self.apply_error_policy(ctx, policy, e);
+            }
+        }
         self.last_evaluation = Some(ctx.ts);
         match &result {
             Ok(_) => {
@@ -233,11 +357,145 @@ impl AlertingRule {
     }
 
     fn eval_inner(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
-        let ts = ctx.ts;
         let qt = ctx.query_time();
         let res = ctx.query(&self.expr, qt)?;
-        let querier = ctx.querier();
+        let mut synthetic = None;
+        if res.is_empty() {
+            if let Some(policy) = self.no_data {
+                if policy != NoDataPolicy::Ok && self.no_series_selected(ctx, qt)? {
+                    match policy {
+                        NoDataPolicy::KeepLast => return Ok(self.held_samples(qt)),
+                        NoDataPolicy::Alerting => synthetic = Some(("nodata", None)),
+                        NoDataPolicy::NoData => synthetic = Some(("nodata", Some("DatasourceNoData"))),
+                        NoDataPolicy::Ok => {}
+                    }
+                }
+            }
+        }
+        let fresh = match synthetic {
+            Some((state, name)) => self.synthetic_alert(ctx, state, name, None),
+            None => self.fresh_alerts(ctx, res)?,
+        };
+        self.advance(ctx, fresh)
+    }
 
+    /// Whether the expression has selectors and every one of them selects no series now (the
+    /// rule's "no data", see the module docs).
+    fn no_series_selected(&self, ctx: &EvalContext<'_>, qt: i64) -> Result<bool, RuleError> {
+        let mut selectors = Vec::new();
+        collect_selectors(&self.expr, &mut selectors);
+        if selectors.is_empty() {
+            return Ok(false);
+        }
+        for sel in selectors {
+            let res = ctx
+                .engine
+                .instant_query_ast(ctx.source, &sel, qt)
+                .map_err(|e| RuleError::Query(e.to_string()))?;
+            let empty = match res.value {
+                crate::promql::Value::Vector(v) => v.is_empty(),
+                crate::promql::Value::Matrix(m) => m.iter().all(|s| s.samples.is_empty()),
+                _ => false,
+            };
+            if !empty {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `ALERTS`/`ALERTS_FOR_STATE` for the alerts held as they are (`KeepLast`).
+    fn held_samples(&self, qt: i64) -> Vec<OutputSample> {
+        if !self.restored {
+            return Vec::new();
+        }
+        self.active
+            .values()
+            .filter(|a| a.state != AlertState::Inactive)
+            .flat_map(|a| {
+                [
+                    alerts_sample(&self.name, &self.labels, a, qt),
+                    for_state_sample(&self.name, &self.labels, a, qt),
+                ]
+            })
+            .collect()
+    }
+
+    /// The synthetic alert of a policy: the rule's labels plus `watchfire_state`, under the
+    /// rule's name or `grafana_name` (with `rulename`).
+    fn synthetic_alert(
+        &self,
+        ctx: &EvalContext<'_>,
+        state: &str,
+        grafana_name: Option<&str>,
+        error: Option<&str>,
+    ) -> BTreeMap<Labels, Alert> {
+        let metric = Labels::from_pairs([(STATE_LABEL, state)]);
+        let mut out = self.fresh_alerts(ctx, vec![(metric, f64::NAN)]).unwrap_or_default();
+        if grafana_name.is_some() || error.is_some() {
+            out = out
+                .into_values()
+                .map(|mut a| {
+                    if let Some(n) = grafana_name {
+                        let mut b = LabelsBuilder::new(&a.labels);
+                        b.set(ALERTNAME_LABEL, n);
+                        b.set("rulename", &self.name);
+                        a.labels = b.build();
+                    }
+                    if let Some(e) = error {
+                        a.annotations.insert("watchfire_error".into(), e.to_string());
+                    }
+                    (a.labels.clone(), a)
+                })
+                .collect();
+        }
+        out
+    }
+
+    fn apply_error_policy(&mut self, ctx: &EvalContext<'_>, policy: ErrorPolicy, err: &RuleError) {
+        let grafana_name = match policy {
+            ErrorPolicy::KeepLast => return,
+            ErrorPolicy::Ok => {
+                // Resolve everything, as an empty result would.
+                let _ = self.advance(ctx, BTreeMap::new());
+                return;
+            }
+            ErrorPolicy::Alerting => None,
+            ErrorPolicy::Error => Some("DatasourceError"),
+        };
+        let msg = err.to_string();
+        let ts = ctx.ts;
+        // The other alerts stay frozen; only the synthetic one moves through pending/firing.
+        for (key, alert) in self.synthetic_alert(ctx, "error", grafana_name, Some(&msg)) {
+            let a = match self.active.get_mut(&key) {
+                Some(existing) if existing.state != AlertState::Inactive => {
+                    existing.annotations = alert.annotations;
+                    existing
+                }
+                _ => {
+                    self.active.insert(key.clone(), alert);
+                    match self.active.get_mut(&key) {
+                        Some(a) => a,
+                        None => continue,
+                    }
+                }
+            };
+            a.keep_firing_since = None;
+            if a.state == AlertState::Pending && ts.saturating_sub(a.active_at) >= self.hold_ms {
+                a.state = AlertState::Firing;
+                a.fired_at = Some(ts);
+            }
+        }
+    }
+
+    /// The alerts an evaluation result makes (before the state machine).
+    fn fresh_alerts(
+        &self,
+        ctx: &EvalContext<'_>,
+        res: Vec<(Labels, f64)>,
+    ) -> Result<BTreeMap<Labels, Alert>, RuleError> {
+        let ts = ctx.ts;
+        let querier = ctx.querier();
         let mut fresh: BTreeMap<Labels, Alert> = BTreeMap::new();
         for (metric, value) in res {
             let data = template::alert_data(&metric, value, ctx.external_labels, ctx.external_url);
@@ -270,7 +528,17 @@ impl AlertingRule {
                 },
             );
         }
+        Ok(fresh)
+    }
 
+    /// The state machine: the fresh alerts against the held ones.
+    fn advance(
+        &mut self,
+        ctx: &EvalContext<'_>,
+        fresh: BTreeMap<Labels, Alert>,
+    ) -> Result<Vec<OutputSample>, RuleError> {
+        let ts = ctx.ts;
+        let qt = ctx.query_time();
         let result_fps: HashSet<Labels> = fresh.keys().cloned().collect();
         for (key, alert) in fresh {
             match self.active.get_mut(&key) {
@@ -351,6 +619,32 @@ impl AlertingRule {
             }
         }
         out
+    }
+}
+
+/// Every vector and matrix selector of an expression, each as an expression of its own.
+fn collect_selectors(e: &Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Aggregate(a) => {
+            if let Some(p) = &a.param {
+                collect_selectors(p, out);
+            }
+            collect_selectors(&a.expr, out);
+        }
+        Expr::Unary(u) => collect_selectors(&u.expr, out),
+        Expr::Binary(b) => {
+            collect_selectors(&b.lhs, out);
+            collect_selectors(&b.rhs, out);
+        }
+        Expr::Paren(p) => collect_selectors(&p.expr, out),
+        Expr::Subquery(s) => collect_selectors(&s.expr, out),
+        Expr::VectorSelector(_) | Expr::MatrixSelector(_) => out.push(e.clone()),
+        Expr::Call(c) => {
+            for a in &c.args.args {
+                collect_selectors(a, out);
+            }
+        }
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
     }
 }
 
@@ -631,6 +925,131 @@ mod tests {
             "a source error never resolves an alert"
         );
         assert_eq!(r.health(), Health::Bad);
+    }
+
+    fn policy_rule(expr: &str, hold: i64, annotation: (&str, &str)) -> AlertingRule {
+        let ast = crate::promql::parse(expr).unwrap();
+        AlertingRule::new(
+            "Down",
+            ast,
+            expr,
+            hold,
+            0,
+            vec![("severity".into(), "page".into())],
+            vec![
+                ("summary".into(), "down".into()),
+                (annotation.0.into(), annotation.1.into()),
+            ],
+        )
+    }
+
+    fn labels_of(r: &AlertingRule) -> Vec<String> {
+        r.alerts()
+            .filter(|a| a.resolved_at.is_none())
+            .map(|a| format!("{} {}", a.labels, a.state))
+            .collect()
+    }
+
+    #[test]
+    fn no_data_policy_needs_every_selector_empty() {
+        // up{job="a"} = 0 at minutes 0 and 1, 1 at 2m, then nothing: the 5m lookback (left-open)
+        // sees it until just before 7m.
+        let f = Fixture::new(&[Some(0.0), Some(0.0), Some(1.0)]);
+        let mut r = policy_rule("up == 0", M, (NO_DATA_ANNOTATION, "Alerting"));
+        assert_eq!(r.no_data_policy(), Some(NoDataPolicy::Alerting));
+        assert!(
+            r.annotations().iter().all(|(n, _)| n != NO_DATA_ANNOTATION),
+            "the policy annotation is not an alert annotation"
+        );
+        f.eval(&mut r, 0, 0).unwrap();
+        f.eval(&mut r, M, 0).unwrap();
+        assert_eq!(
+            labels_of(&r),
+            [r#"{alertname="Down", job="a", severity="page"} firing"#]
+        );
+        // Data present, condition false: resolved, no synthetic alert.
+        f.eval(&mut r, 2 * M, 0).unwrap();
+        assert!(labels_of(&r).is_empty());
+        f.eval(&mut r, 6 * M, 0).unwrap();
+        assert!(labels_of(&r).is_empty(), "still within the lookback");
+        // No data: the synthetic alert, pending for `for`, then firing.
+        f.eval(&mut r, 7 * M, 0).unwrap();
+        assert_eq!(
+            labels_of(&r),
+            [r#"{alertname="Down", severity="page", watchfire_state="nodata"} pending"#]
+        );
+        f.eval(&mut r, 8 * M, 0).unwrap();
+        assert_eq!(
+            labels_of(&r),
+            [r#"{alertname="Down", severity="page", watchfire_state="nodata"} firing"#]
+        );
+        assert_eq!(
+            r.alerts()
+                .next()
+                .unwrap()
+                .annotations
+                .get("summary")
+                .map(String::as_str),
+            Some("down")
+        );
+        // A selector-free expression never has "no data".
+        let mut c = policy_rule("vector(1) == 0", 0, (NO_DATA_ANNOTATION, "Alerting"));
+        f.eval(&mut c, 9 * M, 0).unwrap();
+        assert!(labels_of(&c).is_empty());
+    }
+
+    #[test]
+    fn error_policies() {
+        let f = Fixture::new(&[Some(0.0)]);
+        let failing = |ts| EvalContext {
+            engine: &f.engine,
+            source: &Failing,
+            ts,
+            query_offset: 0,
+            external_labels: &f.ext,
+            external_url: "",
+            limit: 0,
+        };
+        let firing = r#"{alertname="Down", job="a", severity="page"} firing"#;
+
+        let mut ok = policy_rule("up == 0", 0, (ERROR_ANNOTATION, "OK"));
+        f.eval(&mut ok, 0, 0).unwrap();
+        assert!(ok.eval(&failing(M)).is_err());
+        assert!(labels_of(&ok).is_empty(), "OK resolves");
+        assert_eq!(ok.health(), Health::Bad);
+
+        let mut keep = policy_rule("up == 0", 0, (ERROR_ANNOTATION, "KeepLast"));
+        f.eval(&mut keep, 0, 0).unwrap();
+        assert!(keep.eval(&failing(M)).is_err());
+        assert_eq!(labels_of(&keep), [firing]);
+
+        let mut err = policy_rule("up == 0", 0, (ERROR_ANNOTATION, "Error"));
+        f.eval(&mut err, 0, 0).unwrap();
+        assert!(err.eval(&failing(M)).is_err());
+        let mut got = labels_of(&err);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                r#"{alertname="DatasourceError", rulename="Down", severity="page", watchfire_state="error"} firing"#,
+                firing
+            ]
+        );
+        // The next good evaluation resolves the synthetic alert.
+        f.eval(&mut err, 2 * M, 0).unwrap();
+        assert_eq!(labels_of(&err), [firing]);
+    }
+
+    #[test]
+    fn policy_values_are_checked() {
+        assert_eq!(policy_annotation_error(NO_DATA_ANNOTATION, "KeepLast"), None);
+        assert_eq!(policy_annotation_error("summary", "anything"), None);
+        assert!(
+            policy_annotation_error(ERROR_ANNOTATION, "ok").is_some(),
+            "case matters"
+        );
+        let r = policy_rule("up", 0, (ERROR_ANNOTATION, "Sometimes"));
+        assert_eq!(r.error_policy(), None, "an invalid value leaves the default");
     }
 
     #[test]

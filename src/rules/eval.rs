@@ -30,6 +30,10 @@ impl EvalContext<'_> {
 
     /// Runs an expression as a rule does: a vector, or a scalar as a one-element vector.
     pub fn query(&self, expr: &Expr, t: i64) -> Result<Vec<(Labels, f64)>, RuleError> {
+        // A source that can answer the whole expression itself does (federation pushdown).
+        if let Some(res) = self.source.pushdown(expr, t) {
+            return res.map_err(|e| RuleError::Query(e.to_string()));
+        }
         let res = self
             .engine
             .instant_query_ast(self.source, expr, t)

@@ -85,13 +85,16 @@ impl GroupRule {
     }
 }
 
-/// A rule whose expression did not parse cannot be evaluated.
+/// A rule that cannot be evaluated: its expression did not parse, or a watchfire policy
+/// annotation has an invalid value (`file:line:col`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{file}: group {group:?}, rule {rule:?}: the expression did not parse")]
+#[error("{file}: group {group:?}, rule {rule:?}: {message}")]
 pub struct BuildError {
+    /// `path`, or `path:line:col` when the error has a position.
     pub file: String,
     pub group: String,
     pub rule: String,
+    pub message: String,
 }
 
 /// What one group evaluation produced besides the samples it wrote.
@@ -139,8 +142,20 @@ impl Group {
                     file: path.display().to_string(),
                     group: g.name.value.clone(),
                     rule: r.name.value.clone(),
+                    message: "the expression did not parse".into(),
                 });
             };
+            // An invalid no-data / error policy is refused, not silently defaulted.
+            if let Some((a, msg)) = r.annotations.iter().find_map(|a| {
+                crate::rules::alerting::policy_annotation_error(&a.name.value, &a.value.value).map(|m| (a, m))
+            }) {
+                return Err(BuildError {
+                    file: format!("{}:{}:{}", path.display(), a.value.pos.line, a.value.pos.col),
+                    group: g.name.value.clone(),
+                    rule: r.name.value.clone(),
+                    message: msg,
+                });
+            }
             let mut labels = group_labels.clone();
             labels.extend(r.labels.iter().map(|l| (l.name.value.clone(), l.value.value.clone())));
             rules.push(match r.kind {

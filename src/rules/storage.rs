@@ -65,6 +65,34 @@ impl Queryable for Layered<'_> {
         }
         Ok(out)
     }
+
+    /// Native histograms come from the base only (rule outputs are floats).
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<crate::source::HistogramSeriesData>, SourceError> {
+        let base_maxt = maxt.min(self.base_maxt);
+        if mint > base_maxt {
+            return Ok(Vec::new());
+        }
+        self.base.select_histograms(matchers, mint, base_maxt)
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.base.has_histograms()
+    }
+
+    /// Forwarded only when no base sample is hidden (replay, `watchfire test`): the rule
+    /// outputs layered here are recording rules and `ALERTS`, which the federation never
+    /// pushes down.
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        if self.base_maxt != i64::MAX {
+            return None;
+        }
+        self.base.pushdown(expr, t)
+    }
 }
 
 /// Merges two time-ordered sample lists; at equal timestamps `b` wins.

@@ -4,14 +4,21 @@
 //! paths are resolved against the directory of the configuration file.
 //!
 //! ```yaml
-//! sources:                      # at least one; the first is the default for every selector
+//! sources:                      # at least one; see "Federation" below
 //!   - name: amp                 # unique, [a-zA-Z0-9_-]+
-//!     type: prometheus          # prometheus | embedded
+//!     type: prometheus          # prometheus | cloudwatch | embedded
 //!     url: https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-123  # prometheus only
 //!     timeout: 30s              # per request (default 30s)
 //!     retries: 2                # extra attempts on 5xx / timeouts / transport errors (default 2)
 //!     headers: {X-Scope-OrgID: ml}
 //!     sigv4: {region: us-east-1, service: aps}   # optional; service defaults to aps
+//!     metrics: ['DCGM_.*', 'kube_.*']   # optional: metric names (anchored regexes) this source owns
+//!   - name: cloudwatch
+//!     type: cloudwatch          # GetMetricData through the default credential chain (IRSA)
+//!     mapping_file: cloudwatch-mapping.yaml   # required: CloudWatch metrics as PromQL series
+//!     region: us-west-2         # optional: else the mapping's `region`, else the default chain's
+//!     endpoint: http://127.0.0.1:5000   # optional: endpoint override (moto, VPC endpoints)
+//!     timeout: 30s              # per call (default 30s)
 //!   - name: local
 //!     type: embedded            # in-process store (node-probe events, replay data)
 //! rule_files: [rules/*.yaml]    # globs
@@ -30,6 +37,14 @@
 //!   open: false                 # true: mutating endpoints without a token (explicit opt-in)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N
 //! ```
+//!
+//! Federation: each selector is answered by the source that owns its metric name: a
+//! `cloudwatch` source owns the names of its mapping file; the embedded store owns the names it
+//! holds; a `prometheus` source owns the names its `metrics` regexes match; every other name
+//! belongs to the first `prometheus` source. A selector without a metric name goes to every
+//! source and the results are merged. When every selector of a rule's expression belongs to one
+//! `prometheus` source (and none reads a recording rule evaluated here), the whole expression is
+//! sent to that source as one instant query (pushdown). See `src/source/federated.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,9 +56,11 @@ use crate::notify::yaml::{Node, Pos};
 use crate::rules::duration::Duration;
 
 /// The kind of a source.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum SourceKind {
+    #[default]
     Prometheus,
+    CloudWatch,
     Embedded,
 }
 
@@ -55,7 +72,7 @@ pub struct SigV4Config {
 }
 
 /// One data source.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SourceConfig {
     pub name: String,
     pub kind: SourceKind,
@@ -64,6 +81,50 @@ pub struct SourceConfig {
     pub retries: u32,
     pub headers: Vec<(String, String)>,
     pub sigv4: Option<SigV4Config>,
+    /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
+    pub metrics: Vec<regex::Regex>,
+    /// CloudWatch: region (empty: the mapping's, then the default chain's).
+    pub region: String,
+    /// CloudWatch: endpoint override (empty: AWS's own).
+    pub endpoint: String,
+    /// CloudWatch: the mapping file (relative paths resolve against the configuration file).
+    pub mapping_file: Option<PathBuf>,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig {
+            name: String::new(),
+            kind: SourceKind::Prometheus,
+            url: String::new(),
+            timeout: StdDuration::from_secs(30),
+            retries: 2,
+            headers: Vec::new(),
+            sigv4: None,
+            metrics: Vec::new(),
+            region: String::new(),
+            endpoint: String::new(),
+            mapping_file: None,
+        }
+    }
+}
+
+impl PartialEq for SourceConfig {
+    fn eq(&self, o: &Self) -> bool {
+        // Regexes compare by their text.
+        let res = |v: &[regex::Regex]| v.iter().map(|r| r.as_str().to_string()).collect::<Vec<_>>();
+        self.name == o.name
+            && self.kind == o.kind
+            && self.url == o.url
+            && self.timeout == o.timeout
+            && self.retries == o.retries
+            && self.headers == o.headers
+            && self.sigv4 == o.sigv4
+            && res(&self.metrics) == res(&o.metrics)
+            && self.region == o.region
+            && self.endpoint == o.endpoint
+            && self.mapping_file == o.mapping_file
+    }
 }
 
 /// A shard: this replica evaluates groups with `hash % total == index`.
@@ -243,6 +304,9 @@ pub fn load_file(path: &Path) -> Result<RunConfig, FileError> {
     rebase(&mut cfg.routes_file);
     rebase(&mut cfg.owners_file);
     rebase(&mut cfg.state_dir);
+    for s in &mut cfg.sources {
+        rebase(&mut s.mapping_file);
+    }
     Ok(cfg)
 }
 
@@ -311,7 +375,7 @@ pub fn load_str(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) ->
     if saw_sources.is_none() || cfg.sources.is_empty() {
         return Err(r.err(
             saw_sources.unwrap_or(root.pos()),
-            "at least one source is required under `sources` (type prometheus or embedded)",
+            "at least one source is required under `sources` (type prometheus, cloudwatch or embedded)",
         ));
     }
     Ok(cfg)
@@ -328,21 +392,27 @@ fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
     let entries = r.map(
         node,
         "a source",
-        &["name", "type", "url", "timeout", "retries", "headers", "sigv4"],
+        &[
+            "name",
+            "type",
+            "url",
+            "timeout",
+            "retries",
+            "headers",
+            "sigv4",
+            "metrics",
+            "region",
+            "endpoint",
+            "mapping_file",
+        ],
     )?;
     let mut name = None;
     let mut kind = None;
-    let mut url = None;
-    let mut sc = SourceConfig {
-        name: String::new(),
-        kind: SourceKind::Prometheus,
-        url: String::new(),
-        timeout: StdDuration::from_secs(30),
-        retries: 2,
-        headers: Vec::new(),
-        sigv4: None,
-    };
-    for (k, _, v) in entries {
+    let mut sc = SourceConfig::default();
+    // Keys that only some types take, with their position, checked once the type is known.
+    let mut given: Vec<(String, Pos)> = Vec::new();
+    for (k, kp, v) in entries {
+        given.push((k.clone(), kp));
         match k.as_str() {
             "name" => {
                 let n = r.string(v, "source name")?;
@@ -354,21 +424,27 @@ fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
             "type" => {
                 kind = Some(match r.string(v, "source type")?.as_str() {
                     "prometheus" => SourceKind::Prometheus,
+                    "cloudwatch" => SourceKind::CloudWatch,
                     "embedded" => SourceKind::Embedded,
                     other => {
                         return Err(r.err(
                             v.pos(),
-                            format!("unknown source type {other:?} (expected prometheus or embedded)"),
+                            format!("unknown source type {other:?} (expected prometheus, cloudwatch or embedded)"),
                         ))
                     }
                 })
             }
-            "url" => {
-                let u = r.string(v, "source url")?;
+            "url" | "endpoint" => {
+                let u = r.string(v, &format!("source {k}"))?;
                 if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err(r.err(v.pos(), format!("source url {u:?} must start with http:// or https://")));
+                    return Err(r.err(v.pos(), format!("source {k} {u:?} must start with http:// or https://")));
                 }
-                url = Some((u.trim_end_matches('/').to_string(), v.pos()));
+                let u = u.trim_end_matches('/').to_string();
+                if k == "url" {
+                    sc.url = u;
+                } else {
+                    sc.endpoint = u;
+                }
             }
             "timeout" => {
                 let ms = duration(r, v, "timeout")?;
@@ -402,20 +478,57 @@ fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
                 let region = region.ok_or_else(|| r.err(v.pos(), "sigv4 needs a region, e.g. us-east-1"))?;
                 sc.sigv4 = Some(SigV4Config { region, service });
             }
+            "metrics" => {
+                let items: Vec<&Node> = match v {
+                    Node::Seq(items, _) => items.iter().collect(),
+                    other => vec![other],
+                };
+                for item in items {
+                    sc.metrics.push(r.regex(item, "a metrics pattern")?);
+                }
+            }
+            "region" => {
+                let reg = r.string(v, "region")?;
+                if reg.is_empty()
+                    || !reg
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    return Err(r.err(v.pos(), format!("region {reg:?} must look like us-west-2")));
+                }
+                sc.region = reg;
+            }
+            "mapping_file" => sc.mapping_file = Some(PathBuf::from(r.string(v, "mapping_file")?)),
             _ => {}
         }
     }
     sc.name = name.ok_or_else(|| r.err(node.pos(), "a source needs a name"))?;
-    sc.kind = kind.ok_or_else(|| r.err(node.pos(), "a source needs a type (prometheus or embedded)"))?;
-    match (&sc.kind, url) {
-        (SourceKind::Prometheus, Some((u, _))) => sc.url = u,
-        (SourceKind::Prometheus, None) => {
+    sc.kind = kind.ok_or_else(|| r.err(node.pos(), "a source needs a type (prometheus, cloudwatch or embedded)"))?;
+    let (type_name, allowed): (&str, &[&str]) = match sc.kind {
+        SourceKind::Prometheus => (
+            "prometheus",
+            &["url", "timeout", "retries", "headers", "sigv4", "metrics"],
+        ),
+        SourceKind::CloudWatch => ("cloudwatch", &["region", "endpoint", "mapping_file", "timeout"]),
+        SourceKind::Embedded => ("embedded", &[]),
+    };
+    for (k, p) in &given {
+        if !matches!(k.as_str(), "name" | "type") && !allowed.contains(&k.as_str()) {
+            return Err(r.err(*p, format!("source {:?}: type {type_name} takes no {k}", sc.name)));
+        }
+    }
+    let has = |k: &str| given.iter().any(|(g, _)| g == k);
+    match sc.kind {
+        SourceKind::Prometheus if !has("url") => {
             return Err(r.err(node.pos(), format!("source {:?}: type prometheus needs a url", sc.name)))
         }
-        (SourceKind::Embedded, Some((_, p))) => {
-            return Err(r.err(p, format!("source {:?}: type embedded takes no url", sc.name)))
+        SourceKind::CloudWatch if !has("mapping_file") => {
+            return Err(r.err(
+                node.pos(),
+                format!("source {:?}: type cloudwatch needs a mapping_file", sc.name),
+            ))
         }
-        (SourceKind::Embedded, None) => {}
+        _ => {}
     }
     Ok(sc)
 }
@@ -494,6 +607,94 @@ mod tests {
         assert_eq!(e.pos.line, 3);
         let e = load("sources:\n  - {name: a, type: prometheus}\n").unwrap_err();
         assert!(e.message.contains("needs a url"), "{e}");
+    }
+
+    #[test]
+    fn cloudwatch_sources() {
+        let c = load(
+            "sources:\n  - {name: amp, type: prometheus, url: 'http://x', metrics: ['DCGM_.*', up]}\n  - name: cw\n    type: cloudwatch\n    mapping_file: m.yaml\n    region: us-west-2\n    endpoint: http://127.0.0.1:5000/\n    timeout: 10s\n",
+        )
+        .unwrap();
+        let cw = &c.sources[1];
+        assert_eq!(cw.kind, SourceKind::CloudWatch);
+        assert_eq!(cw.mapping_file.as_deref(), Some(Path::new("m.yaml")));
+        assert_eq!(
+            (cw.region.as_str(), cw.endpoint.as_str()),
+            ("us-west-2", "http://127.0.0.1:5000")
+        );
+        assert_eq!(cw.timeout, StdDuration::from_secs(10));
+        assert!(c.sources[0].metrics[0].is_match("DCGM_FI_DEV_XID_ERRORS"));
+        assert!(!c.sources[0].metrics[1].is_match("upx"), "anchored");
+        let cases = [
+            (
+                "sources:\n  - {name: cw, type: cloudwatch}\n",
+                (2, 5),
+                "needs a mapping_file",
+            ),
+            (
+                "sources:\n  - name: cw\n    type: cloudwatch\n    mapping_file: m.yaml\n    url: http://x\n",
+                (5, 5),
+                "type cloudwatch takes no url",
+            ),
+            (
+                "sources:\n  - name: cw\n    type: cloudwatch\n    mapping_file: m.yaml\n    region: US West\n",
+                (5, 13),
+                "region",
+            ),
+            (
+                "sources:\n  - name: cw\n    type: cloudwatch\n    mapping_file: m.yaml\n    endpoint: localhost:1\n",
+                (5, 15),
+                "http://",
+            ),
+            (
+                "sources:\n  - name: p\n    type: prometheus\n    url: http://x\n    mapping_file: m.yaml\n",
+                (5, 5),
+                "type prometheus takes no mapping_file",
+            ),
+            (
+                "sources:\n  - name: p\n    type: prometheus\n    url: http://x\n    metrics: ['(']\n",
+                (5, 15),
+                "invalid regex",
+            ),
+            (
+                "sources:\n  - name: e\n    type: embedded\n    url: http://x\n",
+                (4, 5),
+                "takes no url",
+            ),
+        ];
+        for (text, (line, col), want) in cases {
+            let e = load(text).unwrap_err();
+            assert_eq!((e.pos.line, e.pos.col), (line, col), "{text}: {e}");
+            assert!(e.message.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_example_with_its_cloudwatch_source_loads() {
+        // deploy/watchfire.yaml carries the CloudWatch source commented out; uncommented, it
+        // loads, and its mapping file resolves next to it and loads too.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+        let text = std::fs::read_to_string(dir.join("watchfire.yaml")).unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix("  # ") {
+                Some(rest) if rest.starts_with("- name: cloudwatch") || rest.starts_with("  ") => {
+                    format!("  {rest}\n")
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        let path = dir.join("watchfire.yaml");
+        let mut c = load_str(&uncommented, &path.display().to_string(), &|_| Some("tok".into())).unwrap();
+        c.path = path;
+        let cw = c
+            .sources
+            .iter()
+            .find(|s| s.kind == SourceKind::CloudWatch)
+            .expect("cloudwatch source");
+        let mapping = dir.join(cw.mapping_file.as_ref().unwrap());
+        let m = crate::source::cloudwatch::Mapping::load_file(&mapping).unwrap();
+        assert!(m.names().any(|n| n == "aws_s3_5xx_errors_sum"));
     }
 
     #[test]

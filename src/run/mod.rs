@@ -13,6 +13,8 @@ use crate::notify::owners::Owners;
 use crate::promql::Engine;
 use crate::rules::file::{self, LoadOptions};
 use crate::rules::{Group, GroupConfig};
+use crate::source::cloudwatch::{CloudWatchSource, Mapping};
+use crate::source::federated::{Federated, Member, MemberSource};
 use crate::source::prometheus::PrometheusSource;
 use crate::source::{Queryable, SeriesData, SourceError};
 use crate::tsdb::Store;
@@ -34,6 +36,25 @@ impl Queryable for SharedStore {
             }),
         }
     }
+
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<crate::source::HistogramSeriesData>, SourceError> {
+        match self.0.read() {
+            Ok(s) => s.select_histograms(matchers, mint, maxt),
+            Err(_) => Err(SourceError::Unavailable {
+                source_name: "embedded".into(),
+                message: "store lock poisoned".into(),
+            }),
+        }
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.0.read().map(|s| s.has_histograms()).unwrap_or(false)
+    }
 }
 
 /// Everything a configuration yields.
@@ -47,22 +68,12 @@ pub struct Loaded {
 /// Any error rejects the whole configuration (nothing is applied).
 pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, String> {
     let first = cfg.sources.first().ok_or("no sources configured")?;
-    let source: Arc<dyn Queryable> = match first.kind {
-        SourceKind::Prometheus => Arc::new(PrometheusSource::new(first, handle.clone()).map_err(|e| e.to_string())?),
-        SourceKind::Embedded => Arc::new(SharedStore::default()),
-    };
-    if cfg.sources.len() > 1 {
-        tracing::warn!(
-            "{} sources configured: every selector reads the first one ({}); federation is not implemented yet",
-            cfg.sources.len(),
-            first.name
-        );
-    }
+    let members = build_sources(cfg, handle)?;
     let gcfg = GroupConfig {
         default_interval_ms: cfg.evaluation_interval_ms,
         default_query_offset_ms: cfg.query_offset_ms,
         external_labels: cfg.external_labels.clone(),
-        external_url: cfg.external_url.clone(),
+        external_url: external_url(cfg),
         resend_delay_ms: cfg.resend_delay_ms,
     };
     let mut errors: Vec<String> = Vec::new();
@@ -133,7 +144,16 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
+    // Every recording rule of the configuration (other shards' too: their outputs are in no
+    // remote source either) is answered locally and never pushed down.
+    let recorded_here: Vec<String> = groups
+        .iter()
+        .flat_map(|g| g.rules().iter())
+        .filter(|r| matches!(r, crate::rules::GroupRule::Recording(_)))
+        .map(|r| r.name().to_string())
+        .collect();
     groups.retain(|g| cfg.shard.owns(&g.file().display().to_string(), g.name()));
+    let source: Arc<dyn Queryable> = Arc::new(Federated::new(members).with_local_names(recorded_here));
     Ok(Loaded {
         setup: Setup {
             engine: Engine::default(),
@@ -141,11 +161,62 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
             source_name: first.name.clone(),
             owners,
             external_labels: cfg.external_labels.clone(),
-            external_url: cfg.external_url.clone(),
+            external_url: external_url(cfg),
             resend_delay_ms: cfg.resend_delay_ms,
             interval_ms: cfg.evaluation_interval_ms,
         },
         groups,
         notify,
     })
+}
+
+/// The configured sources as federation members; a CloudWatch mapping file that does not load
+/// rejects the configuration (its error names file, line and column).
+fn build_sources(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Vec<Member>, String> {
+    let mut members = Vec::new();
+    for sc in &cfg.sources {
+        let source = match sc.kind {
+            SourceKind::Prometheus => MemberSource::Prometheus(Arc::new(
+                PrometheusSource::new(sc, handle.clone()).map_err(|e| e.to_string())?,
+            )),
+            SourceKind::CloudWatch => {
+                let path = sc
+                    .mapping_file
+                    .as_ref()
+                    .ok_or_else(|| format!("source {}: type cloudwatch needs a mapping_file", sc.name))?;
+                let mapping = Mapping::load_file(path).map_err(|e| e.to_string())?;
+                MemberSource::CloudWatch(Arc::new(CloudWatchSource::new(
+                    &sc.name,
+                    mapping,
+                    &sc.region,
+                    &sc.endpoint,
+                    sc.timeout,
+                    handle.clone(),
+                )))
+            }
+            SourceKind::Embedded => MemberSource::Embedded(Arc::new(SharedStore::default())),
+        };
+        members.push(Member::new(&sc.name, source, sc.metrics.clone()));
+    }
+    Ok(members)
+}
+
+/// `external_url`, or what Prometheus defaults to when it is not set: `http://HOST:PORT` of the
+/// listen address, with the machine's host name for a wildcard address. Generator URLs and the
+/// Grafana links in notifications are built from it.
+fn external_url(cfg: &RunConfig) -> String {
+    if !cfg.external_url.is_empty() {
+        return cfg.external_url.clone();
+    }
+    let listen = &cfg.http.listen;
+    let (host, port) = listen.rsplit_once(':').unwrap_or((listen.as_str(), "9099"));
+    let host = match host {
+        "" | "0.0.0.0" | "[::]" | "::" => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into()),
+        h => h.to_string(),
+    };
+    format!("http://{host}:{port}")
 }

@@ -11,7 +11,8 @@
 //!   anything; its firing alerts keep being re-sent so receivers do not time them out. The rule
 //!   is marked unhealthy with its last error, and built-in alerts page:
 //!   `WatchfireSourceDown{source}`, `WatchfireRuleFailing{rule_group,rule}` (for rules that fail
-//!   on their own, not because their source is down), `WatchfireNotificationsFailing`, all
+//!   on their own, not because their source is down), `WatchfireNotificationsFailing`,
+//!   `WatchfireNotificationsDeadLettered` (a notification was given up on: see `dead_letters`), all
 //!   `severity="page", layer="telemetry"`, plus an always-firing `Watchdog`
 //!   (`severity="none"`) for a dead man's switch.
 //! * After every group evaluation its alerts are saved to SQLite in one transaction; they are
@@ -30,11 +31,14 @@ use chrono::{DateTime, Utc};
 use crate::labels::{Labels, LabelsBuilder, Matcher};
 use crate::notify::owners::Owners;
 use crate::notify::receivers::{Deliverer, DeliveryContext, RetryPolicy};
+use crate::notify::silence::{Silence, SilenceError, Silences};
 use crate::notify::{Config as NotifyConfig, Notifier};
 use crate::promql::Engine;
 use crate::rules::{AlertState, Group, GroupRule};
 use crate::source::{Queryable, SeriesData, SourceError};
-use crate::state::{outbox_backoff_ms, RuleAlerts, StateStore};
+use crate::state::{
+    outbox_backoff_ms, RuleAlerts, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
+};
 use crate::tsdb::Store;
 
 /// Where time comes from (ms since the epoch).
@@ -110,6 +114,26 @@ impl Queryable for Tracking<'_> {
             }
         }
     }
+
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        let started = Instant::now();
+        let res = self.inner.pushdown(expr, t)?;
+        self.micros.fetch_add(
+            started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        match &res {
+            Ok(_) => {
+                self.ok_calls.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if let Ok(mut errs) = self.errors.lock() {
+                    errs.push(e.to_string());
+                }
+            }
+        }
+        Some(res)
+    }
 }
 
 /// The source with every group's published rule outputs over it, so a group reads the
@@ -137,6 +161,11 @@ impl Queryable for WithPublished<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        self.base.pushdown(expr, t)
     }
 }
 
@@ -174,6 +203,44 @@ pub struct Metrics {
     /// Consecutive failed deliveries (0 after a success).
     pub delivery_failures_in_a_row: u64,
     pub rule_failures: u64,
+    /// Notifications given up on (moved to the dead letters).
+    pub notifications_dead_lettered: u64,
+    /// Seconds from entering the outbox to delivery.
+    pub delivery_latency: LatencyHistogram,
+}
+
+/// A Prometheus histogram of delivery latencies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyHistogram {
+    /// Upper bounds (seconds); counts are per bucket, not cumulative.
+    pub bounds: &'static [f64],
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        const BOUNDS: &[f64] = &[
+            0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+        ];
+        LatencyHistogram {
+            bounds: BOUNDS,
+            counts: vec![0; BOUNDS.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+}
+
+impl LatencyHistogram {
+    pub fn observe(&mut self, seconds: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| seconds <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
 }
 
 /// An alert as the API shows it.
@@ -355,7 +422,13 @@ struct Builtins {
 pub struct NotifyHub {
     pub notifier: Option<Notifier>,
     builtins: Builtins,
+    /// The silences (`/api/v2/silences`), saved in SQLite; the notifier works on a copy,
+    /// refreshed on every change, so silences outlive a configuration without routes.
+    pub silences: Silences,
 }
+
+/// How long expired silences are kept (Alertmanager's `--data.retention` default).
+const SILENCE_RETENTION_HOURS: i64 = 120;
 
 /// Everything the groups share.
 pub struct Service {
@@ -375,6 +448,8 @@ pub struct Service {
     /// Rule outputs of all groups (the last hour), read by every group.
     published: RwLock<Store>,
     evaluations: AtomicU64,
+    /// When the service started (ms), for `/api/v2/status`.
+    pub started_ms: i64,
 }
 
 /// How long built-in and rule alerts stay valid without a re-send.
@@ -396,6 +471,10 @@ impl Service {
         if let Some(n) = notifier.as_mut() {
             restore_nflog(n, &state, now);
         }
+        let silences = restore_silences(&state, now);
+        if let Some(n) = notifier.as_mut() {
+            n.silences = silences.clone();
+        }
         let runners: Vec<GroupRunner> = groups.into_iter().map(GroupRunner::new).collect();
         let mut runners = runners;
         for r in &mut runners {
@@ -409,6 +488,7 @@ impl Service {
             hub: Mutex::new(NotifyHub {
                 notifier,
                 builtins: Builtins::default(),
+                silences,
             }),
             state: Mutex::new(state),
             metrics: Mutex::new(Metrics::default()),
@@ -424,6 +504,7 @@ impl Service {
             }),
             published: RwLock::new(Store::new()),
             evaluations: AtomicU64::new(0),
+            started_ms: now,
         };
         svc.install_groups(runners);
         svc
@@ -469,8 +550,8 @@ impl Service {
                 let mut n = Notifier::new(c, ms_to_time(now));
                 if let Some(o) = hub.notifier.as_ref() {
                     n.nflog = o.nflog.clone();
-                    n.silences = o.silences.clone();
                 }
+                n.silences = hub.silences.clone();
                 n
             });
             hub.notifier = new;
@@ -517,12 +598,16 @@ impl Service {
             let is_source = source_errors.iter().any(|s| msg.contains(s.as_str()));
             let name = runner.group.rules()[*i].name().to_string();
             failures.push((name, msg, is_source));
-            if is_source {
-                if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
+            if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
+                // With an error policy the rule moved its alerts itself (a synthetic alert,
+                // or resolved ones): send whatever is due; by default only keep firing ones
+                // alive while the source is down.
+                let policy = r.error_policy().is_some();
+                if is_source || policy {
                     let due: Vec<_> = r
                         .alerts_to_send(ts, setup.resend_delay_ms, interval)
                         .into_iter()
-                        .filter(|a| a.state == AlertState::Firing)
+                        .filter(|a| policy || a.state == AlertState::Firing)
                         .collect();
                     if !due.is_empty() {
                         outcome.to_send.push((*i, due));
@@ -694,6 +779,9 @@ impl Service {
                 )]),
             ));
         }
+        if let Some(c) = self.dead_letter_condition(now) {
+            conds.push((base("WatchfireNotificationsDeadLettered", "page", &[]), c));
+        }
         let valid = validity_ms(&setup);
         let Ok(mut hub) = self.hub.lock() else { return };
         let mut out = Vec::new();
@@ -747,9 +835,14 @@ impl Service {
     }
 
     fn advance_notifier(&self, n: &mut Notifier, now: i64) {
+        let setup = self.current_setup();
+        let owners = setup.as_ref().and_then(|s| s.owners.as_ref());
         let Ok(mut st) = self.state.lock() else { return };
         let mut deliver = |note: &crate::notify::Notification| -> bool {
-            match st.outbox_push(note, now) {
+            // Receivers get the deny-listed labels removed and the diagnostic links; the
+            // notification log keeps the alerts as routed.
+            let sent = owners.map(|o| crate::notify::links::outgoing(note, o));
+            match st.outbox_push(sent.as_ref().unwrap_or(note), now) {
                 Ok(_) => {
                     if let Err(e) = st.nflog_put(note) {
                         tracing::error!("notification log: {e}");
@@ -806,11 +899,18 @@ impl Service {
     pub fn ingest(&self, alerts: Vec<crate::notify::PostableAlert>) -> Result<usize, String> {
         let now = self.clock.now_ms();
         let owners = self.current_setup();
-        let mut hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
-        let Some(n) = hub.notifier.as_mut() else {
-            return Err("no routes_file configured: watchfire cannot route received alerts".into());
+        let no_routes = || "no routes_file configured: watchfire cannot route received alerts".to_string();
+        let timeout = {
+            let hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
+            hub.notifier
+                .as_ref()
+                .ok_or_else(no_routes)?
+                .config()
+                .global
+                .resolve_timeout
         };
-        let timeout = n.config().global.resolve_timeout;
+        // Validation and owner stamping outside the hub lock, so concurrent POSTs only
+        // serialize on routing and grouping.
         let mut out = Vec::with_capacity(alerts.len());
         for (i, p) in alerts.into_iter().enumerate() {
             let mut a = p
@@ -822,6 +922,8 @@ impl Service {
             out.push(a);
         }
         let count = out.len();
+        let mut hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
+        let n = hub.notifier.as_mut().ok_or_else(no_routes)?;
         n.put_alerts(out, ms_to_time(now));
         Ok(count)
     }
@@ -846,21 +948,40 @@ impl Service {
             }),
             Err(_) => Vec::new(),
         };
-        let (mut ok, mut failed) = (0, 0);
+        let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
+        let mut latencies = Vec::new();
         for e in due {
             let res = self.deliverer.deliver(&cfg, &e.notification).await;
             let Ok(mut st) = self.state.lock() else { continue };
             match res {
                 Ok(()) => {
                     ok += 1;
+                    latencies.push((self.clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
                     if let Err(err) = st.outbox_done(e.id) {
                         tracing::error!("outbox: {err}");
                     }
                 }
                 Err(err) => {
                     failed += 1;
+                    let now = self.clock.now_ms();
+                    // A final error (400, bad configuration) will not get better by retrying;
+                    // a retryable one is given up on after OUTBOX_MAX_ATTEMPTS. Either way the
+                    // notification is kept as a dead letter, and alerted on.
+                    if is_final(&err) || e.attempts + 1 >= OUTBOX_MAX_ATTEMPTS {
+                        tracing::error!(
+                            receiver = %e.notification.receiver,
+                            group_key = %e.notification.group_key,
+                            attempts = e.attempts + 1,
+                            "delivery failed, notification dead-lettered: {err}"
+                        );
+                        match st.outbox_dead_letter(e.id, now, &err.to_string()) {
+                            Ok(_) => dead += 1,
+                            Err(err2) => tracing::error!("outbox: {err2}"),
+                        }
+                        continue;
+                    }
                     tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
-                    let next = self.clock.now_ms() + outbox_backoff_ms(e.attempts);
+                    let next = now + outbox_backoff_ms(e.attempts);
                     if let Err(err2) = st.outbox_retry(e.id, next, &err.to_string()) {
                         tracing::error!("outbox: {err2}");
                     }
@@ -870,6 +991,10 @@ impl Service {
         if let Ok(mut m) = self.metrics.lock() {
             m.notifications_sent += ok as u64;
             m.notifications_failed += failed as u64;
+            m.notifications_dead_lettered += dead;
+            for l in latencies {
+                m.delivery_latency.observe(l);
+            }
             if ok > 0 {
                 m.delivery_failures_in_a_row = 0;
             }
@@ -924,9 +1049,150 @@ impl Service {
         }
     }
 
+    /// The silences (a copy) and the time they were read at.
+    pub fn silences(&self) -> (Silences, DateTime<Utc>) {
+        let now = ms_to_time(self.clock.now_ms());
+        let s = self.hub.lock().map(|h| h.silences.clone()).unwrap_or_default();
+        (s, now)
+    }
+
+    /// Creates or updates a silence (`POST /api/v2/silences`); saved before it is applied.
+    pub fn silence_set(&self, s: Silence) -> Result<String, SilenceError> {
+        self.change_silences(|sil, now| sil.set(s, now))
+    }
+
+    /// Expires a silence (`DELETE /api/v2/silence/{id}`).
+    pub fn silence_expire(&self, id: &str) -> Result<(), SilenceError> {
+        self.change_silences(|sil, now| sil.expire(id, now))
+    }
+
+    fn change_silences<T>(
+        &self,
+        f: impl FnOnce(&mut Silences, DateTime<Utc>) -> Result<T, SilenceError>,
+    ) -> Result<T, SilenceError> {
+        let now = ms_to_time(self.clock.now_ms());
+        let mut hub = self
+            .hub
+            .lock()
+            .map_err(|_| SilenceError::Invalid("internal error".into()))?;
+        let mut next = hub.silences.clone();
+        let out = f(&mut next, now)?;
+        next.gc(now, chrono::Duration::hours(SILENCE_RETENTION_HOURS));
+        let rows: Vec<(String, String)> = next
+            .list()
+            .map(|s| (s.id.clone(), s.to_json(now).to_string()))
+            .collect();
+        // Saved first: a silence the API acknowledged survives a crash.
+        let saved = self
+            .state
+            .lock()
+            .map_err(|_| SilenceError::Invalid("internal error".into()))
+            .and_then(|mut st| {
+                st.save_silences(&rows)
+                    .map_err(|e| SilenceError::Invalid(format!("saving silences: {e}")))
+            });
+        if let Err(e) = saved {
+            tracing::error!("{e}");
+            return Err(e);
+        }
+        if let Some(n) = hub.notifier.as_mut() {
+            n.silences = next.clone();
+        }
+        hub.silences = next;
+        Ok(out)
+    }
+
+    /// The alerts the notification pipeline holds, with the silences and inhibitions muting
+    /// each and the receivers its routes pick (`GET /api/v2/alerts`).
+    pub fn notifier_alerts(&self) -> Vec<NotifierAlert> {
+        let now = ms_to_time(self.clock.now_ms());
+        let Ok(hub) = self.hub.lock() else { return Vec::new() };
+        let Some(n) = hub.notifier.as_ref() else {
+            return Vec::new();
+        };
+        let route = crate::notify::route::Route::new(&n.config().route);
+        n.store
+            .list()
+            .into_iter()
+            .map(|a| NotifierAlert {
+                alert: a.clone(),
+                silenced_by: hub.silences.mutes(&a.labels, now),
+                inhibited_by: n
+                    .inhibitor
+                    .mutes(&a.labels, now)
+                    .map(|fp| fp.to_string())
+                    .into_iter()
+                    .collect(),
+                routes: route
+                    .match_labels(&a.labels)
+                    .iter()
+                    .map(|x| (x.opts.receiver.clone(), x.group_labels(&a.labels)))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The receiver names of the routing configuration (`GET /api/v2/receivers`).
+    pub fn receiver_names(&self) -> Vec<String> {
+        self.hub
+            .lock()
+            .ok()
+            .and_then(|h| {
+                h.notifier
+                    .as_ref()
+                    .map(|n| n.config().receivers.iter().map(|r| r.name.clone()).collect())
+            })
+            .unwrap_or_default()
+    }
+
     /// Outbox depth (for `/metrics`).
     pub fn outbox_depth(&self) -> u64 {
         self.state.lock().ok().and_then(|s| s.outbox_depth().ok()).unwrap_or(0)
+    }
+
+    /// Dead letters kept (for `/metrics`).
+    pub fn dead_letter_count(&self) -> u64 {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|s| s.dead_letter_count().ok())
+            .unwrap_or(0)
+    }
+
+    /// The annotations of `WatchfireNotificationsDeadLettered` while dead letters newer than
+    /// [`DEAD_LETTER_ALERT_MS`] exist; older ones past the retention are dropped here.
+    fn dead_letter_condition(&self, now: i64) -> Option<BTreeMap<String, String>> {
+        let mut st = self.state.lock().ok()?;
+        if let Err(e) = st.dead_letters_prune(now - DEAD_LETTER_RETENTION_MS) {
+            tracing::error!("dead letters: {e}");
+        }
+        let recent = st.dead_letters_since(now - DEAD_LETTER_ALERT_MS).ok()?;
+        let newest = recent.first()?;
+        let mut receivers: Vec<&str> = recent.iter().map(|d| d.receiver.as_str()).collect();
+        receivers.sort_unstable();
+        receivers.dedup();
+        Some(BTreeMap::from([
+            (
+                "summary".to_string(),
+                format!(
+                    "{} notification(s) could not be delivered and were dead-lettered (receivers: {})",
+                    recent.len(),
+                    receivers.join(", ")
+                ),
+            ),
+            (
+                "description".to_string(),
+                format!("Last error ({}): {}", newest.receiver, newest.last_error),
+            ),
+        ]))
+    }
+}
+
+/// Whether a delivery error is final (the one attempt the outbox makes wraps it in `GaveUp`).
+fn is_final(e: &crate::notify::receivers::DeliveryError) -> bool {
+    match e {
+        crate::notify::receivers::DeliveryError::GaveUp { last, .. } => !last.retryable(),
+        e => !e.retryable(),
     }
 }
 
@@ -951,6 +1217,56 @@ fn restore_group(r: &mut GroupRunner, state: &StateStore) {
             rule.restore_alerts(s.alerts);
         }
     }
+}
+
+/// An alert in the notification pipeline, as `GET /api/v2/alerts` shows it.
+#[derive(Clone, Debug)]
+pub struct NotifierAlert {
+    pub alert: crate::notify::Alert,
+    pub silenced_by: Vec<String>,
+    pub inhibited_by: Vec<String>,
+    /// Per matching route: its receiver and the alert's group labels there.
+    pub routes: Vec<(String, Labels)>,
+}
+
+impl NotifierAlert {
+    /// The receivers of the matching routes, each once.
+    pub fn receivers(&self) -> Vec<String> {
+        let mut r: Vec<String> = Vec::new();
+        for (name, _) in &self.routes {
+            if !r.contains(name) {
+                r.push(name.clone());
+            }
+        }
+        r
+    }
+}
+
+fn restore_silences(state: &StateStore, now: i64) -> Silences {
+    let mut out = Silences::new();
+    let rows = match state.load_silences() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("restoring silences: {e}");
+            return out;
+        }
+    };
+    let horizon = ms_to_time(now) - chrono::Duration::hours(SILENCE_RETENTION_HOURS);
+    for row in rows {
+        let parsed = serde_json::from_str::<serde_json::Value>(&row)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Silence::from_json(&v));
+        match parsed {
+            Ok(s) if s.ends_at < horizon => {}
+            Ok(s) => {
+                if let Err(e) = out.restore(s) {
+                    tracing::error!("restoring a silence: {e}");
+                }
+            }
+            Err(e) => tracing::error!("restoring a silence: {e}"),
+        }
+    }
+    out
 }
 
 fn restore_nflog(n: &mut Notifier, state: &StateStore, now: i64) {

@@ -3,20 +3,29 @@
 //! * `GET /api/v1/rules`, `GET /api/v1/alerts`: Prometheus' JSON shapes (Grafana reads them).
 //! * `POST /api/v2/alerts`: Alertmanager-compatible ingest (an existing Prometheus, or
 //!   node-probe events) into the notification pipeline.
+//! * Alertmanager API v2 for silences, so `amtool silence add/query/expire/import` and Grafana
+//!   work: `GET|POST /api/v2/silences` (with `filter` matchers), `GET|DELETE
+//!   /api/v2/silence/{id}`; plus `GET /api/v2/alerts`, `/api/v2/alerts/groups`,
+//!   `/api/v2/receivers` and `/api/v2/status` (what Grafana's Alertmanager data source and
+//!   `amtool alert query` / `amtool config show` read). Silences are
+//!   saved in SQLite and applied by the notifier. Errors are answered as Alertmanager does:
+//!   a JSON string body with status 400 (invalid), 404 (unknown id) or 500.
 //! * `GET /metrics`: Prometheus text format: evaluation durations and missed iterations, source
 //!   errors, notifications sent and failed, outbox depth.
 //! * `GET /-/healthy`, `GET /-/ready`, `POST /-/reload` (applied only when the new
 //!   configuration is valid).
-//! * `GET /`: a minimal status page (rules with health and last error, firing alerts).
+//! * `GET /`: the status page, rendered on the server (no JavaScript): firing alerts with owner
+//!   and diagnostic links, rules with health and last error, silences; values HTML-escaped.
 //!
-//! Mutating endpoints (`POST`) need `Authorization: Bearer <token>` unless `http.open: true`;
+//! Mutating endpoints (`POST`, `DELETE`) need `Authorization: Bearer <token>` unless `http.open: true`;
 //! with neither a token nor `open`, they are refused.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, RwLock};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -25,7 +34,7 @@ use chrono::SecondsFormat;
 use serde_json::{json, Value as Json};
 
 use crate::labels::Labels;
-use crate::run::scheduler::{ms_to_time, Service};
+use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
 /// Who may call mutating endpoints.
 #[derive(Clone, Debug, Default)]
@@ -51,7 +60,12 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(status_page))
         .route("/api/v1/rules", get(rules))
         .route("/api/v1/alerts", get(alerts))
-        .route("/api/v2/alerts", post(post_alerts))
+        .route("/api/v2/alerts", post(post_alerts).get(get_v2_alerts))
+        .route("/api/v2/silences", get(get_silences).post(post_silence))
+        .route("/api/v2/silence/{id}", get(get_silence).delete(delete_silence))
+        .route("/api/v2/alerts/groups", get(get_v2_alert_groups))
+        .route("/api/v2/receivers", get(v2_receivers))
+        .route("/api/v2/status", get(v2_status))
         .route("/metrics", get(metrics))
         .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
@@ -286,6 +300,238 @@ async fn post_alerts(State(st): State<AppState>, headers: HeaderMap, body: Bytes
     }
 }
 
+/// Alertmanager's API v2 answers errors with a bare JSON string.
+fn am_error(status: StatusCode, msg: &str) -> Response {
+    (status, axum::Json(Json::String(msg.to_string()))).into_response()
+}
+
+fn silence_error(e: crate::notify::silence::SilenceError) -> Response {
+    use crate::notify::silence::SilenceError as E;
+    match e {
+        E::Invalid(_) => am_error(StatusCode::BAD_REQUEST, &e.to_string()),
+        E::NotFound(_) => am_error(StatusCode::NOT_FOUND, &e.to_string()),
+        E::AlreadyExpired(_) => am_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// Decodes `application/x-www-form-urlencoded` text (`+` is a space).
+fn form_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The values of a repeated query parameter.
+fn query_values(q: Option<&str>, key: &str) -> Vec<String> {
+    q.unwrap_or("")
+        .split('&')
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (form_decode(k) == key).then(|| form_decode(v))
+        })
+        .collect()
+}
+
+fn parse_filter(q: Option<&str>) -> Result<Vec<crate::labels::Matcher>, String> {
+    query_values(q, "filter")
+        .iter()
+        .map(|f| crate::notify::matchers::parse_matcher(f).map_err(|e| format!("bad matcher format: {f}: {e}")))
+        .collect()
+}
+
+async fn get_silences(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let filter = match parse_filter(q.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return am_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let (sil, now) = st.svc.silences();
+    let out: Vec<Json> = sil
+        .sorted(now)
+        .into_iter()
+        .filter(|s| crate::notify::silence::matches_filter(s, &filter))
+        .map(|s| s.to_json(now))
+        .collect();
+    axum::Json(Json::Array(out)).into_response()
+}
+
+async fn get_silence(State(st): State<AppState>, Path(id): Path<String>) -> Response {
+    let (sil, now) = st.svc.silences();
+    match sil.get(&id) {
+        Some(s) => axum::Json(s.to_json(now)).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn post_silence(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(r) = refused(&st, &headers) {
+        return r;
+    }
+    let v: Json = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return am_error(
+                StatusCode::BAD_REQUEST,
+                &format!("parsing silence body from \"\" failed: {e}"),
+            )
+        }
+    };
+    let s = match crate::notify::silence::Silence::from_json(&v) {
+        Ok(s) => s,
+        Err(e) => return am_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let svc = Arc::clone(&st.svc);
+    match tokio::task::spawn_blocking(move || svc.silence_set(s)).await {
+        Ok(Ok(id)) => axum::Json(json!({"silenceID": id})).into_response(),
+        Ok(Err(e)) => silence_error(e),
+        Err(_) => am_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+async fn delete_silence(State(st): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    if let Some(r) = refused(&st, &headers) {
+        return r;
+    }
+    let svc = Arc::clone(&st.svc);
+    match tokio::task::spawn_blocking(move || svc.silence_expire(&id)).await {
+        Ok(Ok(())) => StatusCode::OK.into_response(),
+        Ok(Err(e)) => silence_error(e),
+        Err(_) => am_error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+/// The pipeline's alerts selected by `GET /api/v2/alerts`' query parameters: `filter`
+/// matchers, a `receiver` regex, and the `active`, `silenced` and `inhibited` switches (each
+/// default true; amtool's `alert query` turns the last two off).
+/// `Err` is the message of a 400.
+fn selected_alerts(st: &AppState, q: Option<&str>) -> Result<Vec<NotifierAlert>, String> {
+    let filter = parse_filter(q)?;
+    let receiver = match query_values(q, "receiver").last() {
+        Some(r) => Some(
+            crate::notify::matchers::go_regex(&format!("^(?:{r})$"))
+                .map_err(|e| format!("failed to parse receiver param: {e}"))?,
+        ),
+        None => None,
+    };
+    let switch = |k: &str| query_values(q, k).last().is_none_or(|v| v != "false");
+    let (active, silenced, inhibited) = (switch("active"), switch("silenced"), switch("inhibited"));
+    let now = ms_to_time(st.svc.clock.now_ms());
+    Ok(st
+        .svc
+        .notifier_alerts()
+        .into_iter()
+        .filter(|a| !a.alert.resolved_at(now))
+        .filter(|a| {
+            let muted = !a.silenced_by.is_empty() || !a.inhibited_by.is_empty();
+            (active || muted) && (silenced || a.silenced_by.is_empty()) && (inhibited || a.inhibited_by.is_empty())
+        })
+        .filter(|a| {
+            filter
+                .iter()
+                .all(|m| m.matches(a.alert.labels.get(&m.name).unwrap_or("")))
+        })
+        .filter(|a| {
+            receiver
+                .as_ref()
+                .is_none_or(|re| a.routes.iter().any(|(r, _)| re.is_match(r)))
+        })
+        .collect())
+}
+
+/// An alert as API v2 shows it (`gettableAlert`).
+fn gettable_alert(a: &NotifierAlert) -> Json {
+    let state = if a.silenced_by.is_empty() && a.inhibited_by.is_empty() {
+        "active"
+    } else {
+        "suppressed"
+    };
+    json!({
+        "labels": labels_obj(&a.alert.labels),
+        "annotations": a.alert.annotations,
+        "startsAt": crate::notify::alert::go_time_json(Some(a.alert.starts_at)),
+        "endsAt": crate::notify::alert::go_time_json(a.alert.ends_at),
+        "updatedAt": crate::notify::alert::go_time_json(Some(a.alert.updated_at)),
+        "generatorURL": a.alert.generator_url,
+        "fingerprint": a.alert.fingerprint().to_string(),
+        "receivers": a.receivers().iter().map(|r| json!({"name": r})).collect::<Vec<_>>(),
+        "status": {"state": state, "silencedBy": a.silenced_by, "inhibitedBy": a.inhibited_by},
+    })
+}
+
+/// `GET /api/v2/alerts`: the alerts the notification pipeline holds.
+async fn get_v2_alerts(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    match selected_alerts(&st, q.as_deref()) {
+        Ok(list) => axum::Json(Json::Array(list.iter().map(gettable_alert).collect())).into_response(),
+        Err(e) => am_error(StatusCode::BAD_REQUEST, &e),
+    }
+}
+
+/// `GET /api/v2/alerts/groups`: the alerts by route receiver and group labels (`alertGroup`).
+async fn get_v2_alert_groups(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let list = match selected_alerts(&st, q.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return am_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let mut groups: BTreeMap<(String, Labels), Vec<Json>> = BTreeMap::new();
+    for a in &list {
+        for (receiver, labels) in &a.routes {
+            groups
+                .entry((receiver.clone(), labels.clone()))
+                .or_default()
+                .push(gettable_alert(a));
+        }
+    }
+    let out: Vec<Json> = groups
+        .into_iter()
+        .map(|((receiver, labels), alerts)| {
+            json!({"labels": labels_obj(&labels), "receiver": {"name": receiver}, "alerts": alerts})
+        })
+        .collect();
+    axum::Json(Json::Array(out)).into_response()
+}
+
+/// `GET /api/v2/receivers`.
+async fn v2_receivers(State(st): State<AppState>) -> Response {
+    let names: Vec<Json> = st
+        .svc
+        .receiver_names()
+        .into_iter()
+        .map(|n| json!({"name": n}))
+        .collect();
+    axum::Json(Json::Array(names)).into_response()
+}
+
+/// `GET /api/v2/status`: what amtool and Grafana read (`alertmanagerStatus`).
+async fn v2_status(State(st): State<AppState>) -> Response {
+    // The routing configuration is not echoed back: it may carry receiver secrets.
+    axum::Json(json!({
+        "cluster": {"status": "disabled", "peers": []},
+        "config": {"original": ""},
+        "uptime": go_time(Some(st.svc.started_ms)),
+        "versionInfo": {
+            "branch": "", "buildDate": "", "buildUser": "", "goVersion": "",
+            "revision": "", "version": env!("CARGO_PKG_VERSION"),
+        },
+    }))
+    .into_response()
+}
+
 async fn reload(State(st): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(r) = refused(&st, &headers) {
         return r;
@@ -387,6 +633,20 @@ pub fn render_metrics(svc: &Service) -> String {
     }
     let _ = writeln!(
         s,
+        "# HELP watchfire_source_requests_total Requests sent to each source: raw series (select) and whole expressions (pushdown)."
+    );
+    let _ = writeln!(s, "# TYPE watchfire_source_requests_total counter");
+    if let Ok(setup) = svc.setup.read() {
+        for (src, kind, n) in setup.source.requests() {
+            let _ = writeln!(
+                s,
+                "watchfire_source_requests_total{{source=\"{}\",kind=\"{kind}\"}} {n}",
+                esc_label(&src)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
         "# HELP watchfire_rule_evaluation_failures_total Failed rule evaluations."
     );
     let _ = writeln!(s, "# TYPE watchfire_rule_evaluation_failures_total counter");
@@ -406,6 +666,43 @@ pub fn render_metrics(svc: &Service) -> String {
     );
     let _ = writeln!(s, "# TYPE watchfire_notification_outbox_depth gauge");
     let _ = writeln!(s, "watchfire_notification_outbox_depth {}", svc.outbox_depth());
+    let _ = writeln!(
+        s,
+        "# HELP watchfire_notifications_dead_lettered_total Notifications given up on and moved to the dead letters."
+    );
+    let _ = writeln!(s, "# TYPE watchfire_notifications_dead_lettered_total counter");
+    let _ = writeln!(
+        s,
+        "watchfire_notifications_dead_lettered_total {}",
+        m.notifications_dead_lettered
+    );
+    let _ = writeln!(
+        s,
+        "# HELP watchfire_dead_letters Dead-lettered notifications kept in the state database."
+    );
+    let _ = writeln!(s, "# TYPE watchfire_dead_letters gauge");
+    let _ = writeln!(s, "watchfire_dead_letters {}", svc.dead_letter_count());
+    let h = &m.delivery_latency;
+    let _ = writeln!(
+        s,
+        "# HELP watchfire_notification_delivery_latency_seconds Time from entering the outbox to delivery."
+    );
+    let _ = writeln!(s, "# TYPE watchfire_notification_delivery_latency_seconds histogram");
+    let mut cumulative = 0;
+    for (b, c) in h.bounds.iter().zip(&h.counts) {
+        cumulative += c;
+        let _ = writeln!(
+            s,
+            "watchfire_notification_delivery_latency_seconds_bucket{{le=\"{b}\"}} {cumulative}"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "watchfire_notification_delivery_latency_seconds_bucket{{le=\"+Inf\"}} {}",
+        h.count
+    );
+    let _ = writeln!(s, "watchfire_notification_delivery_latency_seconds_sum {}", h.sum);
+    let _ = writeln!(s, "watchfire_notification_delivery_latency_seconds_count {}", h.count);
     s
 }
 
@@ -426,47 +723,176 @@ fn html_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
-/// The status page: rules with health and last error, and firing alerts.
+/// One firing alert as the status page shows it.
+struct PageAlert {
+    labels: Labels,
+    annotations: std::collections::BTreeMap<String, String>,
+    since: i64,
+    expr: Option<String>,
+}
+
+/// The status page, rendered on the server (no JavaScript): firing alerts with owner and
+/// diagnostic links, rules with health and last error, and silences. Every value is
+/// HTML-escaped; only `http(s)` URLs become links.
 pub fn render_status(svc: &Service) -> String {
     let snaps = svc.snapshots.read().map(|s| s.clone()).unwrap_or_default();
+    let setup = svc.setup.read().map(|s| Arc::clone(&s)).ok();
+    let owners = setup.as_ref().and_then(|s| s.owners.clone());
+    let external = setup
+        .as_ref()
+        .map(|s| s.external_labels.clone())
+        .unwrap_or_else(Labels::empty);
+    let now = svc.clock.now_ms();
     let mut s = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>watchfire</title><style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.err{color:#b00}.ok{color:#070}</style></head><body><h1>watchfire</h1>",
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>watchfire</title><style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}.err{color:#b00}.ok{color:#070}code{white-space:pre-wrap}</style></head><body><h1>watchfire</h1>",
     );
-    s.push_str("<h2 id=\"alerts\">Firing alerts</h2><table><tr><th>alert</th><th>labels</th><th>since</th><th>summary</th></tr>");
+
     let mut rows = Vec::new();
     for g in snaps.values() {
         for r in &g.rules {
             for a in r.alerts.iter().filter(|a| a.state == crate::rules::AlertState::Firing) {
-                rows.push((a.labels.clone(), a.annotations.clone(), a.active_at));
+                rows.push(PageAlert {
+                    labels: a.labels.clone(),
+                    annotations: a.annotations.clone(),
+                    since: a.active_at,
+                    expr: Some(r.query.clone()),
+                });
             }
         }
     }
-    rows.extend(svc.builtin_alerts());
-    for (labels, ann, since) in rows {
+    rows.extend(
+        svc.builtin_alerts()
+            .into_iter()
+            .map(|(labels, annotations, since)| PageAlert {
+                labels,
+                annotations,
+                since,
+                expr: None,
+            }),
+    );
+    let _ = write!(
+        s,
+        "<h2 id=\"alerts\">Firing alerts ({})</h2><table><tr><th>alert</th><th>owner</th><th>labels</th><th>since</th><th>summary</th><th>links</th></tr>",
+        rows.len()
+    );
+    for a in rows {
+        // As notifications carry them: external labels, then the owner stamped.
+        let mut b = crate::labels::LabelsBuilder::new(&a.labels);
+        for l in external.iter() {
+            if !a.labels.has(&l.name) {
+                b.set(&l.name, &l.value);
+            }
+        }
+        let mut labels = b.build();
+        let team_label = owners.as_ref().map_or("owner", |o| o.team_label.as_str()).to_string();
+        if let Some(o) = &owners {
+            labels = o.stamp(&labels);
+        }
+        let owner = labels.get(&team_label).unwrap_or("").to_string();
+        let links = match &owners {
+            Some(o) => o.settings.links.render(&crate::notify::links::LinkContext {
+                labels: &labels,
+                annotations: &a.annotations,
+                owner: (!owner.is_empty()).then_some(owner.as_str()),
+                expr: a.expr.as_deref(),
+                starts_ms: a.since,
+                at_ms: now,
+            }),
+            None => a
+                .annotations
+                .get("runbook_url")
+                .filter(|u| !u.is_empty())
+                .map(|u| crate::notify::links::Link {
+                    kind: "runbook",
+                    url: u.clone(),
+                })
+                .into_iter()
+                .collect(),
+        };
+        let mut cell = String::new();
+        for l in links {
+            if l.url.starts_with("http://") || l.url.starts_with("https://") {
+                let _ = write!(
+                    cell,
+                    "<div><a class=\"link\" data-kind=\"{k}\" href=\"{u}\">{k}</a></div>",
+                    k = l.kind,
+                    u = html_escape(&l.url)
+                );
+            } else {
+                let _ = write!(
+                    cell,
+                    "<div class=\"link\" data-kind=\"{}\">{}: <code>{}</code></div>",
+                    l.kind,
+                    l.kind,
+                    html_escape(&l.url)
+                );
+            }
+        }
         let _ = write!(
             s,
-            "<tr class=\"alert\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"alert\"><td class=\"alertname\">{}</td><td class=\"owner\">{}</td><td class=\"labels\">{}</td><td>{}</td><td>{}</td><td class=\"links\">{}</td></tr>",
             html_escape(labels.get("alertname").unwrap_or("")),
+            html_escape(&owner),
             html_escape(&labels.to_string()),
-            go_time(Some(since)),
-            html_escape(ann.get("summary").map(String::as_str).unwrap_or(""))
+            go_time(Some(a.since)),
+            html_escape(a.annotations.get("summary").map(String::as_str).unwrap_or("")),
+            cell
         );
     }
-    s.push_str("</table><h2 id=\"rules\">Rules</h2><table><tr><th>group</th><th>rule</th><th>health</th><th>last error</th></tr>");
+
+    s.push_str("</table><h2 id=\"rules\">Rules</h2><table><tr><th>group</th><th>rule</th><th>type</th><th>health</th><th>state</th><th>last evaluation</th><th>last error</th></tr>");
     for g in snaps.values() {
         for r in &g.rules {
             let _ = write!(
                 s,
-                "<tr class=\"rule\"><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+                "<tr class=\"rule\"><td>{}</td><td class=\"name\">{}</td><td>{}</td><td class=\"health {}\">{}</td><td>{}</td><td>{}</td><td class=\"last-error\">{}</td></tr>",
                 html_escape(&g.name),
                 html_escape(&r.name),
+                if r.alerting { "alerting" } else { "recording" },
                 if r.health == "err" { "err" } else { "ok" },
                 r.health,
+                r.state,
+                r.last_evaluation.map_or(String::from("never"), |t| go_time(Some(t))),
                 html_escape(r.last_error.as_deref().unwrap_or(""))
             );
         }
+    }
+
+    let (sil, at) = svc.silences();
+    let list = sil.sorted(at);
+    let _ = write!(
+        s,
+        "</table><h2 id=\"silences\">Silences ({})</h2><table><tr><th>id</th><th>state</th><th>matchers</th><th>starts</th><th>ends</th><th>created by</th><th>comment</th></tr>",
+        list.len()
+    );
+    for x in list {
+        let matchers: Vec<String> = x
+            .matchers
+            .iter()
+            .map(|m| {
+                let op = match (m.is_equal, m.is_regex) {
+                    (true, false) => "=",
+                    (false, false) => "!=",
+                    (true, true) => "=~",
+                    (false, true) => "!~",
+                };
+                format!("{}{op}\"{}\"", m.name, crate::labels::escape_label_value(&m.value))
+            })
+            .collect();
+        let _ = write!(
+            s,
+            "<tr class=\"silence\"><td class=\"id\">{}</td><td class=\"state\">{}</td><td class=\"matchers\">{}</td><td>{}</td><td>{}</td><td class=\"created-by\">{}</td><td class=\"comment\">{}</td></tr>",
+            html_escape(&x.id),
+            x.state(at).as_str(),
+            html_escape(&matchers.join(", ")),
+            go_time(Some(x.starts_at.timestamp_millis())),
+            go_time(Some(x.ends_at.timestamp_millis())),
+            html_escape(&x.created_by),
+            html_escape(&x.comment)
+        );
     }
     s.push_str("</table></body></html>\n");
     s

@@ -1,6 +1,6 @@
 //! The embedded store as a source.
 
-use super::{Queryable, SeriesData, SourceError};
+use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::Matcher;
 use crate::tsdb::Store;
 
@@ -18,5 +18,32 @@ impl Queryable for Store {
             }
         }
         Ok(out)
+    }
+
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let mut out = Vec::new();
+        if !self.has_histograms() {
+            return Ok(out);
+        }
+        for id in self.select_ids(matchers) {
+            let mut samples = Vec::new();
+            self.histogram_samples(id, mint, maxt, &mut samples);
+            if !samples.is_empty() {
+                out.push(HistogramSeriesData {
+                    labels: self.labels(id).clone(),
+                    samples,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn has_histograms(&self) -> bool {
+        Store::has_histograms(self)
     }
 }

@@ -161,6 +161,11 @@ impl PrometheusSource {
         }
     }
 
+    /// [`PrometheusSource::instant_query`] from a blocking thread (never an async task).
+    pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+        self.handle.block_on(self.instant_query(expr, t))
+    }
+
     /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms).
     pub async fn select_async(
         &self,
@@ -496,6 +501,7 @@ mod tests {
                 region: "us-east-1".into(),
                 service: "aps".into(),
             }),
+            ..SourceConfig::default()
         };
         let src = PrometheusSource::new(&cfg, rt.handle().clone())
             .unwrap()
@@ -571,6 +577,7 @@ mod tests {
             retries,
             headers: vec![("X-Scope-OrgID".into(), "ml".into())],
             sigv4: None,
+            ..SourceConfig::default()
         };
         let mut s = PrometheusSource::new(&cfg, rt.handle().clone()).unwrap();
         s.backoff = StdDuration::from_millis(10);

@@ -1,7 +1,9 @@
 //! Persistent state in SQLite (rusqlite, bundled): the active alerts of every alerting rule,
 //! written in one transaction after each group evaluation and restored at startup, and the
 //! notification outbox (a notification is stored before it is sent, deleted once delivered,
-//! and retried with backoff, also after a restart).
+//! and retried with backoff, also after a restart). A notification that gets a final error, or
+//! still fails after [`OUTBOX_MAX_ATTEMPTS`], moves to the `dead_letters` table: kept for
+//! inspection and redelivery by hand, and alerted on, never silently dropped.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,7 +45,33 @@ pub struct OutboxEntry {
     /// Not before this time (ms).
     pub next_attempt_at: i64,
     pub last_error: Option<String>,
+    /// When it entered the outbox (ms).
+    pub created_at: i64,
 }
+
+/// A notification that could not be delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeadLetter {
+    /// Its outbox id.
+    pub id: i64,
+    /// When it entered the outbox and when it was given up on (ms).
+    pub created_at: i64,
+    pub failed_at: i64,
+    pub receiver: String,
+    pub group_key: String,
+    /// The notification as the outbox stored it (JSON).
+    pub payload: String,
+    pub attempts: u32,
+    pub last_error: String,
+}
+
+/// Delivery attempts of one notification before it is dead-lettered: with the outbox backoff
+/// (1s doubling to 5 minutes) about an hour of a receiver failing.
+pub const OUTBOX_MAX_ATTEMPTS: u32 = 20;
+/// Dead letters this recent keep `WatchfireNotificationsDeadLettered` firing.
+pub const DEAD_LETTER_ALERT_MS: i64 = 24 * 3_600_000;
+/// Dead letters are kept this long.
+pub const DEAD_LETTER_RETENTION_MS: i64 = 30 * 24 * 3_600_000;
 
 /// The SQLite store.
 pub struct StateStore {
@@ -75,6 +103,17 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_attempt_at INTEGER NOT NULL,
     last_error TEXT
 );
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    failed_at INTEGER NOT NULL,
+    receiver TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS dead_letters_failed_at ON dead_letters (failed_at);
 CREATE TABLE IF NOT EXISTS nflog (
     group_key TEXT NOT NULL,
     receiver TEXT NOT NULL,
@@ -84,6 +123,10 @@ CREATE TABLE IF NOT EXISTS nflog (
     resolved TEXT NOT NULL,
     at INTEGER NOT NULL,
     PRIMARY KEY (group_key, receiver, integration, idx)
+);
+CREATE TABLE IF NOT EXISTS silences (
+    id TEXT PRIMARY KEY,
+    payload TEXT NOT NULL
 );
 ";
 
@@ -238,7 +281,7 @@ impl StateStore {
     /// Entries due at `now_ms`, oldest first.
     pub fn outbox_due(&self, now_ms: i64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, payload, attempts, next_attempt_at, last_error FROM outbox
+            "SELECT id, payload, attempts, next_attempt_at, last_error, created_at FROM outbox
              WHERE next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
         )?;
         let rows = stmt.query_map(params![now_ms, limit as i64], |r| {
@@ -248,11 +291,12 @@ impl StateStore {
                 r.get::<_, i64>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, payload, attempts, next, last_error) = row?;
+            let (id, payload, attempts, next, last_error, created_at) = row?;
             let v: Json = serde_json::from_str(&payload).map_err(|e| StateError::Corrupt(format!("outbox: {e}")))?;
             out.push(OutboxEntry {
                 id,
@@ -260,6 +304,7 @@ impl StateStore {
                 attempts: attempts.clamp(0, i64::from(u32::MAX)) as u32,
                 next_attempt_at: next,
                 last_error,
+                created_at,
             });
         }
         Ok(out)
@@ -278,6 +323,85 @@ impl StateStore {
             params![id, next_attempt_at, error],
         )?;
         Ok(())
+    }
+
+    /// Gives up on an outbox entry: moves it, with this last attempt counted, to the dead
+    /// letters in one transaction. Returns whether the entry was there.
+    pub fn outbox_dead_letter(&mut self, id: i64, failed_at: i64, error: &str) -> Result<bool, StateError> {
+        let tx = self.conn.transaction()?;
+        let row: Option<(i64, String, i64)> = tx
+            .query_row(
+                "SELECT created_at, payload, attempts FROM outbox WHERE id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        let Some((created_at, payload, attempts)) = row else {
+            return Ok(false);
+        };
+        // Receiver and group key as columns, for queries without parsing the payload; a payload
+        // that does not parse is still kept.
+        let v: Json = serde_json::from_str(&payload).unwrap_or(Json::Null);
+        let field = |k: &str| v.get(k).and_then(Json::as_str).unwrap_or("").to_string();
+        tx.execute(
+            "INSERT OR REPLACE INTO dead_letters (id, created_at, failed_at, receiver, group_key, payload, attempts, last_error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                id,
+                created_at,
+                failed_at,
+                field("receiver"),
+                field("group_key"),
+                payload,
+                attempts + 1,
+                error
+            ],
+        )?;
+        tx.execute("DELETE FROM outbox WHERE id = ?1", params![id])?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Dead letters that failed at or after `since_ms`, newest first.
+    pub fn dead_letters_since(&self, since_ms: i64) -> Result<Vec<DeadLetter>, StateError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, created_at, failed_at, receiver, group_key, payload, attempts, last_error FROM dead_letters
+             WHERE failed_at >= ?1 ORDER BY failed_at DESC, id DESC",
+        )?;
+        let rows = stmt.query_map(params![since_ms], |r| {
+            Ok(DeadLetter {
+                id: r.get(0)?,
+                created_at: r.get(1)?,
+                failed_at: r.get(2)?,
+                receiver: r.get(3)?,
+                group_key: r.get(4)?,
+                payload: r.get(5)?,
+                attempts: r.get::<_, i64>(6)?.clamp(0, i64::from(u32::MAX)) as u32,
+                last_error: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// How many dead letters are kept.
+    pub fn dead_letter_count(&self) -> Result<u64, StateError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM dead_letters", [], |r| r.get(0))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Drops dead letters that failed before `before_ms`; returns how many.
+    pub fn dead_letters_prune(&mut self, before_ms: i64) -> Result<usize, StateError> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM dead_letters WHERE failed_at < ?1", params![before_ms])?)
+    }
+
+    /// The notification a dead letter holds.
+    pub fn dead_letter_notification(d: &DeadLetter) -> Result<Notification, StateError> {
+        let v: Json = serde_json::from_str(&d.payload).map_err(|e| StateError::Corrupt(format!("dead letter: {e}")))?;
+        notification_from_json(&v)
     }
 
     /// Records what a notification told its receiver, so a restarted process does not notify
@@ -352,6 +476,27 @@ impl StateStore {
     }
 
     /// How many notifications wait.
+    /// Replaces the saved silences (id, API JSON) in one transaction.
+    pub fn save_silences(&mut self, rows: &[(String, String)]) -> Result<(), StateError> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM silences", [])?;
+        for (id, payload) in rows {
+            tx.execute(
+                "INSERT INTO silences (id, payload) VALUES (?1, ?2)",
+                params![id, payload],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The saved silences' API JSON.
+    pub fn load_silences(&self) -> Result<Vec<String>, StateError> {
+        let mut stmt = self.conn.prepare("SELECT payload FROM silences ORDER BY id")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     pub fn outbox_depth(&self) -> Result<u64, StateError> {
         let n: Option<i64> = self
             .conn
@@ -458,6 +603,7 @@ fn notification_json(n: &Notification) -> Json {
         "alerts": alerts,
         "reason": reason_str(&n.reason),
         "at": time_ms(n.at),
+        "links": n.links.iter().map(|l| json!({"kind": l.kind, "url": l.url})).collect::<Vec<_>>(),
     })
 }
 
@@ -512,6 +658,18 @@ fn notification_from_json(v: &Json) -> Result<Notification, StateError> {
         alerts,
         reason: reason_from(&s(v, "reason")?),
         at: ms_time(v.get("at").unwrap_or(&Json::Null))?,
+        links: v
+            .get("links")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|l| {
+                Some(crate::notify::links::Link {
+                    kind: crate::notify::links::Link::kind_from(l.get("kind")?.as_str()?)?,
+                    url: l.get("url")?.as_str()?.to_string(),
+                })
+            })
+            .collect(),
     })
 }
 
@@ -580,6 +738,10 @@ mod tests {
             }],
             reason: Reason::NewAlertsInGroup,
             at,
+            links: vec![crate::notify::links::Link {
+                kind: "runbook",
+                url: "https://runbooks/A".into(),
+            }],
         };
         let id = s.outbox_push(&n, 5000).unwrap();
         assert_eq!(s.outbox_depth().unwrap(), 1);
@@ -592,5 +754,27 @@ mod tests {
         assert_eq!(s.outbox_due(9000, 10).unwrap()[0].attempts, 1);
         s.outbox_done(id).unwrap();
         assert_eq!(s.outbox_depth().unwrap(), 0);
+
+        // Given up: the entry moves to the dead letters with its attempts and last error.
+        let id = s.outbox_push(&n, 6000).unwrap();
+        s.outbox_retry(id, 7000, "503").unwrap();
+        assert!(s.outbox_dead_letter(id, 8000, "unexpected status code 400").unwrap());
+        assert!(!s.outbox_dead_letter(id, 8000, "again").unwrap());
+        assert_eq!(s.outbox_depth().unwrap(), 0);
+        assert_eq!(s.dead_letter_count().unwrap(), 1);
+        let dl = s.dead_letters_since(8000).unwrap();
+        assert_eq!(dl.len(), 1);
+        assert_eq!(
+            (dl[0].id, dl[0].created_at, dl[0].failed_at, dl[0].attempts),
+            (id, 6000, 8000, 2)
+        );
+        assert_eq!(dl[0].receiver, "pager");
+        assert_eq!(dl[0].group_key, n.group_key);
+        assert_eq!(dl[0].last_error, "unexpected status code 400");
+        assert_eq!(StateStore::dead_letter_notification(&dl[0]).unwrap().alerts, n.alerts);
+        assert!(s.dead_letters_since(8001).unwrap().is_empty());
+        assert_eq!(s.dead_letters_prune(8000).unwrap(), 0);
+        assert_eq!(s.dead_letters_prune(8001).unwrap(), 1);
+        assert_eq!(s.dead_letter_count().unwrap(), 0);
     }
 }

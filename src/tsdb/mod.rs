@@ -7,12 +7,14 @@
 
 pub mod chunk;
 mod error;
+pub mod histogram;
 pub mod notation;
 pub mod openmetrics;
 mod store;
 
 pub use chunk::{ClosedChunk, XorChunk, MAX_SAMPLES_PER_CHUNK};
 pub use error::LoadError;
+pub use histogram::{CounterResetHint, FloatHistogram};
 pub use notation::{load_notation, parse_metric, parse_series_line, parse_values, SeriesValue};
 pub use openmetrics::{detect_unit, load_file, load_openmetrics, load_text, LoadStats, TimestampUnit};
 pub use store::{SeriesId, Store};

@@ -4,31 +4,54 @@
 //! Semantics follow Prometheus' series-description parser: `a+bxN` yields N+1 values computed
 //! by repeated addition (so float drift matches Prometheus exactly), `axN` N+1 copies, `_` one
 //! missing point, `_xN` N missing points, `stale` the staleness marker. Native histogram values
-//! (`{{...}}`) are rejected with an error starting with [`NATIVE_HISTOGRAM_ERROR`].
+//! are `{{...}}` (see [`super::histogram`]), repeated with `{{h}}xN` and expanded with
+//! `{{h}}+{{d}}xN` / `{{h}}-{{d}}xN`.
 
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
+use super::histogram::{self, CounterResetHint, FloatHistogram};
 use super::store::Store;
 
 /// Bits of Prometheus' staleness marker NaN.
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 
-/// Prefix of the error returned for native histogram values, so callers can skip them.
+/// Prefix of errors about native histogram values, so callers can tell them apart.
 pub const NATIVE_HISTOGRAM_ERROR: &str = "native histogram";
 
 /// One point of a series description.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum SeriesValue {
     Float(f64),
     Stale,
+    Histogram(Box<FloatHistogram>),
+}
+
+impl PartialEq for SeriesValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (SeriesValue::Float(a), SeriesValue::Float(b)) => a == b,
+            (SeriesValue::Stale, SeriesValue::Stale) => true,
+            (SeriesValue::Histogram(a), SeriesValue::Histogram(b)) => a.equals(b),
+            _ => false,
+        }
+    }
 }
 
 impl SeriesValue {
-    /// The stored value: the staleness marker is the NaN with [`STALE_NAN_BITS`].
-    pub fn to_f64(self) -> f64 {
+    /// The stored float value: the staleness marker is the NaN with [`STALE_NAN_BITS`]; a
+    /// histogram has none (NaN).
+    pub fn to_f64(&self) -> f64 {
         match self {
-            SeriesValue::Float(v) => v,
+            SeriesValue::Float(v) => *v,
             SeriesValue::Stale => f64::from_bits(STALE_NAN_BITS),
+            SeriesValue::Histogram(_) => f64::NAN,
+        }
+    }
+
+    pub fn as_histogram(&self) -> Option<&FloatHistogram> {
+        match self {
+            SeriesValue::Histogram(h) => Some(h),
+            _ => None,
         }
     }
 
@@ -80,14 +103,96 @@ pub fn parse_metric(s: &str) -> Result<Labels, String> {
 
 /// Parses and expands a whitespace-separated value sequence.
 pub fn parse_values(s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
-    if s.contains("{{") {
-        return Err(format!("{NATIVE_HISTOGRAM_ERROR} values are not supported"));
-    }
     let mut out = Vec::new();
-    for item in s.split_whitespace() {
-        expand_item(item, &mut out).map_err(|e| format!("bad series value {item:?}: {e}"))?;
+    for item in split_items(s)? {
+        let res = if item.starts_with("{{") {
+            expand_histogram_item(item, &mut out)
+        } else {
+            expand_item(item, &mut out)
+        };
+        res.map_err(|e| format!("bad series value {item:?}: {e}"))?;
     }
     Ok(out)
+}
+
+/// Splits on whitespace outside `{{...}}` (a histogram holds spaces).
+fn split_items(s: &str) -> Result<Vec<&str>, String> {
+    let b = s.as_bytes();
+    let mut items = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut depth = 0usize;
+        while i < b.len() && (depth > 0 || !b[i].is_ascii_whitespace()) {
+            if b[i..].starts_with(b"{{") {
+                depth += 1;
+                i += 2;
+            } else if depth > 0 && b[i..].starts_with(b"}}") {
+                depth -= 1;
+                i += 2;
+            } else {
+                i += 1;
+            }
+        }
+        if depth > 0 {
+            return Err(format!(
+                "{NATIVE_HISTOGRAM_ERROR} value {:?} is missing its closing \"}}}}\"",
+                &s[start..]
+            ));
+        }
+        items.push(&s[start..i]);
+    }
+    Ok(items)
+}
+
+/// Expands `{{h}}`, `{{h}}xN`, `{{h}}+{{d}}xN` and `{{h}}-{{d}}xN` as Prometheus' series
+/// description parser: each step adds (subtracts) `d` to the previous histogram.
+fn expand_histogram_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), String> {
+    let end = item.find("}}").map(|i| i + 2).unwrap_or(item.len());
+    let base = histogram::parse(&item[..end])?;
+    let rest = &item[end..];
+    if rest.is_empty() {
+        out.push(Some(SeriesValue::Histogram(Box::new(base))));
+        return Ok(());
+    }
+    if let Some(times) = rest.strip_prefix('x') {
+        let n = parse_times(times)?;
+        for _ in 0..=n {
+            out.push(Some(SeriesValue::Histogram(Box::new(base.clone()))));
+        }
+        return Ok(());
+    }
+    let (sign, rest) = match rest.as_bytes()[0] {
+        b'+' => (1.0, &rest[1..]),
+        b'-' => (-1.0, &rest[1..]),
+        _ => return Err(format!("unexpected {rest:?} after a histogram")),
+    };
+    if !rest.starts_with("{{") {
+        return Err("a histogram can only be incremented by a histogram".into());
+    }
+    let end = rest.find("}}").map(|i| i + 2).unwrap_or(rest.len());
+    let inc = histogram::parse(&rest[..end])?;
+    let n = rest[end..]
+        .strip_prefix('x')
+        .ok_or_else(|| "an increment needs a repetition count ('x' and a number)".to_string())
+        .and_then(parse_times)?;
+    let mut cur = base;
+    out.push(Some(SeriesValue::Histogram(Box::new(cur.clone()))));
+    for _ in 0..n {
+        if cur.schema > inc.schema && !cur.uses_custom_buckets() {
+            return Err(format!(
+                "error combining histograms: cannot merge from schema {} to {}",
+                inc.schema, cur.schema
+            ));
+        }
+        cur = if sign > 0.0 { cur.add(&inc) } else { cur.sub(&inc) }.map_err(|e| e.to_string())?;
+        out.push(Some(SeriesValue::Histogram(Box::new(cur.clone()))));
+    }
+    Ok(())
 }
 
 /// Appends the points of a description: value `i` at `start_ms + i * interval_ms`, missing
@@ -104,11 +209,49 @@ pub fn load_notation(
         return;
     }
     let id = store.get_or_create(labels);
+    // The previous histogram of an uninterrupted run of histograms, for the counter reset hint.
+    let mut prev: Option<&FloatHistogram> = None;
     for (i, v) in values.iter().enumerate() {
-        if let Some(v) = v {
-            let t = start_ms.saturating_add((i as i64).saturating_mul(interval_ms));
-            store.append_id(id, t, v.to_f64());
+        let Some(v) = v else { continue };
+        let t = start_ms.saturating_add((i as i64).saturating_mul(interval_ms));
+        match v {
+            SeriesValue::Histogram(h) => {
+                let mut stored = (**h).clone();
+                stored.counter_reset_hint = stored_hint(h, prev);
+                store.append_histogram_id(id, t, stored);
+                prev = Some(h);
+            }
+            other => {
+                store.append_id(id, t, other.to_f64());
+                prev = None;
+            }
         }
+    }
+}
+
+/// The counter reset hint a histogram reads back with from Prometheus' TSDB: samples after the
+/// first of a chunk read `not_reset`; the first of a chunk reads `unknown` (a chunk starts at
+/// the first histogram of a run, at a reset, at a change of schema or zero bucket and between
+/// gauge and counter histograms; a chunk's `reset` header is not passed on to readers,
+/// prometheus/prometheus#15346). Gauge histograms stay gauges.
+fn stored_hint(h: &FloatHistogram, prev: Option<&FloatHistogram>) -> CounterResetHint {
+    use CounterResetHint::*;
+    if h.counter_reset_hint == Gauge {
+        return Gauge;
+    }
+    let Some(p) = prev else {
+        return Unknown;
+    };
+    let mut cur = h.clone();
+    cur.counter_reset_hint = if h.counter_reset_hint == Reset { Reset } else { Unknown };
+    if p.counter_reset_hint == Gauge
+        || cur.detect_reset(p)
+        || h.schema != p.schema
+        || h.zero_threshold != p.zero_threshold
+    {
+        Unknown
+    } else {
+        NotReset
     }
 }
 
@@ -509,7 +652,7 @@ mod tests {
     use crate::labels::Matcher;
 
     fn floats(vs: &[Option<SeriesValue>]) -> Vec<Option<f64>> {
-        vs.iter().map(|v| v.map(|v| v.to_f64())).collect()
+        vs.iter().map(|v| v.as_ref().map(|v| v.to_f64())).collect()
     }
 
     fn vals(s: &str) -> Vec<Option<f64>> {
@@ -546,7 +689,7 @@ mod tests {
     fn numbers_and_specials() {
         let v = parse_values("stale 1e3 Inf -Inf NaN +Inf .5 0x1F 017 1_000 inf -nan 2.5e-1").unwrap();
         assert_eq!(v[0], Some(SeriesValue::Stale));
-        assert_eq!(v[0].unwrap().to_f64().to_bits(), STALE_NAN_BITS);
+        assert_eq!(v[0].as_ref().unwrap().to_f64().to_bits(), STALE_NAN_BITS);
         let f = floats(&v);
         assert_eq!(f[1], Some(1000.0));
         assert_eq!(f[2], Some(f64::INFINITY));
@@ -571,8 +714,51 @@ mod tests {
         ] {
             assert!(parse_values(bad).is_err(), "{bad}");
         }
-        let e = parse_values("1 {{schema:1 sum:3 count:22 buckets:[5 10 7]}}").unwrap_err();
+        for bad in [
+            "{{sum:1",
+            "{{sum:1}}x",
+            "{{sum:1}}+1x2",
+            "{{sum:1}}+{{sum:1}}",
+            "{{bad:1}}",
+        ] {
+            assert!(parse_values(bad).is_err(), "{bad}");
+        }
+        let e = parse_values("1 {{count:1").unwrap_err();
         assert!(is_native_histogram_error(&e), "{e}");
+    }
+
+    #[test]
+    fn histogram_values_expand_and_load_with_counter_reset_hints() {
+        let v = parse_values("1 {{schema:1 count:3 buckets:[1 2]}} _ {{sum:3 count:2 buckets:[2]}}x2").unwrap();
+        assert_eq!(v.len(), 6);
+        assert_eq!(v[0], Some(SeriesValue::Float(1.0)));
+        assert_eq!(v[1].as_ref().and_then(|x| x.as_histogram()).map(|h| h.schema), Some(1));
+        assert_eq!(v[2], None);
+        let v = parse_values("{{sum:3 count:2 buckets:[2]}}+{{sum:1.3 count:1 buckets:[1]}}x2").unwrap();
+        let last = v[2].as_ref().and_then(|x| x.as_histogram()).unwrap();
+        assert_eq!(last.test_expression(), "{{count:4 sum:5.6 buckets:[4]}}");
+        let v = parse_values("{{count:5 buckets:[5]}}-{{count:1 buckets:[1]}}x1").unwrap();
+        let last = v[1].as_ref().and_then(|x| x.as_histogram()).unwrap();
+        assert_eq!(last.test_expression(), "{{count:4 buckets:[4]}}");
+
+        // Hints as Prometheus' TSDB reads them back: unknown first, then not_reset, unknown at a
+        // reset and after a float or a staleness marker; gauges stay gauges.
+        let mut store = Store::new();
+        let (labels, values) = parse_series_line(
+            "h {{count:2 buckets:[2]}}x1 {{count:1 buckets:[1]}} {{count:3 buckets:[3]}} stale {{count:4 buckets:[4]}} \
+             5 {{count:4 buckets:[4]}} {{counter_reset_hint:gauge count:1}}",
+        )
+        .unwrap();
+        load_notation(&mut store, 1000, 0, &labels, &values);
+        let mut out = Vec::new();
+        store.histogram_samples(0, 0, 100_000, &mut out);
+        let hints: Vec<CounterResetHint> = out.iter().map(|(_, h)| h.counter_reset_hint).collect();
+        use CounterResetHint::*;
+        assert_eq!(hints, [Unknown, NotReset, Unknown, NotReset, Unknown, Unknown, Gauge]);
+        assert_eq!(store.num_histograms(), 7);
+        let mut floats = Vec::new();
+        store.samples(0, 0, 100_000, &mut floats);
+        assert_eq!(floats.len(), 2);
     }
 
     #[test]

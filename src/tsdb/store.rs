@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::labels::{Label, Labels, MatchOp, Matcher};
 
 use super::chunk::{ChunkIter, ClosedChunk, XorChunk};
+use super::histogram::FloatHistogram;
 
 /// Dense series identifier: the index of the series in the store, assigned in creation order.
 pub type SeriesId = u32;
@@ -24,6 +25,9 @@ struct Series {
     labels: Labels,
     chunks: Vec<ClosedChunk>,
     head: XorChunk,
+    /// Native histogram samples, ascending by time: a lane of their own so that float
+    /// samples keep their compact chunks (a series may switch between the two).
+    hists: Vec<(i64, Arc<FloatHistogram>)>,
 }
 
 impl Series {
@@ -47,6 +51,7 @@ pub struct Store {
     /// Label name -> value -> series having it, ascending (ids are handed out in order).
     postings: HashMap<Arc<str>, ValuePostings, Hasher>,
     num_samples: u64,
+    num_histograms: u64,
     empty: Labels,
 }
 
@@ -174,6 +179,49 @@ impl Store {
                 push_in_order(s, t, v);
                 self.num_samples += 1;
             }
+        }
+    }
+
+    /// Appends a native histogram sample to an existing series (unknown ids are ignored); a
+    /// histogram at an existing timestamp replaces the earlier one.
+    pub fn append_histogram_id(&mut self, id: SeriesId, t: i64, h: FloatHistogram) {
+        let Some(s) = self.series.get_mut(id as usize) else {
+            return;
+        };
+        let h = Arc::new(h);
+        match s.hists.last() {
+            Some(&(last, _)) if t <= last => {
+                let i = s.hists.partition_point(|x| x.0 < t);
+                if s.hists.get(i).is_some_and(|x| x.0 == t) {
+                    s.hists[i].1 = h;
+                    return;
+                }
+                s.hists.insert(i, (t, h));
+            }
+            _ => s.hists.push((t, h)),
+        }
+        self.num_histograms += 1;
+    }
+
+    /// Whether any series holds a native histogram sample.
+    pub fn has_histograms(&self) -> bool {
+        self.num_histograms > 0
+    }
+
+    /// Number of native histogram samples stored.
+    pub fn num_histograms(&self) -> u64 {
+        self.num_histograms
+    }
+
+    /// Appends the histogram samples with `mint <= t <= maxt` to `out`, in time order.
+    pub fn histogram_samples(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<(i64, Arc<FloatHistogram>)>) {
+        let Some(s) = self.series.get(id as usize) else {
+            return;
+        };
+        let lo = s.hists.partition_point(|x| x.0 < mint);
+        let hi = s.hists.partition_point(|x| x.0 <= maxt);
+        if lo < hi {
+            out.extend(s.hists[lo..hi].iter().cloned());
         }
     }
 

@@ -1,5 +1,7 @@
 //! The `promtool test rules` file format, decoded strictly (unknown keys are errors with
-//! `line:col`), plus watchfire's extension test kind `watchfire_alert_state_test`.
+//! `line:col`), plus watchfire's extension test kinds `watchfire_alert_state_test` and
+//! `watchfire_notification_test` (with the file-level `watchfire_routes_file` and
+//! `watchfire_owners_file`).
 
 use std::collections::BTreeMap;
 
@@ -18,6 +20,11 @@ pub struct TestFile {
     /// Compare promql_expr_test values allowing a one-ulp difference.
     pub fuzzy_compare: bool,
     pub tests: Vec<TestGroup>,
+    /// watchfire extension: the Alertmanager configuration notification tests route through,
+    /// relative to the test file.
+    pub routes_file: Option<Spanned<String>>,
+    /// watchfire extension: the owners file (teams, links, deny-list), relative to the test file.
+    pub owners_file: Option<Spanned<String>>,
 }
 
 /// One entry of `tests`.
@@ -33,6 +40,8 @@ pub struct TestGroup {
     pub promql_expr_test: Vec<PromqlTestCase>,
     /// watchfire extension: assertions on alert state (pending, firing, resolved, inactive).
     pub alert_state_test: Vec<StateTestCase>,
+    /// watchfire extension: assertions on the notifications receivers got.
+    pub notification_test: Vec<NotificationTestCase>,
     pub external_labels: Vec<(String, String)>,
     pub external_url: String,
     /// Unix ms of time zero of the test (`start_timestamp`); default 0.
@@ -109,6 +118,34 @@ impl ExpectedState {
     }
 }
 
+/// `watchfire_notification_test` entry: the notifications flushed in the window ending at
+/// `eval_time` (see the module documentation of `unittest` for the semantics).
+#[derive(Clone, Debug)]
+pub struct NotificationTestCase {
+    pub pos: Pos,
+    pub eval_time: Duration,
+    pub notifications: Vec<ExpNotification>,
+}
+
+/// One expected notification; fields left out are not checked.
+#[derive(Clone, Debug, Default)]
+pub struct ExpNotification {
+    pub pos: Pos,
+    pub receiver: String,
+    /// Exact.
+    pub group_labels: Option<BTreeMap<String, String>>,
+    /// `firing` or `resolved`.
+    pub status: Option<String>,
+    /// The owning team; `""` expects none.
+    pub owner: Option<String>,
+    /// One entry per alert of the notification (exact count); each a subset of its labels.
+    pub alerts: Option<Vec<BTreeMap<String, String>>>,
+    /// Exact.
+    pub summary: Option<String>,
+    /// By kind (`runbook`, `grafana`, ...): a subset of the notification's links.
+    pub links: Option<BTreeMap<String, String>>,
+}
+
 #[derive(Clone, Debug)]
 pub struct ExpState {
     pub pos: Pos,
@@ -127,6 +164,8 @@ const FILE_FIELDS: &[&str] = &[
     "group_eval_order",
     "tests",
     "fuzzy_compare",
+    "watchfire_routes_file",
+    "watchfire_owners_file",
 ];
 const GROUP_FIELDS: &[&str] = &[
     "interval",
@@ -138,6 +177,7 @@ const GROUP_FIELDS: &[&str] = &[
     "name",
     "start_timestamp",
     "watchfire_alert_state_test",
+    "watchfire_notification_test",
 ];
 
 /// Decodes a test file; all decoding errors are returned, each with its position.
@@ -184,6 +224,12 @@ impl Decoder<'_> {
         out.evaluation_interval = self.duration(&m, "evaluation_interval");
         out.group_eval_order = self.strings(&m, "group_eval_order");
         out.fuzzy_compare = m.bool("fuzzy_compare", self.errs).is_some_and(|(b, _)| b);
+        out.routes_file = m
+            .string("watchfire_routes_file", self.errs)
+            .map(|(s, pos, _)| Spanned::new(s.to_string(), pos));
+        out.owners_file = m
+            .string("watchfire_owners_file", self.errs)
+            .map(|(s, pos, _)| Spanned::new(s.to_string(), pos));
         if let Some(tests) = m.seq("tests", self.errs) {
             for t in tests {
                 if let Some(g) = self.group(t) {
@@ -391,7 +437,111 @@ impl Decoder<'_> {
                 exp_states,
             });
         }
+        for item in m.seq("watchfire_notification_test", self.errs).unwrap_or_default() {
+            if let Some(c) = self.notification_case(item) {
+                g.notification_test.push(c);
+            }
+        }
         Some(g)
+    }
+
+    fn notification_case(&mut self, item: &Node) -> Option<NotificationTestCase> {
+        let a = self.map(item, "watchfire.notificationTestCase", &["eval_time", "notifications"])?;
+        if !a.has("eval_time") {
+            self.errs.push(DecodeError {
+                pos: a.pos,
+                message: "watchfire_notification_test: eval_time is required".into(),
+            });
+        }
+        let eval_time = self.duration(&a, "eval_time").unwrap_or_default();
+        let mut notifications = Vec::new();
+        for e in a.seq("notifications", self.errs).unwrap_or_default() {
+            let errs_before = self.errs.len();
+            let Some(nm) = self.map(
+                e,
+                "watchfire.expNotification",
+                &[
+                    "receiver",
+                    "group_labels",
+                    "status",
+                    "owner",
+                    "alerts",
+                    "summary",
+                    "links",
+                ],
+            ) else {
+                continue;
+            };
+            let receiver = match nm.string("receiver", self.errs) {
+                Some((r, _, _)) if !r.is_empty() => r.to_string(),
+                _ => {
+                    // Said only when no misspelt key already explains it.
+                    if self.errs.len() == errs_before {
+                        self.errs.push(DecodeError {
+                            pos: nm.pos,
+                            message: "receiver is required in an expected notification".into(),
+                        });
+                    }
+                    continue;
+                }
+            };
+            let status = match nm.string("status", self.errs) {
+                Some((s @ ("firing" | "resolved"), _, _)) => Some(s.to_string()),
+                Some((other, pos, _)) => {
+                    self.errs.push(DecodeError {
+                        pos,
+                        message: format!("status {other:?} is not one of firing, resolved"),
+                    });
+                    None
+                }
+                None => None,
+            };
+            let alerts = match nm.get("alerts") {
+                None => None,
+                Some(_) => Some(
+                    nm.seq("alerts", self.errs)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|al| yaml::string_map(al, self.errs))
+                        .map(|pairs| {
+                            pairs
+                                .into_iter()
+                                .map(|(k, v)| {
+                                    (
+                                        k.value.clone(),
+                                        if v.is_null() { String::new() } else { v.value.clone() },
+                                    )
+                                })
+                                .collect()
+                        })
+                        .collect(),
+                ),
+            };
+            let optional_map = |d: &mut Self, key: &str| nm.has(key).then(|| d.string_map(&nm, key));
+            notifications.push(ExpNotification {
+                pos: nm.pos,
+                receiver,
+                group_labels: optional_map(self, "group_labels"),
+                status,
+                owner: nm.has("owner").then(|| {
+                    nm.string("owner", self.errs)
+                        .map(|(s, _, _)| s.to_string())
+                        .unwrap_or_default()
+                }),
+                alerts,
+                summary: nm.has("summary").then(|| {
+                    nm.string("summary", self.errs)
+                        .map(|(s, _, _)| s.to_string())
+                        .unwrap_or_default()
+                }),
+                links: optional_map(self, "links"),
+            });
+        }
+        Some(NotificationTestCase {
+            pos: a.pos,
+            eval_time,
+            notifications,
+        })
     }
 }
 
@@ -486,6 +636,55 @@ tests:
         assert!(decode("tests:\n  - intervl: 1m\n", true).is_ok());
         let e = decode("tests:\n  - alert_rule_test:\n      - eval_time: 1x\n", false).unwrap_err();
         assert!(e[0].message.contains("unknown unit"), "{}", e[0].message);
+    }
+
+    #[test]
+    fn decodes_notification_tests() {
+        let src = r#"
+rule_files: [r.yaml]
+watchfire_routes_file: routes.yaml
+watchfire_owners_file: owners.yaml
+tests:
+  - watchfire_notification_test:
+      - eval_time: 2m30s
+        notifications:
+          - receiver: pager
+            group_labels: {cluster: c1}
+            status: resolved
+            owner: ""
+            alerts: [{alertname: A, pod: }]
+            summary: s
+            links: {runbook: "https://r"}
+          - receiver: other
+      - eval_time: 3m
+        notifications: []
+"#;
+        let f = decode(src, false).unwrap();
+        assert_eq!(f.routes_file.as_ref().unwrap().value, "routes.yaml");
+        assert_eq!(f.owners_file.as_ref().unwrap().value, "owners.yaml");
+        let c = &f.tests[0].notification_test;
+        assert_eq!(c[0].eval_time, Duration::from_ms(150_000));
+        let n = &c[0].notifications[0];
+        assert_eq!(n.status.as_deref(), Some("resolved"));
+        assert_eq!(n.owner.as_deref(), Some(""));
+        assert_eq!(n.alerts.as_ref().unwrap()[0]["pod"], "");
+        assert_eq!(n.links.as_ref().unwrap()["runbook"], "https://r");
+        let m = &c[0].notifications[1];
+        assert!(m.group_labels.is_none() && m.alerts.is_none() && m.owner.is_none());
+        assert!(c[1].notifications.is_empty());
+
+        let e = decode(
+            "tests:\n  - watchfire_notification_test:\n      - notifications: [{receiver: r, status: up}]\n",
+            false,
+        )
+        .unwrap_err();
+        let msgs: Vec<String> = e.iter().map(|e| format!("{}: {}", e.pos, e.message)).collect();
+        assert!(msgs.iter().any(|m| m.contains("eval_time is required")), "{msgs:?}");
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("status \"up\" is not one of firing, resolved")),
+            "{msgs:?}"
+        );
     }
 
     #[test]

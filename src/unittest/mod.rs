@@ -27,8 +27,64 @@
 //! labels. promtool rejects unknown keys, so **a file that uses this key is a watchfire-only
 //! test file**: keep promtool-compatible cases in files without it (the key is namespaced so a
 //! plain promtool file never means anything else here).
+//!
+//! # Extension: `watchfire_notification_test`
+//!
+//! Asserts what reaches people: the group's alerts go through the notification pipeline of
+//! `watchfire run` (owner stamped into the owners file's team label, Alertmanager routing,
+//! grouping, `group_wait` / `group_interval` / `repeat_interval`, inhibition, time intervals,
+//! the notification log, `send_resolved`, links and the label deny-list), in the test's
+//! simulated time, with every receiver replaced by an in-memory recorder. Two top-level keys
+//! name the configuration, relative to the test file like `rule_files`:
+//!
+//! ```yaml
+//! watchfire_routes_file: ../../deploy/routes.yaml   # an Alertmanager configuration (required)
+//! watchfire_owners_file: ../../deploy/owners.yaml   # teams, links, deny_labels (optional)
+//! tests:
+//!   - input_series: [...]
+//!     watchfire_notification_test:
+//!       - eval_time: 10m
+//!         notifications:                      # every notification sent in the window, exactly
+//!           - receiver: ml-training-pagerduty # required
+//!             group_labels: {cluster: c1, owner: ml-training}   # exact
+//!             status: firing                  # firing | resolved
+//!             owner: ml-training              # the resolved team ("" = none)
+//!             alerts:                         # one entry per alert sent, any order
+//!               - {alertname: SubmissionsFailing, namespace: training}  # subset of its labels
+//!             summary: "..."                  # the lead alert's `summary` annotation, exact
+//!             links: {runbook: "https://..."} # by kind, a subset of the links rendered
+//! ```
+//!
+//! Semantics:
+//!
+//! - **Time.** Rules are evaluated every `evaluation_interval` as for the other kinds; the alerts
+//!   each evaluation makes due (as Prometheus sends them, resend delay included) enter the
+//!   pipeline at that time, and the pipeline's timers run at their own instants in between. A
+//!   case at `eval_time` T sees the notifications flushed in **(P, T]**, where P is the largest
+//!   `eval_time` of the group's notification cases below T (from time zero for the first), so
+//!   consecutive cases partition the timeline. Cases with the same `eval_time` see the same
+//!   window. `eval_time` need not fall on an evaluation step (`2m30s` is fine).
+//! - **Matching.** `notifications` is the **exact** list for the window: each expected entry
+//!   pairs with a distinct notification sent, and no notification is left over (`[]` asserts
+//!   that nothing was sent). Order does not matter. One notification is one receiver's flush of
+//!   one alert group, all its integrations together. Fields left out are not checked.
+//!   `group_labels` and `summary` are exact; `alerts`, when given, has exactly as many entries
+//!   as the notification has alerts, and each entry is a **subset** match of one alert's labels
+//!   (an empty value expects the label to be absent); `links` is a subset by kind (`runbook`,
+//!   `grafana`, `cloudwatch`, `kubectl`, `run_tracking`), each URL exact. Alert and group labels
+//!   are compared as the receiver gets them: with the owner stamped and deny-listed labels removed.
+//!   Owner, summary and links come from the notification's first firing alert (else its first).
+//! - **Failures** print, like promtool's alert test output, the case's time and window, why each
+//!   expected notification found no partner (the first differing field of a notification to
+//!   the same receiver), which notifications were unexpected, then `exp:` and `got:` lists; each
+//!   `got` entry shows its receiver, group labels, status, owner, send time, integrations,
+//!   alerts, summary and links. Receivers without integrations get nothing (as in Alertmanager).
+//!
+//! A file with `watchfire_notification_test` is watchfire-only, as above. Files without the
+//! new keys run exactly as before.
 
 mod format;
+mod notification;
 mod report;
 mod runner;
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub enum CaseKind {
     Promql,
     /// `watchfire_alert_state_test`
     AlertState,
+    /// `watchfire_notification_test`
+    Notification,
 }
 
 impl CaseKind {
@@ -23,6 +25,7 @@ impl CaseKind {
             CaseKind::Alert => "alert_rule_test",
             CaseKind::Promql => "promql_expr_test",
             CaseKind::AlertState => "watchfire_alert_state_test",
+            CaseKind::Notification => "watchfire_notification_test",
         }
     }
 }

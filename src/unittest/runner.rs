@@ -17,6 +17,7 @@ use crate::rules::AlertState;
 use crate::tsdb::{self, Store};
 
 use super::format::{self, ExpectedState, TestFile, TestGroup};
+use super::notification::{self, NotifySetup, Sim};
 use super::report::{CaseKind, CaseResult, FileResult, GroupResult};
 use super::{fmt_float_e, go_labels_string, go_quote, Options};
 
@@ -97,7 +98,27 @@ pub fn run_file(path: &Path, opts: &Options) -> FileResult {
         }
     }
 
+    // Routes and owners for notification tests, once per file.
+    let notify_setup = match notification::load_setup(path, &tf) {
+        Ok(s) => s,
+        Err(errs) => {
+            result.errors.extend(errs);
+            return result;
+        }
+    };
+    if notify_setup.is_none() {
+        if let Some(c) = tf.tests.iter().flat_map(|g| &g.notification_test).next() {
+            result.errors.push(format!(
+                "{}:{}: watchfire_notification_test needs watchfire_routes_file (an Alertmanager configuration) at the top level of the test file",
+                path.display(),
+                c.pos
+            ));
+            return result;
+        }
+    }
+
     let ctx = FileCtx {
+        notify: notify_setup.as_ref(),
         eval_interval,
         order: &order,
         rules: &loaded,
@@ -177,6 +198,7 @@ fn resolve_rule_files(base: &Path, tf: &TestFile, result: &mut FileResult) -> Ve
 }
 
 struct FileCtx<'a> {
+    notify: Option<&'a NotifySetup>,
     eval_interval: i64,
     order: &'a BTreeMap<String, usize>,
     rules: &'a [RuleFile],
@@ -190,6 +212,7 @@ struct FileCtx<'a> {
 enum Pending<'a> {
     Alert(usize, &'a format::AlertTestCase),
     State(usize, &'a format::StateTestCase),
+    Notification(usize, &'a format::NotificationTestCase),
 }
 
 fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
@@ -208,12 +231,24 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
     for (i, c) in tg.alert_state_test.iter().enumerate() {
         cases.push(CaseResult::new(CaseKind::AlertState, i, c.eval_time, &c.alertname));
     }
+    for (i, c) in tg.notification_test.iter().enumerate() {
+        let mut receivers: Vec<&str> = c.notifications.iter().map(|n| n.receiver.as_str()).collect();
+        receivers.dedup();
+        let subject = if receivers.is_empty() {
+            "(no notifications)".to_string()
+        } else {
+            receivers.join(",")
+        };
+        cases.push(CaseResult::new(CaseKind::Notification, i, c.eval_time, &subject));
+    }
     let n_alert = tg.alert_rule_test.len();
     let n_promql = tg.promql_expr_test.len();
+    let n_state = tg.alert_state_test.len();
     let case_slot = |kind: CaseKind, i: usize| match kind {
         CaseKind::Alert => i,
         CaseKind::Promql => n_alert + i,
         CaseKind::AlertState => n_alert + n_promql + i,
+        CaseKind::Notification => n_alert + n_promql + n_state + i,
     };
 
     let fail_all = |res: &mut GroupResult, mut cases: Vec<CaseResult>, why: &str| {
@@ -317,6 +352,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         .map(|c| c.eval_time.ms())
         .chain(tg.promql_expr_test.iter().map(|c| c.eval_time.ms()))
         .chain(tg.alert_state_test.iter().map(|c| c.eval_time.ms()))
+        .chain(tg.notification_test.iter().map(|c| c.eval_time.ms()))
         .max()
         .unwrap_or(0);
     let steps = max_eval / ctx.eval_interval;
@@ -344,6 +380,33 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
             .or_default()
             .push(Pending::State(i, c));
     }
+    // Notification cases: each checks the window since the previous (earlier) eval_time of
+    // the group's notification cases; within a step they run in time order.
+    let mut note_times: Vec<i64> = tg.notification_test.iter().map(|c| c.eval_time.ms()).collect();
+    note_times.sort_unstable();
+    note_times.dedup();
+    for (i, c) in tg.notification_test.iter().enumerate() {
+        by_step
+            .entry(c.eval_time.ms() / ctx.eval_interval)
+            .or_default()
+            .push(Pending::Notification(i, c));
+    }
+    for list in by_step.values_mut() {
+        list.sort_by_key(|p| match p {
+            Pending::Notification(_, c) => (1, c.eval_time.ms()),
+            _ => (0, 0),
+        });
+    }
+    let mut sim = match ctx.notify {
+        Some(setup) if !tg.notification_test.is_empty() => Some(Sim::new(
+            setup,
+            &groups,
+            cfg.external_labels.clone(),
+            &tg.external_url,
+            mint,
+        )),
+        _ => None,
+    };
 
     let mut outputs = Store::new();
     let mut last_ts = mint;
@@ -351,8 +414,15 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         let ts = mint.saturating_add(step.saturating_mul(ctx.eval_interval));
         last_ts = ts;
         let mut eval_errors = Vec::new();
+        if let Some(sim) = sim.as_mut() {
+            // Timers due before this evaluation run first, each at its own time.
+            sim.advance(ts);
+        }
         for g in &mut groups {
             let outcome = g.eval(ts, &engine, &input, ts, &mut outputs);
+            if let Some(sim) = sim.as_mut() {
+                sim.put(&outcome.to_send, ts);
+            }
             for (ri, e) in outcome.errors {
                 eval_errors.push(format!(
                     "    rule: {}, time: {}, err: {e}",
@@ -374,6 +444,18 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
                     }
                     Pending::State(i, c) => {
                         cases[case_slot(CaseKind::AlertState, i)].outcome = Some(check_states(c, &groups, mint));
+                    }
+                    Pending::Notification(i, c) => {
+                        let outcome = match sim.as_mut() {
+                            Some(sim) => {
+                                let t = c.eval_time.ms();
+                                sim.advance(mint.saturating_add(t));
+                                let after = note_times.iter().copied().filter(|&x| x < t).max();
+                                sim.check(c, after, &tg.name)
+                            }
+                            None => Err("not checked: no routes file".into()),
+                        };
+                        cases[case_slot(CaseKind::Notification, i)].outcome = Some(outcome);
                     }
                 }
             }
@@ -477,25 +559,28 @@ fn check_promql(
     let t = mint.saturating_add(c.eval_time.ms());
     let got = match engine.instant_query(view, &c.expr, t) {
         Ok(r) => match r.value {
-            Value::Vector(v) => v.into_iter().map(|s| (s.metric, s.v)).collect::<Vec<_>>(),
-            Value::Scalar { v, .. } => vec![(Labels::empty(), v)],
+            // A histogram sample compares by its notation, as promtool (its float is 0).
+            Value::Vector(v) => v
+                .into_iter()
+                .map(|s| (s.metric, s.v, s.h.map(|h| h.test_expression())))
+                .collect::<Vec<_>>(),
+            Value::Scalar { v, .. } => vec![(Labels::empty(), v, None)],
             _ => return Err(format!("{head}, err: rule result is not a vector or scalar")),
         },
         Err(e) => return Err(format!("{head}, err: {e}")),
     };
     let mut exp = Vec::with_capacity(c.exp_samples.len());
     for s in &c.exp_samples {
-        if s.histogram.is_some() {
-            return Err(format!(
-                "{head}, err: native histogram samples are not supported by watchfire"
-            ));
-        }
         let labels = if s.labels.trim().is_empty() {
             Labels::empty()
         } else {
             tsdb::parse_metric(&s.labels).map_err(|e| format!("{head}, err: labels {}: {e}", go_quote(&s.labels)))?
         };
-        exp.push((labels, s.value));
+        let hist = match &s.histogram {
+            Some(h) => Some(exp_histogram(h).map_err(|e| format!("{head}, err: histogram {}: {e}", go_quote(h)))?),
+            None => None,
+        };
+        exp.push((labels, s.value, hist));
     }
     let mut got = got;
     exp.sort_by(|a, b| a.0.cmp(&b.0));
@@ -504,7 +589,7 @@ fn check_promql(
         && exp
             .iter()
             .zip(&got)
-            .all(|(e, g)| e.0 == g.0 && floats_equal(e.1, g.1, fuzzy));
+            .all(|(e, g)| e.0 == g.0 && floats_equal(e.1, g.1, fuzzy) && e.2 == g.2);
     if same {
         return Ok(());
     }
@@ -515,14 +600,29 @@ fn check_promql(
     ))
 }
 
-fn samples_string(list: &[(Labels, f64)]) -> String {
+/// An `exp_samples` histogram in notation, normalised to Prometheus' `TestExpression`.
+fn exp_histogram(text: &str) -> Result<String, String> {
+    let values = tsdb::parse_values(text)?;
+    match values.as_slice() {
+        [Some(v)] => v
+            .as_histogram()
+            .map(|h| h.test_expression())
+            .ok_or_else(|| format!("expected histogram, got {}", v.to_f64())),
+        _ => Err(format!("expected 1 value, got {}", values.len())),
+    }
+}
+
+fn samples_string(list: &[(Labels, f64, Option<String>)]) -> String {
     if list.is_empty() {
         return "nil".into();
     }
     list.iter()
-        .map(|(l, v)| {
+        .map(|(l, v, h)| {
             let pairs: Vec<(String, String)> = l.iter().map(|x| (x.name.to_string(), x.value.to_string())).collect();
-            format!("{} {}", go_labels_string(&pairs), fmt_float_e(*v))
+            match h {
+                Some(h) => format!("{} {h}", go_labels_string(&pairs)),
+                None => format!("{} {}", go_labels_string(&pairs), fmt_float_e(*v)),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")

@@ -61,7 +61,10 @@ impl Moto {
         let endpoint = format!("http://127.0.0.1:{port}");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "moto_server did not start on {endpoint}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto_server did not start on {endpoint}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         // Credentials and region for the SDK's default chain: moto accepts any.

@@ -5,6 +5,7 @@
 
 pub mod alertmanager;
 pub mod pagerduty;
+pub mod sns;
 pub mod text;
 pub mod webhook;
 
@@ -225,6 +226,7 @@ impl Deliverer {
         match ic.kind {
             "webhook_configs" => webhook::send(self, ic, n).await,
             "pagerduty_configs" => pagerduty::send(self, ic, n).await,
+            "sns_configs" => sns::send(self, ic, n).await,
             other => Err(DeliveryError::Config(format!(
                 "receiver {:?}: {other} are accepted in the configuration but not delivered by watchfire yet",
                 n.receiver

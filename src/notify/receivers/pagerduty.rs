@@ -3,8 +3,11 @@
 //! `resolve` when all is resolved, the summary cut to 1024 characters, 429 and 5xx retried.
 //!
 //! watchfire additions: the severity follows the alerts' `severity` label when the config does
-//! not set one (page → critical, notify → warning, ...), and `runbook_url` / `dashboard_url`
-//! annotations become links.
+//! not set one (page → critical, notify → warning, ...); `runbook_url` / `dashboard_url`
+//! annotations become links (the group's common ones, then each firing alert's runbook, then the
+//! first firing alert's generator URL, a graph of the rule's expression); and
+//! `custom_details` name the cluster, namespace and owner (from the common labels, else the first
+//! firing alert), so the incident says where and whose without opening the alert list.
 
 use std::collections::BTreeMap;
 
@@ -65,6 +68,19 @@ pub struct Link {
     pub href: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub text: String,
+}
+
+/// At most this many runbook links from individual alerts (a large group stays readable).
+const MAX_LINKS: usize = 10;
+
+/// The value of the first of `names` in the group's common labels, else in its first firing
+/// alert (else its first alert).
+fn group_value(d: &TemplateData, names: &[&str]) -> Option<String> {
+    let first = d.alerts.iter().find(|a| a.status == "firing").or(d.alerts.first());
+    std::iter::once(&d.common_labels)
+        .chain(first.map(|a| &a.labels))
+        .find_map(|kv| names.iter().find_map(|n| kv.get(*n)).filter(|v| !v.is_empty()))
+        .cloned()
 }
 
 /// `notify.Key.Hash()`: the SHA-256 hex of a group key.
@@ -150,6 +166,20 @@ pub fn message(
         "num_resolved".to_string(),
         d.alerts.iter().filter(|a| a.status == "resolved").count().to_string(),
     );
+    for (key, names) in [
+        ("cluster", &["cluster"][..]),
+        ("namespace", &["namespace"][..]),
+        ("owner", &["owner", "team"][..]),
+    ] {
+        if let Some(v) = group_value(&d, names) {
+            details.insert(key.to_string(), v);
+        }
+    }
+    // The next diagnostic step without leaving the incident (kubectl is a command, not a URL,
+    // so it lives here rather than in `links`).
+    if let Some(cmd) = n.links.iter().find(|l| l.kind == "kubectl") {
+        details.insert("kubectl".to_string(), cmd.url.clone());
+    }
     for (k, v) in f.map("details") {
         details.insert(k, tmpl(&v, &d, &mut errors));
     }
@@ -170,6 +200,37 @@ pub fn message(
                     text: text.into(),
                 });
             }
+        }
+    }
+    // Alerts of one group may carry different runbooks: each firing alert's, after the common.
+    for a in d.alerts.iter().filter(|a| a.status == "firing") {
+        if let Some(href) = a.annotations.get("runbook_url").filter(|h| !h.is_empty()) {
+            if links.len() < MAX_LINKS && !links.iter().any(|l| &l.href == href) {
+                let name = a.labels.get("alertname").map_or("", String::as_str);
+                links.push(Link {
+                    href: href.clone(),
+                    text: format!("Runbook {name}").trim_end().to_string(),
+                });
+            }
+        }
+    }
+    // The owners file's diagnostic links (Grafana Explore, CloudWatch, kubectl, run tracking).
+    for l in &n.links {
+        if !matches!(l.kind, "runbook" | "kubectl") && links.len() < MAX_LINKS && !links.iter().any(|x| x.href == l.url) {
+            links.push(Link {
+                href: l.url.clone(),
+                text: link_text(l.kind).into(),
+            });
+        }
+    }
+    // The rule's expression (watchfire's generator URL is a graph of it): the first place to look.
+    let first = d.alerts.iter().find(|a| a.status == "firing").or(d.alerts.first());
+    if let Some(href) = first.map(|a| &a.generator_url).filter(|h| !h.is_empty()) {
+        if !links.iter().any(|l| &l.href == href) {
+            links.push(Link {
+                href: href.clone(),
+                text: "Source".into(),
+            });
         }
     }
     let images: Vec<Image> = f
@@ -222,6 +283,16 @@ pub fn encode(mut msg: Message) -> Result<Vec<u8>, DeliveryError> {
         "Custom details have been removed because the original event exceeds the maximum size of 512kB".to_string(),
     )]);
     serde_json::to_vec(&msg).map_err(|e| DeliveryError::Config(e.to_string()))
+}
+
+/// PagerDuty's text for a diagnostic link kind.
+fn link_text(kind: &str) -> &'static str {
+    match kind {
+        "grafana" => "Grafana Explore",
+        "cloudwatch" => "CloudWatch",
+        "run_tracking" => "Runs",
+        _ => "Link",
+    }
 }
 
 /// Sends the event (Events API v2; `service_key` configs use the same v2 endpoint format).

@@ -14,6 +14,22 @@ pub struct Message {
     pub version: String,
     pub group_key: String,
     pub truncated_alerts: u64,
+    /// watchfire's extension, absent when there is nothing to add (so the body stays exactly
+    /// Alertmanager's): the diagnostic links from the owners file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watchfire: Option<Extension>,
+}
+
+/// The `watchfire` key of the webhook body.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Extension {
+    pub links: Vec<ExtensionLink>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ExtensionLink {
+    pub kind: String,
+    pub url: String,
 }
 
 /// Builds the payload for a notification; `max_alerts` 0 means no limit.
@@ -28,6 +44,16 @@ pub fn message(n: &Notification, max_alerts: u64, external_url: &str) -> Message
         version: "4".into(),
         group_key: n.group_key.clone(),
         truncated_alerts: truncated,
+        watchfire: (!n.links.is_empty()).then(|| Extension {
+            links: n
+                .links
+                .iter()
+                .map(|l| ExtensionLink {
+                    kind: l.kind.to_string(),
+                    url: l.url.clone(),
+                })
+                .collect(),
+        }),
     }
 }
 

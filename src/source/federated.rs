@@ -1,0 +1,415 @@
+//! Several sources behind one [`Queryable`]: each selector is answered by the source that owns
+//! its metric, and a rule whose selectors all belong to one Prometheus-compatible source is sent
+//! to it whole (pushdown).
+//!
+//! Ownership of a metric name, first match wins:
+//! 1. a CloudWatch source whose mapping file produces the name;
+//! 2. an embedded store that holds series of that name (replay data, node-probe events);
+//! 3. a Prometheus source whose `metrics` patterns match the name (config order);
+//! 4. the first Prometheus source (the default); without one, the first source.
+//!
+//! Names produced by rules evaluated here (recording rules, `ALERTS`) go to no remote: the
+//! rule-output layers above this source answer them.
+//!
+//! A selector with a `__name__` equality goes to its owner only. A selector without one
+//! (`{job="x"}`, `{__name__=~"a|b"}`) goes to every source; each source's answer keeps only the
+//! series it owns (so a name claimed by one source is never read from another), and the answers
+//! are merged. Any failing source fails the selector: a partial answer would read as health.
+//!
+//! Pushdown ([`Queryable::pushdown`]): when every selector of an expression names its metric
+//! with an equality, none of those names is produced locally (recording rules, `ALERTS`), and
+//! all belong to the same Prometheus source, the expression is sent to that source as one
+//! instant query. Expressions the remote rejects as `bad_data` (e.g. functions Prometheus 2.x
+//! lacks) fall back to local evaluation, and are not sent again.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use promql_parser::label::MatchOp as PMatchOp;
+use promql_parser::parser::{Expr, VectorSelector};
+
+use super::cloudwatch::CloudWatchSource;
+use super::prometheus::PrometheusSource;
+use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
+use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
+use crate::run::SharedStore;
+
+/// One member source.
+pub enum MemberSource {
+    Prometheus(Arc<PrometheusSource>),
+    CloudWatch(Arc<CloudWatchSource>),
+    Embedded(Arc<SharedStore>),
+}
+
+/// A member with its name, claims and counters.
+pub struct Member {
+    pub name: String,
+    pub source: MemberSource,
+    /// Metric names (anchored regexes) a Prometheus member owns.
+    pub claims: Vec<regex::Regex>,
+    /// Selects sent to the source.
+    pub selects: AtomicU64,
+    /// Whole expressions sent to the source.
+    pub pushdowns: AtomicU64,
+}
+
+impl Member {
+    pub fn new(name: &str, source: MemberSource, claims: Vec<regex::Regex>) -> Self {
+        Member {
+            name: name.to_string(),
+            source,
+            claims,
+            selects: AtomicU64::new(0),
+            pushdowns: AtomicU64::new(0),
+        }
+    }
+
+    fn queryable(&self) -> &dyn Queryable {
+        match &self.source {
+            MemberSource::Prometheus(p) => &**p,
+            MemberSource::CloudWatch(c) => &**c,
+            MemberSource::Embedded(e) => &**e,
+        }
+    }
+}
+
+/// The federation of the configured sources.
+pub struct Federated {
+    members: Vec<Member>,
+    default: usize,
+    /// Metric names produced locally (recording rules, `ALERTS`): never pushed down.
+    local_names: HashSet<String>,
+    /// Expressions a remote rejected as `bad_data`: evaluated locally from then on.
+    rejected: Mutex<HashSet<String>>,
+}
+
+impl Federated {
+    /// `members` in configuration order (at least one).
+    pub fn new(members: Vec<Member>) -> Self {
+        let default = members
+            .iter()
+            .position(|m| matches!(m.source, MemberSource::Prometheus(_)))
+            .unwrap_or(0);
+        Federated {
+            members,
+            default,
+            local_names: ["ALERTS", "ALERTS_FOR_STATE"].iter().map(|s| s.to_string()).collect(),
+            rejected: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Names produced by rules evaluated here (recording rules), which pushdown must not send away.
+    pub fn with_local_names(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.local_names.extend(names);
+        self
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Per member: (name, selects sent, expressions pushed down).
+    pub fn counts(&self) -> Vec<(String, u64, u64)> {
+        self.members
+            .iter()
+            .map(|m| {
+                (
+                    m.name.clone(),
+                    m.selects.load(Ordering::Relaxed),
+                    m.pushdowns.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// The index of the member owning `name`; `None` for names only rules evaluated here
+    /// produce (recording rules, `ALERTS`), which no member holds: the rule-output layers
+    /// above this source answer them, and asking a remote would only cost a request.
+    pub fn route(&self, name: &str) -> Option<usize> {
+        let o = self.owner(name);
+        if self.local_names.contains(name) && !self.holds(o, name) {
+            return None;
+        }
+        Some(o)
+    }
+
+    /// Whether member `i` is an embedded store holding series named `name`.
+    fn holds(&self, i: usize, name: &str) -> bool {
+        match &self.members[i].source {
+            MemberSource::Embedded(e) => {
+                e.0.read()
+                    .map(|s| !s.select_ids(&[Matcher::equal(METRIC_NAME, name)]).is_empty())
+                    .unwrap_or(false)
+            }
+            _ => false,
+        }
+    }
+
+    /// The index of the member owning `name`.
+    pub fn owner(&self, name: &str) -> usize {
+        for (i, m) in self.members.iter().enumerate() {
+            if let MemberSource::CloudWatch(c) = &m.source {
+                if c.mapping().names().any(|n| n == name) {
+                    return i;
+                }
+            }
+        }
+        if let Some(i) = (0..self.members.len()).find(|&i| self.holds(i, name)) {
+            return i;
+        }
+        for (i, m) in self.members.iter().enumerate() {
+            if matches!(m.source, MemberSource::Prometheus(_)) && m.claims.iter().any(|r| r.is_match(name)) {
+                return i;
+            }
+        }
+        self.default
+    }
+
+    /// The member that would answer a whole expression, if one can.
+    pub fn pushdown_target(&self, expr: &Expr) -> Option<usize> {
+        let mut names = Vec::new();
+        if !collect_names(expr, &mut names) || names.is_empty() {
+            return None;
+        }
+        let mut target = None;
+        for n in names {
+            if self.local_names.contains(&n) {
+                return None;
+            }
+            let o = self.owner(&n);
+            if *target.get_or_insert(o) != o {
+                return None;
+            }
+        }
+        let t = target?;
+        matches!(self.members[t].source, MemberSource::Prometheus(_)).then_some(t)
+    }
+}
+
+/// Metric names of every selector in `expr`; false when a selector has no name equality (or
+/// uses `or` matchers) or the expression reads data implicitly (`info`).
+fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
+    match expr {
+        Expr::VectorSelector(vs) => selector_name(vs).map(|n| out.push(n)).is_some(),
+        Expr::MatrixSelector(ms) => selector_name(&ms.vs).map(|n| out.push(n)).is_some(),
+        Expr::Aggregate(a) => collect_names(&a.expr, out) && a.param.as_ref().is_none_or(|p| collect_names(p, out)),
+        Expr::Unary(u) => collect_names(&u.expr, out),
+        Expr::Binary(b) => collect_names(&b.lhs, out) && collect_names(&b.rhs, out),
+        Expr::Paren(p) => collect_names(&p.expr, out),
+        Expr::Subquery(s) => collect_names(&s.expr, out),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) => true,
+        Expr::Call(c) => c.func.name != "info" && c.args.args.iter().all(|a| collect_names(a, out)),
+        Expr::Extension(_) => false,
+    }
+}
+
+fn selector_name(vs: &VectorSelector) -> Option<String> {
+    if !vs.matchers.or_matchers.is_empty() {
+        return None;
+    }
+    if let Some(n) = &vs.name {
+        return Some(n.clone());
+    }
+    vs.matchers
+        .matchers
+        .iter()
+        .find(|m| m.name == METRIC_NAME && matches!(m.op, PMatchOp::Equal))
+        .map(|m| m.value.clone())
+}
+
+impl Queryable for Federated {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let name = matchers
+            .iter()
+            .find(|m| m.name == METRIC_NAME && matches!(m.op, MatchOp::Equal))
+            .map(|m| m.value.as_str());
+        if let Some(n) = name {
+            let Some(o) = self.route(n) else {
+                return Ok(Vec::new());
+            };
+            let m = &self.members[o];
+            m.selects.fetch_add(1, Ordering::Relaxed);
+            return m.queryable().select(matchers, mint, maxt);
+        }
+        // No metric name: every source, each keeping what it owns.
+        let mut merged: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
+        for (i, m) in self.members.iter().enumerate() {
+            if let MemberSource::CloudWatch(c) = &m.source {
+                let name_ok = |n: &str| matchers.iter().filter(|x| x.name == METRIC_NAME).all(|x| x.matches(n));
+                if !c.mapping().names().any(name_ok) {
+                    continue;
+                }
+            }
+            m.selects.fetch_add(1, Ordering::Relaxed);
+            for s in m.queryable().select(matchers, mint, maxt)? {
+                let owned = match s.labels.metric_name() {
+                    Some(n) => self.route(n) == Some(i),
+                    None => i == self.default,
+                };
+                if !owned {
+                    continue;
+                }
+                let e = merged.entry(s.labels).or_default();
+                e.extend(s.samples);
+            }
+        }
+        Ok(merged
+            .into_iter()
+            .map(|(labels, mut samples)| {
+                samples.sort_by_key(|x| x.0);
+                samples.dedup_by_key(|x| x.0);
+                SeriesData { labels, samples }
+            })
+            .collect())
+    }
+
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let name = matchers
+            .iter()
+            .find(|m| m.name == METRIC_NAME && matches!(m.op, MatchOp::Equal))
+            .map(|m| m.value.as_str());
+        if let Some(n) = name {
+            let Some(o) = self.route(n) else {
+                return Ok(Vec::new());
+            };
+            return self.members[o].queryable().select_histograms(matchers, mint, maxt);
+        }
+        let mut out: Vec<HistogramSeriesData> = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            if !m.queryable().has_histograms() {
+                continue;
+            }
+            for s in m.queryable().select_histograms(matchers, mint, maxt)? {
+                let owned = match s.labels.metric_name() {
+                    Some(n) => self.route(n) == Some(i),
+                    None => i == self.default,
+                };
+                if owned && !out.iter().any(|o| o.labels == s.labels) {
+                    out.push(s);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.members.iter().any(|m| m.queryable().has_histograms())
+    }
+
+    fn requests(&self) -> Vec<(String, &'static str, u64)> {
+        self.counts()
+            .into_iter()
+            .flat_map(|(n, sel, push)| [(n.clone(), "select", sel), (n, "pushdown", push)])
+            .collect()
+    }
+
+    fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        let i = self.pushdown_target(expr)?;
+        let MemberSource::Prometheus(p) = &self.members[i].source else {
+            return None;
+        };
+        let text = expr.to_string();
+        if self.rejected.lock().map(|r| r.contains(&text)).unwrap_or(false) {
+            return None;
+        }
+        self.members[i].pushdowns.fetch_add(1, Ordering::Relaxed);
+        match p.instant_query_blocking(&text, t) {
+            Err(SourceError::Unavailable { message, .. }) if message.contains("bad_data") => {
+                tracing::info!(
+                    "source {}: cannot run {text:?} remotely ({message}); evaluating it locally",
+                    self.members[i].name
+                );
+                if let Ok(mut r) = self.rejected.lock() {
+                    r.insert(text);
+                }
+                None
+            }
+            res => Some(res),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::config::SourceConfig;
+
+    fn prom(name: &str, rt: &tokio::runtime::Runtime) -> Arc<PrometheusSource> {
+        let cfg = SourceConfig {
+            name: name.into(),
+            url: "http://127.0.0.1:1".into(),
+            ..SourceConfig::default()
+        };
+        Arc::new(PrometheusSource::new(&cfg, rt.handle().clone()).unwrap())
+    }
+
+    #[test]
+    fn ownership_and_pushdown_decisions() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mapping = super::super::cloudwatch::Mapping::load_str(
+            "series:\n  - {name: cw_metric, namespace: N, metric: M, stat: Sum}\n",
+            "m.yaml",
+        )
+        .unwrap();
+        let cw = Arc::new(CloudWatchSource::new(
+            "cw",
+            mapping,
+            "us-east-1",
+            "http://127.0.0.1:1",
+            std::time::Duration::from_secs(1),
+            rt.handle().clone(),
+        ));
+        let store = Arc::new(SharedStore::default());
+        store
+            .0
+            .write()
+            .unwrap()
+            .append(&Labels::from_pairs([("__name__", "probe_event")]), 0, 1.0);
+        let fed = Federated::new(vec![
+            Member::new("amp", MemberSource::Prometheus(prom("amp", &rt)), Vec::new()),
+            Member::new("cw", MemberSource::CloudWatch(cw), Vec::new()),
+            Member::new(
+                "other",
+                MemberSource::Prometheus(prom("other", &rt)),
+                vec![regex::Regex::new("^(?:dcgm_.*)$").unwrap()],
+            ),
+            Member::new("local", MemberSource::Embedded(store), Vec::new()),
+        ])
+        .with_local_names(["job:up:sum".to_string()]);
+        assert_eq!(fed.owner("cw_metric"), 1);
+        assert_eq!(fed.owner("probe_event"), 3);
+        assert_eq!(fed.owner("dcgm_temp"), 2);
+        assert_eq!(fed.owner("up"), 0);
+        assert_eq!(fed.route("up"), Some(0));
+        assert_eq!(fed.route("job:up:sum"), None, "recorded here: no remote request");
+        assert_eq!(fed.route("ALERTS"), None);
+        assert!(fed
+            .select(&[Matcher::equal(METRIC_NAME, "job:up:sum")], 0, 1)
+            .unwrap()
+            .is_empty());
+        assert_eq!(fed.counts()[0].1, 0, "nothing was sent");
+        let target = |q: &str| fed.pushdown_target(&crate::promql::parse(q).unwrap());
+        assert_eq!(
+            target("sum by (job) (rate(up[5m])) > 1 and on() absent(node_load1) == 0"),
+            Some(0)
+        );
+        assert_eq!(target("max_over_time(dcgm_temp[5m]) > 90"), Some(2));
+        assert_eq!(target("up * on() group_left cw_metric"), None, "two sources");
+        assert_eq!(target("cw_metric > 0"), None, "not Prometheus");
+        assert_eq!(target("job:up:sum < 1"), None, "a local recording rule");
+        assert_eq!(target("ALERTS"), None);
+        assert_eq!(target(r#"{job="x"}"#), None, "no metric name");
+        assert_eq!(target(r#"{__name__="up", job="x"}"#), Some(0));
+        assert_eq!(target("vector(1)"), None, "nothing to read");
+        assert_eq!(target("probe_event > 0"), None, "embedded");
+    }
+}

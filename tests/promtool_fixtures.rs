@@ -1,0 +1,109 @@
+//! Every `promtool test rules` fixture in prometheus-promtool-testdata gets promtool's verdict
+//! from `watchfire test`: the v2.42.0 fixtures against Debian's promtool 2.42 run here (watchfire
+//! with `--promql-compat 2`), the latest ones against the verdicts Prometheus' own
+//! cmd/promtool/unittest_test.go asserts for the promtool binary (whose defaults enable the `@`
+//! modifier and negative offsets).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn testdata(version: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/conformance/promtool/prometheus-promtool-testdata")
+        .join(version)
+}
+
+/// Exit code of `watchfire test ARGS` run in `dir` (fixtures name rule files relative to it).
+fn watchfire(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .arg("test")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Test-file fixtures: every file with a top-level `tests:` key.
+fn test_fixtures(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.lines().any(|l| l.starts_with("tests:"))))
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn v2_42_fixtures_get_promtool_2_42_verdicts() {
+    let dir = testdata("v2.42.0");
+    let fixtures = test_fixtures(&dir);
+    assert_eq!(fixtures.len(), 9, "{fixtures:?}");
+    let promtool = Command::new("promtool").arg("--version").output();
+    let Ok(v) = promtool else {
+        assert!(std::env::var("CI").is_err(), "CI=true but promtool is not installed");
+        eprintln!("promtool not installed: skipping");
+        return;
+    };
+    assert!(
+        String::from_utf8_lossy(&v.stdout).contains("2.42"),
+        "expected promtool 2.42"
+    );
+    for f in &fixtures {
+        let want = Command::new("promtool")
+            .args(["test", "rules", f])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+            .status
+            .code()
+            .unwrap();
+        let (got, text) = watchfire(&dir, &["--promql-compat", "2", f]);
+        assert_eq!(got, want, "{f}: promtool exits {want}, watchfire {got}:\n{text}");
+    }
+}
+
+#[test]
+fn latest_fixtures_get_promtools_verdicts() {
+    let dir = testdata("latest");
+    // (arguments, exit code promtool gives), from cmd/promtool/unittest_test.go.
+    let cases: &[(&[&str], i32)] = &[
+        (&["unittest.yml"], 0),
+        (&["long-period.yml"], 0),
+        (&["bad-input-series.yml"], 1),
+        (&["bad-promql.yml"], 1),
+        (&["bad-rules-syntax-test.yml"], 1),
+        (&["bad-rules-error-test.yml"], 1),
+        (&["failing.yml"], 1),
+        (&["at-modifier-test.yml"], 0),
+        (&["negative-offset-test.yml"], 0),
+        (&["no-test-group-interval.yml"], 0),
+        (&["start-time-test.yml"], 0),
+        (&["rules_run.yml"], 1),
+        (&["--run", "correct", "--run", "wrong", "rules_run.yml"], 1),
+        (&["--run", "correct", "rules_run.yml"], 0),
+        (&["--run", "wrong", "rules_run.yml"], 1),
+        (&["--ignore-unknown-fields", "rules_run_extrafields.yml"], 0),
+        (&["rules_run_extrafields.yml"], 1),
+        (&["rules_run_no_fuzzy.yml"], 1),
+        (&["--run", "correct", "rules_run_fuzzy.yml"], 0),
+        (&["--run", "wrong", "rules_run_fuzzy.yml"], 1),
+    ];
+    // Every test-file fixture is covered.
+    let covered: std::collections::BTreeSet<&str> = cases.iter().map(|(a, _)| *a.last().unwrap()).collect();
+    for f in test_fixtures(&dir) {
+        assert!(covered.contains(f.as_str()), "{f} has no expected verdict");
+    }
+    for (args, want) in cases {
+        let (got, text) = watchfire(&dir, args);
+        assert_eq!(
+            got,
+            *want,
+            "watchfire test {}: want exit {want}, got {got}:\n{text}",
+            args.join(" ")
+        );
+    }
+}

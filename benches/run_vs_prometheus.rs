@@ -69,6 +69,8 @@ fn main() -> ExitCode {
 struct Config {
     manifest: PathBuf,
     dir: PathBuf,
+    /// Where the OpenMetrics text goes for promtool (deleted once backfilled).
+    text_dir: PathBuf,
     nodes_per_group: usize,
     history_ms: i64,
     step_ms: i64,
@@ -103,12 +105,19 @@ fn env_duration_ms(k: &str, default: i64) -> Result<i64> {
 fn config() -> Result<Config> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // `cargo bench --bench run_vs_prometheus -- --quick` (cargo adds `--bench` itself).
-    let quick = std::env::args().any(|a| a == "--quick") || env_nonempty("WATCHFIRE_BENCH_QUICK").is_some_and(|v| v != "0");
+    let quick =
+        std::env::args().any(|a| a == "--quick") || env_nonempty("WATCHFIRE_BENCH_QUICK").is_some_and(|v| v != "0");
     let dir = match env_nonempty("WATCHFIRE_BENCH_DIR") {
         Some(d) => std::env::current_dir()?.join(d),
         None => manifest.join("target/bench-data"),
     }
     .join("run");
+    // The text is large (2.7 GB at 2,000 GPUs) and short-lived: RAM (tmpfs) when there is one.
+    let text_dir = match env_nonempty("WATCHFIRE_BENCH_TEXT_DIR") {
+        Some(d) => std::env::current_dir()?.join(d),
+        None if Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+        None => dir.clone(),
+    };
     let nodes_per_group = env_num("WATCHFIRE_BENCH_GPU_NODES", if quick { 10 } else { 100 })?;
     if nodes_per_group == 0 || nodes_per_group > demo::MAX_NODES_PER_GROUP {
         bail!("WATCHFIRE_BENCH_GPU_NODES must be 1..={}", demo::MAX_NODES_PER_GROUP);
@@ -126,6 +135,7 @@ fn config() -> Result<Config> {
     Ok(Config {
         manifest,
         dir,
+        text_dir,
         nodes_per_group,
         history_ms,
         step_ms,
@@ -350,7 +360,10 @@ fn scrape(port: u16) -> Result<Vec<MetricSample>> {
 
 /// Sum of a metric's samples whose labels pass `keep`.
 fn sum_of(m: &[MetricSample], name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> f64 {
-    m.iter().filter(|s| s.name == name && keep(&s.labels)).map(|s| s.value).sum()
+    m.iter()
+        .filter(|s| s.name == name && keep(&s.labels))
+        .map(|s| s.value)
+        .sum()
 }
 
 /// The group name from a `rule_group` label (`file;name`).
@@ -395,7 +408,14 @@ fn make_data(cfg: &Config) -> Result<Data> {
         cfg.step_ms / 1000,
         t0.elapsed().as_secs_f64()
     );
-    for p in ["data.om", "blocks", "blocks.tmp", "prom-rules", "prom-source", "watchfire"] {
+    for p in [
+        "data.om",
+        "blocks",
+        "blocks.tmp",
+        "prom-rules",
+        "prom-source",
+        "watchfire",
+    ] {
         let p = cfg.dir.join(p);
         if p.is_dir() {
             std::fs::remove_dir_all(&p)?;
@@ -403,12 +423,19 @@ fn make_data(cfg: &Config) -> Result<Data> {
             std::fs::remove_file(&p)?;
         }
     }
-    let om = cfg.dir.join("data.om");
+    let om = cfg
+        .text_dir
+        .join(format!("watchfire-run-bench-{}.om", std::process::id()));
     let t0 = Instant::now();
-    {
+    let written = (|| -> Result<()> {
         let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&om)?);
         demo::write_openmetrics(&store, &mut w)?;
         w.flush()?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&om);
+        return Err(e.context(format!("writing {}", om.display())));
     }
     drop(store);
     let om_bytes = std::fs::metadata(&om)?.len();
@@ -426,12 +453,17 @@ fn make_data(cfg: &Config) -> Result<Data> {
             .arg(&om)
             .arg(&tmp)
             .stdout(Stdio::null()),
-    )?;
+    );
     // The text is only needed by promtool (and is large).
     std::fs::remove_file(&om)?;
+    let dt = dt?;
     let blocks = cfg.dir.join("blocks");
     std::fs::rename(&tmp, &blocks)?;
-    eprintln!("[promtool] backfilled {} in {:.1} s", blocks.display(), dt.as_secs_f64());
+    eprintln!(
+        "[promtool] backfilled {} in {:.1} s",
+        blocks.display(),
+        dt.as_secs_f64()
+    );
     Ok(Data {
         blocks,
         series,
@@ -579,7 +611,10 @@ fn measure_cycles(
             break s;
         }
         if t0.elapsed() > 2 * interval + Duration::from_secs(120) {
-            bail!("{what}: only {done} of {groups} groups evaluated after {:?}", t0.elapsed());
+            bail!(
+                "{what}: only {done} of {groups} groups evaluated after {:?}",
+                t0.elapsed()
+            );
         }
         std::thread::sleep(poll);
     };
@@ -640,12 +675,11 @@ fn is_builtin(a: &AlertKey) -> bool {
 
 fn fmt_alert(a: &AlertKey) -> String {
     let name = a.0.get("alertname").cloned().unwrap_or_default();
-    let rest: Vec<String> = a
-        .0
-        .iter()
-        .filter(|(k, _)| *k != "alertname")
-        .map(|(k, v)| format!("{k}={v:?}"))
-        .collect();
+    let rest: Vec<String> =
+        a.0.iter()
+            .filter(|(k, _)| *k != "alertname")
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
     format!("{name}{{{}}} {}", rest.join(", "), a.1)
 }
 
@@ -703,7 +737,9 @@ fn read_query_log(path: &Path, from_ms: i64, to_ms: i64, recorded: &BTreeSet<Str
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut q = QueryLog::default();
     for line in text.lines() {
-        let Ok(j) = serde_json::from_str::<Json>(line) else { continue };
+        let Ok(j) = serde_json::from_str::<Json>(line) else {
+            continue;
+        };
         let ts = j["ts"]
             .as_str()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
@@ -775,7 +811,11 @@ fn measure_prometheus(cfg: &Config, data: &Data) -> Result<PromRun> {
         before.2,
         after.2,
         &rules.recorded,
-    )?;
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("[prom-rules] no query log: {e:#}");
+        QueryLog::default()
+    });
     Ok(PromRun {
         cycles,
         rules,
@@ -838,7 +878,11 @@ fn measure_watchfire(cfg: &Config, data: &Data) -> Result<WfRun> {
                 .context("starting watchfire run")?,
         ),
     };
-    eprintln!("[watchfire] {bin} run --config {} (log: {})", conf.display(), log_path.display());
+    eprintln!(
+        "[watchfire] {bin} run --config {} (log: {})",
+        conf.display(),
+        log_path.display()
+    );
     wait_ready(wf_port, &mut wf, &log_path, Duration::from_secs(120))?;
     let rules = rules_of(wf_port)?;
     let probe = Probe {
@@ -849,7 +893,10 @@ fn measure_watchfire(cfg: &Config, data: &Data) -> Result<WfRun> {
     let api = |l: &BTreeMap<String, String>| l.get("handler").is_some_and(|h| h.starts_with("/api/"));
     let requests = |m: &[MetricSample]| -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
-        for s in m.iter().filter(|s| s.name == "prometheus_http_requests_total" && api(&s.labels)) {
+        for s in m
+            .iter()
+            .filter(|s| s.name == "prometheus_http_requests_total" && api(&s.labels))
+        {
             *out.entry(s.labels["handler"].clone()).or_default() += s.value;
         }
         out
@@ -891,7 +938,11 @@ fn measure_watchfire(cfg: &Config, data: &Data) -> Result<WfRun> {
         before.3,
         after.3,
         &rules.recorded,
-    )?;
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("[prom-source] no query log: {e:#}");
+        QueryLog::default()
+    });
     let n = cfg.cycles as f64;
     let requests: BTreeMap<String, f64> = after
         .0
@@ -1057,14 +1108,20 @@ fn run() -> Result<bool> {
         "{:<44} {:>14.0} {:>14.0}",
         "rule evaluation failures in the window", prom.failures, wf.rule_failures
     );
-    println!("{:<44} {:>14} {:>14.0}", "source errors in the window", "-", wf.source_errors);
+    println!(
+        "{:<44} {:>14} {:>14.0}",
+        "source errors in the window", "-", wf.source_errors
+    );
     println!(
         "{:<44} {:>14.1} {:>14.1}",
         "measured window (s)", prom.cycles.window_s, wf.cycles.window_s
     );
     println!();
     println!("per group (median ms):");
-    println!("{:<64} {:>10} {:>10} {:>8}", "group", "Prometheus", "watchfire", "ratio");
+    println!(
+        "{:<64} {:>10} {:>10} {:>8}",
+        "group", "Prometheus", "watchfire", "ratio"
+    );
     let names: BTreeSet<&String> = prom.cycles.per_group.keys().chain(wf.cycles.per_group.keys()).collect();
     for g in names {
         let p = prom.cycles.per_group.get(g).map_or(f64::NAN, |v| median(v));
@@ -1119,7 +1176,10 @@ fn run() -> Result<bool> {
         }
     }
     if !fresh {
-        println!("WARNING: the run outlasted the generated data (ends {}): alerts may reflect the gap", fmt_time(data.end_ms));
+        println!(
+            "WARNING: the run outlasted the generated data (ends {}): alerts may reflect the gap",
+            fmt_time(data.end_ms)
+        );
     }
     println!();
     println!(

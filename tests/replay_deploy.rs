@@ -201,7 +201,15 @@ fn iam_policy_is_least_privilege() {
         actions.extend(acts);
     }
     actions.sort();
-    assert_eq!(actions, ["aps:QueryMetrics", "cloudwatch:GetMetricData", "sns:Publish"]);
+    assert_eq!(
+        actions,
+        [
+            "aps:QueryMetrics",
+            "cloudwatch:GetMetricData",
+            "cloudwatch:ListMetrics",
+            "sns:Publish"
+        ]
+    );
     let trust = std::fs::read_to_string(root().join("deploy/iam/watchfire-trust-policy.json")).unwrap();
     let t: serde_json::Value = serde_json::from_str(&trust).unwrap();
     assert!(trust.contains("system:serviceaccount:monitoring:watchfire"));

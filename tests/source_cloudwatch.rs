@@ -460,3 +460,54 @@ fn a_cloudwatch_rule_fires_at_the_right_evaluation_and_gaps_are_not_health() {
         .collect();
     assert!(firing_pages.iter().any(|n| n == "n1"), "{firing_pages:?}");
 }
+
+/// With several sources, an outage pages as the source that failed: CloudWatch unreachable
+/// raises `WatchfireSourceDown{source="cw"}` while the embedded source stays up.
+#[test]
+fn a_cloudwatch_outage_pages_as_the_cloudwatch_source() {
+    let rt = runtime();
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("mapping.yaml"), MAPPING).unwrap();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: local\n    interval: 1m\n    rules:\n      - record: one\n        expr: vector(1)\n      - record: uses_local\n        expr: one * 2\n  - name: gpu\n    interval: 1m\n    rules:\n      - alert: GPUXidErrors\n        expr: max_over_time(gpu_xid_errors[5m]) > 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\n  - name: cw\n    type: cloudwatch\n    mapping_file: mapping.yaml\n    region: us-east-1\n    endpoint: http://127.0.0.1:{port}\n    timeout: 5s\nrule_files: [rules.yaml]\nevaluation_interval: 1m\n"
+        ),
+    )
+    .unwrap();
+    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
+    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
+    let base = base_ms();
+    let clock = Arc::new(SimClock::new(base));
+    let svc = Service::new(
+        l.setup,
+        l.groups,
+        l.notify,
+        StateStore::in_memory().unwrap(),
+        clock.clone(),
+    );
+    for k in 1..=3 {
+        clock.set(base + k * M);
+        svc.run_due(base + k * M);
+    }
+    let down: Vec<String> = svc
+        .builtin_alerts()
+        .into_iter()
+        .filter(|(l, _, _)| l.get("alertname") == Some("WatchfireSourceDown"))
+        .map(|(l, _, _)| l.get("source").unwrap_or("").to_string())
+        .collect();
+    assert_eq!(down, vec!["cw".to_string()]);
+}

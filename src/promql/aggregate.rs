@@ -10,7 +10,7 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::eval::Evaluator;
 use super::mathx::{format_go_float, kahan_inc, quantile};
-use super::value::{Sample, Value};
+use super::value::{FloatHistogram, Sample, Value};
 use super::Error;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
@@ -47,7 +47,19 @@ impl Evaluator<'_> {
                 param_f = self.eval_scalar(p, t)?;
             }
         }
-        let input = self.eval_vector(&a.expr, t)?;
+        let mut input = self.eval_vector(&a.expr, t)?;
+        if input.iter().any(|s| s.h.is_some()) {
+            match op {
+                // These read no values: a histogram counts like a float.
+                T_COUNT | T_GROUP => {
+                    for s in &mut input {
+                        s.h = None;
+                    }
+                }
+                T_SUM | T_AVG => return self.aggregate_histograms(op, a, input, t),
+                _ => return Err(Error::Unsupported(format!("native histograms in aggregation {}", a.op))),
+            }
+        }
         match op {
             T_TOPK | T_BOTTOMK | T_LIMITK => {
                 if param_f.is_nan() {
@@ -222,6 +234,64 @@ impl Evaluator<'_> {
                 metric: g.metric,
                 t,
                 v,
+                drop_name,
+            });
+        }
+        Ok(Value::Vector(out))
+    }
+
+    /// `sum` and `avg` over a vector holding native histograms: a group of histograms adds up
+    /// to a histogram; a group mixing floats and histograms has no result (with Prometheus'
+    /// warning); a group of floats is summed as floats.
+    fn aggregate_histograms(&self, op: u16, a: &AggregateExpr, input: Vec<Sample>, t: i64) -> Result<Value, Error> {
+        use crate::tsdb::CounterResetHint::{Gauge, NotReset, Reset};
+        let mut order: Vec<Labels> = Vec::new();
+        let mut groups: HashMap<Labels, Vec<Sample>, ahash::RandomState> = HashMap::default();
+        for s in input {
+            let key = self.cached_key(a, &s.metric);
+            groups
+                .entry(key.clone())
+                .or_insert_with(|| {
+                    order.push(key);
+                    Vec::new()
+                })
+                .push(s);
+        }
+        let at = self.pos(&a.expr);
+        let mut out = Vec::with_capacity(order.len());
+        for key in order {
+            let Some(members) = groups.remove(&key) else { continue };
+            let n_hist = members.iter().filter(|s| s.h.is_some()).count();
+            if n_hist == 0 {
+                if let Value::Vector(v) = self.aggregate_values(op, a, members, f64::NAN, "", t)? {
+                    out.extend(v);
+                }
+                continue;
+            }
+            if n_hist < members.len() {
+                self.warn(format!(
+                    "PromQL warning: encountered a mix of histograms and floats for aggregation{at}"
+                ));
+                continue;
+            }
+            let hists: Vec<&FloatHistogram> = members.iter().filter_map(|s| s.h.as_deref()).collect();
+            let has = |hint| hists.iter().any(|h| h.counter_reset_hint == hint);
+            if has(Reset) && has(NotReset) && !has(Gauge) {
+                self.warn(format!(
+                    "PromQL warning: conflicting counter resets during histogram aggregation{at}"
+                ));
+            }
+            let mut acc =
+                super::native::kahan_sum(&hists).map_err(|e| Error::Unsupported(format!("native histograms: {e}")))?;
+            if op == T_AVG {
+                acc.div(hists.len() as f64);
+            }
+            let drop_name = key.has(METRIC_NAME) && members.iter().any(|s| s.drop_name);
+            out.push(Sample {
+                h: Some(std::sync::Arc::new(acc)),
+                metric: key,
+                t,
+                v: 0.0,
                 drop_name,
             });
         }

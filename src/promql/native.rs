@@ -148,10 +148,17 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
         Expr::Subquery(sq) => walk(&sq.expr, false, out),
         Expr::Aggregate(a) => {
+            use promql_parser::parser::token::{T_AVG, T_COUNT, T_GROUP, T_SUM};
             if let Some(p) = &a.param {
                 walk(p, false, out);
             }
-            walk(&a.expr, false, out);
+            // count and group read no values; sum and avg add histograms up.
+            let inner = match a.op.id() {
+                T_COUNT | T_GROUP => true,
+                T_SUM | T_AVG => accepts,
+                _ => false,
+            };
+            walk(&a.expr, inner, out);
         }
         Expr::Unary(u) => walk(&u.expr, accepts, out),
         Expr::Binary(b) => {
@@ -174,6 +181,9 @@ fn strip(e: &Expr) -> &Expr {
     }
 }
 
+/// One output value: a float, or a histogram (then the float is 0).
+pub(crate) type Point = (f64, Option<Arc<FloatHistogram>>);
+
 /// A range function over a series with histogram points (`floats` are its float points in
 /// the same window). `Ok(None)`: no output for the series. Follows Prometheus' functions,
 /// including its warnings for mixes of floats and histograms.
@@ -183,7 +193,7 @@ pub(crate) fn range_fn(
     r: &super::eval::RangeSeries,
     w: &super::eval::RangeWindow,
     at: &str,
-) -> Result<Option<(f64, Option<Arc<FloatHistogram>>)>, super::Error> {
+) -> Result<Option<Point>, super::Error> {
     let floats = r.samples.as_slice();
     let hists = &r.hists;
     let metric_name = r.metric.metric_name().unwrap_or("");
@@ -265,12 +275,9 @@ pub(crate) fn range_fn(
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));
             }
-            let mut acc = (*hists[0].1).clone();
-            for (_, h) in &hists[1..] {
-                acc = acc
-                    .add(h)
-                    .map_err(|e| super::Error::Unsupported(format!("native histograms: {name}(): {e}")))?;
-            }
+            let all: Vec<&FloatHistogram> = hists.iter().map(|(_, h)| &**h).collect();
+            let mut acc =
+                kahan_sum(&all).map_err(|e| super::Error::Unsupported(format!("native histograms: {name}(): {e}")))?;
             if name == "avg_over_time" {
                 acc.div(hists.len() as f64);
             }
@@ -352,7 +359,7 @@ fn instant_value(
     hists: &[(i64, Arc<FloatHistogram>)],
     metric_name: &str,
     at: &str,
-) -> Result<Option<(f64, Option<Arc<FloatHistogram>>)>, super::Error> {
+) -> Result<Option<Point>, super::Error> {
     // The last two points by time, histogram or float.
     let mut pts: Vec<(i64, Option<&Arc<FloatHistogram>>, f64)> = Vec::with_capacity(4);
     pts.extend(floats.iter().rev().take(2).map(|&(t, v)| (t, None, v)));
@@ -417,6 +424,52 @@ fn instant_value(
             Ok(None)
         }
     }
+}
+
+/// The sum of histograms with Kahan compensation on every count, the sum and every bucket,
+/// as Prometheus' `KahanAdd` (so cancelling large values do not swallow small ones). All are
+/// first brought to the lowest schema and the widest zero bucket.
+pub(crate) fn kahan_sum(hists: &[&FloatHistogram]) -> Result<FloatHistogram, crate::tsdb::histogram::HistogramError> {
+    let Some(first) = hists.first() else {
+        return Ok(FloatHistogram::default());
+    };
+    // Reconcile layouts pairwise through `add` with an empty histogram of the target shape.
+    let mut shape = (*first).clone();
+    shape.mul(0.0);
+    for h in &hists[1..] {
+        let mut z = (*h).clone();
+        z.mul(0.0);
+        shape = shape.add(&z)?;
+    }
+    let mut out = shape.clone();
+    let (mut count, mut sum, mut zero) = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
+    let mut pos: std::collections::BTreeMap<i32, (f64, f64)> = Default::default();
+    let mut neg: std::collections::BTreeMap<i32, (f64, f64)> = Default::default();
+    let inc = |acc: &mut (f64, f64), v: f64| *acc = kahan_inc(v, acc.0, acc.1);
+    for h in hists {
+        // Adding to the empty shape converts `h` to the common schema and zero bucket.
+        let c = shape.add(h)?;
+        out.counter_reset_hint = c.counter_reset_hint;
+        inc(&mut count, c.count);
+        inc(&mut sum, c.sum);
+        inc(&mut zero, c.zero_count);
+        for &(i, v) in &c.positive {
+            inc(pos.entry(i).or_default(), v);
+        }
+        for &(i, v) in &c.negative {
+            inc(neg.entry(i).or_default(), v);
+        }
+    }
+    let hint = hists.iter().skip(1).fold(first.counter_reset_hint, |a, h| {
+        crate::tsdb::histogram::combined_hint(a, h.counter_reset_hint)
+    });
+    out.counter_reset_hint = hint;
+    out.count = count.0 + count.1;
+    out.sum = sum.0 + sum.1;
+    out.zero_count = zero.0 + zero.1;
+    out.positive = pos.into_iter().map(|(i, (s, c))| (i, s + c)).collect();
+    out.negative = neg.into_iter().map(|(i, (s, c))| (i, s + c)).collect();
+    Ok(out)
 }
 
 /// `histogram_count`, `histogram_sum`, `histogram_avg`, `histogram_stddev` and

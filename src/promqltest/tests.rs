@@ -262,7 +262,7 @@ fn skips_by_reason() {
          \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
          \x20 f 1 2\n\
          \n\
-         eval instant at 1m sum(h)\n\
+         eval instant at 1m max(h)\n\
          \x20 {} 1\n\
          \n\
          eval instant at 1m h\n\
@@ -377,9 +377,14 @@ fn native_histogram_evaluation() {
          eval range from 0 to 2m step 1m histogram_sum(h)\n\
          \x20 {} 10 20 30\n\
          \n\
+         eval instant at 2m sum(h) + on() count(h)\n\
+         \n\
+         eval instant at 2m avg(h)\n\
+         \x20 {} {{count:12 sum:30 counter_reset_hint:not_reset buckets:[3 6 3]}}\n\
+         \n\
          eval instant at 2m h > 1\n\
          \n\
-         eval instant at 2m sum(h)\n");
+         eval instant at 2m max(h)\n");
     let outcomes: Vec<String> = r
         .cases
         .iter()
@@ -390,8 +395,11 @@ fn native_histogram_evaluation() {
         })
         .collect();
     assert!(outcomes[..9].iter().all(|o| o == "pass"), "{outcomes:#?}");
+    // histogram + float is refused, not answered; avg of histograms is a histogram.
+    assert!(outcomes[9].starts_with("unsupported: native histograms"), "{}", outcomes[9]);
+    assert_eq!(outcomes[10], "pass");
     // Unsupported combinations are skipped, never answered wrongly.
-    for o in &outcomes[9..] {
+    for o in &outcomes[11..] {
         assert!(o.starts_with("unsupported: native histogram"), "{o}");
     }
 }

@@ -577,7 +577,13 @@ fn control_plane(g: &mut Gen) {
             ("error_type", "no_error"),
             ("rejection_code", "400"),
         ],
-        |t| Some(if noise(7, c.tick(t)) < 0.02 * c.per_minute { 1.0 } else { 0.0 }),
+        |t| {
+            Some(if noise(7, c.tick(t)) < 0.02 * c.per_minute {
+                1.0
+            } else {
+                0.0
+            })
+        },
     );
 }
 
@@ -1359,7 +1365,10 @@ mod tests {
         assert_eq!(power.len(), 200);
         // Every series is sampled on the 30 s grid, once per step: no two pods or nodes share
         // a series (a collision would double the samples).
-        for sd in series(&s, "kube_pod_status_phase").iter().chain(&series(&s, "kube_node_info")) {
+        for sd in series(&s, "kube_pod_status_phase")
+            .iter()
+            .chain(&series(&s, "kube_node_info"))
+        {
             assert_eq!(sd.samples.len(), 240, "{}", sd.labels);
         }
         // Running pods: p5 1 per node (10), p4d 2 per node (20), g5 4 per node on 8 of 10
@@ -1372,7 +1381,10 @@ mod tests {
         assert_eq!(running, 10 + 20 + 32 + 1);
         // Incidents follow the incident clock: llm-chat is degraded from 08:00 (an hour in).
         let avail = series(&s, "kube_deployment_status_replicas_available");
-        let chat = avail.iter().find(|sd| sd.labels.get("deployment") == Some("llm-chat")).unwrap();
+        let chat = avail
+            .iter()
+            .find(|sd| sd.labels.get("deployment") == Some("llm-chat"))
+            .unwrap();
         assert_eq!(chat.samples[0], (o.start_ms, 8.0));
         assert_eq!(chat.samples[120], (o.start_ms + H, 3.0));
         // Counters keep their rates whatever the step: a checkpoint every 10 minutes, and the

@@ -87,7 +87,8 @@ pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
 /// expression errors) and whether any call succeeded.
 struct Tracking<'a> {
     inner: &'a dyn Queryable,
-    errors: Mutex<Vec<String>>,
+    /// (the failing source's name where the error names one, the message).
+    errors: Mutex<Vec<(Option<String>, String)>>,
     ok_calls: AtomicU64,
     /// Time spent in the source (µs).
     micros: AtomicU64,
@@ -108,7 +109,7 @@ impl Queryable for Tracking<'_> {
             }
             Err(e) => {
                 if let Ok(mut errs) = self.errors.lock() {
-                    errs.push(e.to_string());
+                    errs.push((failing_source(&e), e.to_string()));
                 }
                 Err(e)
             }
@@ -128,11 +129,20 @@ impl Queryable for Tracking<'_> {
             }
             Err(e) => {
                 if let Ok(mut errs) = self.errors.lock() {
-                    errs.push(e.to_string());
+                    errs.push((failing_source(e), e.to_string()));
                 }
             }
         }
         Some(res)
+    }
+}
+
+/// The source an error names: with several sources, a CloudWatch outage must page as the
+/// CloudWatch source being down, not the default one.
+fn failing_source(e: &SourceError) -> Option<String> {
+    match e {
+        SourceError::Unavailable { source_name, .. } => Some(source_name.clone()),
+        _ => None,
     }
 }
 
@@ -580,6 +590,7 @@ impl Service {
             ok_calls: AtomicU64::new(0),
             micros: AtomicU64::new(0),
         };
+        let requests_before = setup.source.requests();
         let started = Instant::now();
         let mut outcome = runner
             .group
@@ -587,7 +598,8 @@ impl Service {
         let took = started.elapsed().as_secs_f64();
         runner.last_duration_s = took;
         runner.iterations += 1;
-        let source_errors = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let failed = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let source_errors: Vec<String> = failed.iter().map(|(_, m)| m.clone()).collect();
         let interval = runner.group.interval_ms();
 
         // Failure policy: rules that failed on the source keep their alerts (the rules code
@@ -624,14 +636,36 @@ impl Service {
             }
         }
         if let Ok(mut s) = self.sources.lock() {
-            // A group that read nothing (e.g. `vector(1)`) says nothing about the source.
-            if let Some(last) = source_errors.last() {
-                let h = s.entry(setup.source_name.clone()).or_default();
+            // Each error counts against the source it names (the default one otherwise).
+            let mut down = std::collections::BTreeSet::new();
+            for (name, msg) in &failed {
+                let name = name.clone().unwrap_or_else(|| setup.source_name.clone());
+                let h = s.entry(name.clone()).or_default();
                 h.up = false;
-                h.last_error = Some(last.clone());
-                h.errors_total += source_errors.len() as u64;
-            } else if tracking.ok_calls.load(Ordering::Relaxed) > 0 {
-                s.entry(setup.source_name.clone()).or_default().up = true;
+                h.last_error = Some(msg.clone());
+                h.errors_total += 1;
+                down.insert(name);
+            }
+            // The sources this evaluation reached without error are up. A group that read
+            // nothing (e.g. `vector(1)`) says nothing about any source; a single source
+            // (no per-source counts) is up when any call succeeded.
+            let after = setup.source.requests();
+            let mut reached: Vec<String> = after
+                .iter()
+                .filter(|(n, k, c)| {
+                    let before = requests_before
+                        .iter()
+                        .find(|(bn, bk, _)| bn == n && bk == k)
+                        .map_or(0, |b| b.2);
+                    *c > before
+                })
+                .map(|(n, _, _)| n.clone())
+                .collect();
+            if after.is_empty() && tracking.ok_calls.load(Ordering::Relaxed) > 0 {
+                reached.push(setup.source_name.clone());
+            }
+            for name in reached.into_iter().filter(|n| !down.contains(n)) {
+                s.entry(name).or_default().up = true;
             }
         }
         if let Ok(mut m) = self.metrics.lock() {
@@ -896,7 +930,7 @@ impl Service {
 
     /// Alerts received over the Alertmanager API (`POST /api/v2/alerts`), node-probe events
     /// included: validated and put into the notification pipeline.
-    pub fn ingest(&self, alerts: Vec<crate::notify::PostableAlert>) -> Result<usize, String> {
+    pub fn ingest<A: crate::notify::alert::IntoAlert>(&self, alerts: Vec<A>) -> Result<usize, String> {
         let now = self.clock.now_ms();
         let owners = self.current_setup();
         let no_routes = || "no routes_file configured: watchfire cannot route received alerts".to_string();

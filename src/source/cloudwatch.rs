@@ -585,6 +585,43 @@ impl CloudWatchSource {
         if maxt < mint {
             return Ok(Vec::new());
         }
+        let plans = self.plan(matchers).await?;
+        let mut by_period: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+        for (i, p) in plans.iter().enumerate() {
+            by_period.entry(p.period_s).or_default().push(i);
+        }
+        let mut out = Vec::new();
+        for (period_s, idxs) in by_period {
+            let p_ms = period_s * 1000;
+            // Periods whose end (the sample's stamp) lies in [mint, maxt].
+            let first_start =
+                (mint - p_ms).div_euclid(p_ms) * p_ms + if (mint - p_ms).rem_euclid(p_ms) == 0 { 0 } else { p_ms };
+            let last_start = (maxt - p_ms).div_euclid(p_ms) * p_ms;
+            if last_start < first_start {
+                continue;
+            }
+            for batch in batches(&plans, &idxs) {
+                let queries = queries_for(&plans, &batch);
+                let results = self.get_metric_data(queries, first_start, last_start + p_ms).await?;
+                for (n, &i) in batch.iter().enumerate() {
+                    let Some(points) = results.get(&format!("q{n}")) else {
+                        continue;
+                    };
+                    let samples = to_samples(points, p_ms, mint, maxt);
+                    if samples.iter().any(|s| !crate::promql::is_stale_nan(s.1)) {
+                        out.push(SeriesData {
+                            labels: plans[i].labels.clone(),
+                            samples,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The series (with their queries) that can satisfy `matchers`.
+    async fn plan(&self, matchers: &[Matcher]) -> Result<Vec<Planned>, SourceError> {
         let mut plans: Vec<Planned> = Vec::new();
         let mut seen: BTreeSet<Labels> = BTreeSet::new();
         for e in &self.mapping.series {
@@ -633,60 +670,7 @@ impl CloudWatchSource {
                 });
             }
         }
-        let mut by_period: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-        for (i, p) in plans.iter().enumerate() {
-            by_period.entry(p.period_s).or_default().push(i);
-        }
-        let mut out = Vec::new();
-        for (period_s, idxs) in by_period {
-            let p_ms = period_s * 1000;
-            // Periods whose end (the sample's stamp) lies in [mint, maxt].
-            let first_start =
-                (mint - p_ms).div_euclid(p_ms) * p_ms + if (mint - p_ms).rem_euclid(p_ms) == 0 { 0 } else { p_ms };
-            let last_start = (maxt - p_ms).div_euclid(p_ms) * p_ms;
-            if last_start < first_start {
-                continue;
-            }
-            for batch in batches(&plans, &idxs) {
-                let mut queries = Vec::new();
-                for (n, &i) in batch.iter().enumerate() {
-                    let p = &plans[i];
-                    let id = format!("q{n}");
-                    if let Some(h) = &p.hidden {
-                        let mut h = h.clone();
-                        h.id = Some(format!("h{n}"));
-                        queries.push(h);
-                    }
-                    queries.push(match &p.visible {
-                        QuerySpec::Metric(ms) => MetricDataQuery::builder()
-                            .id(id)
-                            .metric_stat(ms.clone())
-                            .return_data(true)
-                            .build(),
-                        // No Period on metric math: it takes the period of the metric it reads.
-                        QuerySpec::Expression(e) => MetricDataQuery::builder()
-                            .id(id)
-                            .expression(substitute_m(e, &format!("h{n}")))
-                            .return_data(true)
-                            .build(),
-                    });
-                }
-                let results = self.get_metric_data(queries, first_start, last_start + p_ms).await?;
-                for (n, &i) in batch.iter().enumerate() {
-                    let Some(points) = results.get(&format!("q{n}")) else {
-                        continue;
-                    };
-                    let samples = to_samples(points, p_ms, mint, maxt);
-                    if samples.iter().any(|s| !crate::promql::is_stale_nan(s.1)) {
-                        out.push(SeriesData {
-                            labels: plans[i].labels.clone(),
-                            samples,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(out)
+        Ok(plans)
     }
 
     /// Dimension lists (sorted by name) of `e`'s metric that can satisfy `matchers`, with the
@@ -983,6 +967,35 @@ fn metric_dims(m: &Metric) -> Vec<(String, String)> {
     v
 }
 
+/// The MetricDataQueries of one call: the n-th plan's result is `q{n}`, its hidden metric
+/// (expressions) `h{n}`.
+fn queries_for(plans: &[Planned], batch: &[usize]) -> Vec<MetricDataQuery> {
+    let mut queries = Vec::new();
+    for (n, &i) in batch.iter().enumerate() {
+        let p = &plans[i];
+        let id = format!("q{n}");
+        if let Some(h) = &p.hidden {
+            let mut h = h.clone();
+            h.id = Some(format!("h{n}"));
+            queries.push(h);
+        }
+        queries.push(match &p.visible {
+            QuerySpec::Metric(ms) => MetricDataQuery::builder()
+                .id(id)
+                .metric_stat(ms.clone())
+                .return_data(true)
+                .build(),
+            // No Period on metric math: it takes the period of the metric it reads.
+            QuerySpec::Expression(e) => MetricDataQuery::builder()
+                .id(id)
+                .expression(substitute_m(e, &format!("h{n}")))
+                .return_data(true)
+                .build(),
+        });
+    }
+    queries
+}
+
 /// Splits plans into GetMetricData calls of at most [`MAX_QUERIES_PER_CALL`] queries, keeping an
 /// expression with its hidden metric.
 fn batches(plans: &[Planned], idxs: &[usize]) -> Vec<Vec<usize>> {
@@ -1133,6 +1146,48 @@ mod tests {
         // A marker past maxt is not written: that period was not asked for.
         let s = to_samples(&[(0, 1.0)], m, 0, m);
         assert_eq!(s, vec![(m, 1.0)]);
+    }
+
+    #[test]
+    fn expressions_carry_their_hidden_metric() {
+        let mapping = Mapping::load_str(MAPPING, "m.yaml").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let src = CloudWatchSource::new(
+            "cw",
+            mapping,
+            "",
+            "http://127.0.0.1:1",
+            StdDuration::from_secs(1),
+            rt.handle().clone(),
+        );
+        let plans = rt
+            .block_on(src.plan(&[Matcher::equal("__name__", "q"), Matcher::equal("node", "n2")]))
+            .unwrap();
+        // One series per (node, gpu) of a_total: the expression maps only node, so the two gpus
+        // collide and the first is kept.
+        assert_eq!(plans.len(), 1);
+        assert_eq!(plans[0].labels.to_string(), r#"q{cluster="c1", node="n2"}"#);
+        let qs = queries_for(&plans, &[0]);
+        assert_eq!(qs.len(), 2);
+        assert_eq!(qs[0].id(), Some("h0"));
+        assert_eq!(qs[0].return_data(), Some(false));
+        let ms = qs[0].metric_stat().unwrap();
+        assert_eq!((ms.period(), ms.stat()), (Some(60), Some("Sum")));
+        let dims: Vec<(&str, &str)> = ms
+            .metric()
+            .unwrap()
+            .dimensions()
+            .iter()
+            .map(|d| (d.name().unwrap(), d.value().unwrap()))
+            .collect();
+        assert_eq!(dims, vec![("Fixed", "x"), ("Gpu", "0"), ("Node", "n2")]);
+        assert_eq!(qs[1].id(), Some("q0"));
+        assert_eq!(qs[1].expression(), Some("SERVICE_QUOTA(h0)"));
+        assert_eq!(qs[1].return_data(), Some(true));
+        assert_eq!(qs[1].period(), None);
     }
 
     #[test]

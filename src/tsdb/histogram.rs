@@ -366,6 +366,10 @@ pub enum HistogramError {
 
 /// The hint of a sum or difference, as Prometheus' `adjustCounterReset`: gauges stay gauges,
 /// anything else not agreeing becomes unknown.
+pub fn combined_hint(a: CounterResetHint, b: CounterResetHint) -> CounterResetHint {
+    adjust_hint(a, b)
+}
+
 fn adjust_hint(a: CounterResetHint, b: CounterResetHint) -> CounterResetHint {
     use CounterResetHint::*;
     match (a, b) {

@@ -7,59 +7,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn start(config: &Path, extra: &[&str]) -> Proc {
-    Proc(
-        Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .args(["run", "--config"])
-            .arg(config)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start watchfire run"),
-    )
-}
-
-fn get_json(port: u16, path: &str) -> Option<serde_json::Value> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    rt.block_on(async {
-        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()
-    })
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(v) = f() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
+fn start(config: &Path, extra: &[&str]) -> common::Proc {
+    common::start_watchfire(config, extra, &[])
 }
 
 /// A replica's directory: the shared rules and routes, its own state and listen port.
@@ -94,12 +44,12 @@ fn two_replicas_page_once_through_the_dedup_key() {
         ),
     )
     .unwrap();
-    let (p1, p2) = (free_port(), free_port());
+    let (p1, p2) = (common::free_port(), common::free_port());
     let _a = start(&replica(root, "a", p1), &[]);
     let _b = start(&replica(root, "b", p2), &[]);
 
     // Both replicas evaluate and page independently (no coordination needed)...
-    let triggers = wait_for("a trigger from each replica", 30, || {
+    let triggers = common::wait_for("a trigger from each replica", 30, || {
         let ev = events.lock().unwrap();
         let t: Vec<serde_json::Value> = ev.iter().filter(|e| e["event_action"] == "trigger").cloned().collect();
         (t.len() >= 2).then_some(t)
@@ -113,9 +63,9 @@ fn two_replicas_page_once_through_the_dedup_key() {
 
     // The group key (and so the dedup key) does not depend on the replica: a third replica
     // started later, with fresh state, pages with the same key.
-    let p3 = free_port();
+    let p3 = common::free_port();
     let _c = start(&replica(root, "c", p3), &[]);
-    wait_for("the late replica's trigger", 30, || {
+    common::wait_for("the late replica's trigger", 30, || {
         let ev = events.lock().unwrap();
         (ev.iter().filter(|e| e["event_action"] == "trigger").count() >= 3).then_some(())
     });
@@ -144,11 +94,11 @@ fn shards_split_the_groups_between_replicas() {
         "route: {receiver: none}\nreceivers:\n  - name: none\n",
     )
     .unwrap();
-    let (p0, p1) = (free_port(), free_port());
+    let (p0, p1) = (common::free_port(), common::free_port());
     let _s0 = start(&replica(root, "s0", p0), &["--shard", "0/2"]);
     let _s1 = start(&replica(root, "s1", p1), &["--shard", "1/2"]);
     let groups = |port: u16| -> Option<BTreeSet<String>> {
-        let v = get_json(port, "/api/v1/rules")?;
+        let v = common::get_json(port, "/api/v1/rules")?;
         let g = v["data"]["groups"].as_array()?;
         // Only groups that have been evaluated count.
         let names: BTreeSet<String> = g
@@ -158,7 +108,7 @@ fn shards_split_the_groups_between_replicas() {
             .collect();
         Some(names)
     };
-    let (g0, g1) = wait_for("both shards evaluating", 30, || {
+    let (g0, g1) = common::wait_for("both shards evaluating", 30, || {
         let (a, b) = (groups(p0)?, groups(p1)?);
         (!a.is_empty() && !b.is_empty() && a.len() + b.len() == 12).then_some((a, b))
     });

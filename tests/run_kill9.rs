@@ -4,18 +4,9 @@
 mod common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::time::Duration;
 
 fn recorder() -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -24,18 +15,7 @@ fn recorder() -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
 }
 
 fn alerts(port: u16) -> Option<serde_json::Value> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    rt.block_on(async {
-        reqwest::get(format!("http://127.0.0.1:{port}/api/v1/alerts"))
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()
-    })
+    common::get_json(port, "/api/v1/alerts")
 }
 
 fn slow(port: u16) -> Option<(String, String)> {
@@ -52,27 +32,8 @@ fn slow(port: u16) -> Option<(String, String)> {
         })
 }
 
-fn start(dir: &std::path::Path) -> Proc {
-    Proc(
-        Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .args(["run", "--config"])
-            .arg(dir.join("watchfire.yaml"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start watchfire run"),
-    )
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(v) = f() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
+fn start(dir: &std::path::Path) -> common::Proc {
+    common::start_watchfire(&dir.join("watchfire.yaml"), &[], &[])
 }
 
 #[test]
@@ -80,7 +41,7 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let (hook, bodies) = recorder();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     std::fs::write(
         root.join("rules.yaml"),
         "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Slow\n        expr: vector(1)\n        for: 2s\n",
@@ -102,7 +63,7 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
     .unwrap();
 
     let p = start(root);
-    let (_, active_at) = wait_for("Slow firing", 20, || slow(port).filter(|(s, _)| s == "firing"));
+    let (_, active_at) = common::wait_for("Slow firing", 20, || slow(port).filter(|(s, _)| s == "firing"));
     let paged = |b: &Mutex<Vec<serde_json::Value>>| {
         b.lock()
             .unwrap()
@@ -110,11 +71,11 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
             .filter(|n| n["status"] == "firing" && n["alerts"][0]["labels"]["alertname"] == "Slow")
             .count()
     };
-    wait_for("the page", 10, || (paged(&bodies) == 1).then_some(()));
+    common::wait_for("the page", 10, || (paged(&bodies) == 1).then_some(()));
     drop(p); // SIGKILL
 
     let _p = start(root);
-    let restored = wait_for("the restarted API", 20, || slow(port));
+    let restored = common::wait_for("the restarted API", 20, || slow(port));
     assert_eq!(
         restored,
         ("firing".to_string(), active_at.clone()),
@@ -131,7 +92,7 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let (hook, bodies) = recorder();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     // `Ends` fires now and its condition turns false 12 s from now, after the restart below;
     // `Waits` stays pending for an hour.
     let until = std::time::SystemTime::now()
@@ -183,17 +144,17 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
     };
 
     let p = start(root);
-    wait_for("Ends paged", 10, || (sent("firing") == 1).then_some(()));
-    let waits = wait_for("Waits pending", 10, || {
+    common::wait_for("Ends paged", 10, || (sent("firing") == 1).then_some(()));
+    let waits = common::wait_for("Waits pending", 10, || {
         state_of("Waits").filter(|(s, _)| s == "pending")
     });
     drop(p); // SIGKILL while Ends is firing and Waits pending
 
     let _p = start(root);
-    let restored = wait_for("the restarted API", 20, || state_of("Waits"));
+    let restored = common::wait_for("the restarted API", 20, || state_of("Waits"));
     assert_eq!(restored, waits, "pending alert restored with its ActiveAt");
     // The condition ends after the restart: the resolve is delivered, once, and nothing re-pages.
-    wait_for("the resolve", 30, || (sent("resolved") == 1).then_some(()));
+    common::wait_for("the resolve", 30, || (sent("resolved") == 1).then_some(()));
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         (sent("firing"), sent("resolved")),

@@ -14,12 +14,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpListener;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use watchfire::run::config;
 use watchfire::run::scheduler::{Service, SimClock};
@@ -78,81 +75,6 @@ const RULES: &str = r#"groups:
           watchfire_error_state: OK
 "#;
 
-fn tools_present() -> bool {
-    let ok = Path::new("/usr/bin/prometheus").exists() && Path::new("/usr/bin/promtool").exists();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("prometheus/promtool not installed (apt-get install prometheus); required when CI=true");
-        }
-        eprintln!("skipping: /usr/bin/prometheus or promtool missing (apt-get install prometheus)");
-    }
-    ok
-}
-
-/// A Prometheus process, killed on drop.
-struct Prom {
-    child: Option<Child>,
-    port: u16,
-    data: PathBuf,
-    cfg: PathBuf,
-}
-
-fn http_status(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.lines().next().map(str::to_string)
-}
-
-impl Prom {
-    fn start(data: &Path, cfg: &Path, port: u16) -> Prom {
-        let child = Command::new("/usr/bin/prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!("--storage.tsdb.path={}", data.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--storage.tsdb.retention.time=30d")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let p = Prom {
-            child: Some(child),
-            port,
-            data: data.to_path_buf(),
-            cfg: cfg.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if http_status(port, "/-/ready").is_some_and(|s| s.contains("200")) {
-                return p;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("prometheus did not become ready on port {port}");
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self) {
-        self.stop();
-        *self = Prom::start(&self.data, &self.cfg, self.port);
-    }
-}
-
-impl Drop for Prom {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// The active (pending or firing) alerts of a rule: labels as a map, state, activeAt.
 fn alerts(svc: &Service, rule: &str) -> Vec<(BTreeMap<String, String>, String, i64)> {
     let snaps = svc.snapshots.read().unwrap();
     let g = snaps.values().next().expect("one group");
@@ -206,7 +128,7 @@ fn step(svc: &Service, rt: &tokio::runtime::Runtime, clock: &SimClock, t: i64) {
 
 #[test]
 fn no_data_and_error_policies_through_the_scheduler() {
-    if !tools_present() {
+    if !common::prometheus_present() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -220,20 +142,10 @@ fn no_data_and_error_policies_through_the_scheduler() {
         om.push_str(&format!("gpu_temp{{gpu=\"0\"}} {v} {}\n", base_s + i * 15));
     }
     om.push_str("# EOF\n");
-    std::fs::write(root.join("data.om"), om).unwrap();
-    let data = root.join("tsdb");
-    std::fs::create_dir_all(&data).unwrap();
-    let st = Command::new("/usr/bin/promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(root.join("data.om"))
-        .arg(&data)
-        .stdout(Stdio::null())
-        .status()
-        .expect("promtool");
-    assert!(st.success(), "promtool backfill failed");
+    let data = common::backfill(root, &om);
     std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut prom = Prom::start(&data, &root.join("prometheus.yml"), port);
+    let mut prom = common::Prometheus::start(&data, &root.join("prometheus.yml"), port);
     let hook_l = TcpListener::bind("127.0.0.1:0").unwrap();
     let hook = hook_l.local_addr().unwrap().port();
     let bodies: Arc<Mutex<Vec<serde_json::Value>>> = common::record_json(hook_l);

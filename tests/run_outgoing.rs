@@ -4,17 +4,8 @@
 mod common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn notifications_carry_owner_links_and_no_denied_labels() {
@@ -23,7 +14,7 @@ fn notifications_carry_owner_links_and_no_denied_labels() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let hook = l.local_addr().unwrap().port();
     let bodies = common::record_json(l);
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     let write = |name: &str, text: String| std::fs::write(root.join(name), text).unwrap();
     write(
         "rules.yaml",
@@ -41,15 +32,7 @@ fn notifications_carry_owner_links_and_no_denied_labels() {
         "watchfire.yaml",
         format!("sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nowners_file: owners.yaml\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"),
     );
-    let _p = Proc(
-        Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .args(["run", "--config"])
-            .arg(root.join("watchfire.yaml"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _p = common::start_watchfire(&root.join("watchfire.yaml"), &[], &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let body = loop {
         if let Some(b) = bodies.lock().unwrap().first().cloned() {

@@ -6,12 +6,14 @@
 //! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test when CI=true, and skip
 //! it with a message otherwise.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::Prometheus;
 
 use watchfire::labels::Matcher;
 use watchfire::run::config;
@@ -21,86 +23,6 @@ use watchfire::source::SourceError;
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;
-
-fn tools_present() -> bool {
-    let ok = Path::new("/usr/bin/prometheus").exists() && Path::new("/usr/bin/promtool").exists();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("prometheus/promtool not installed (apt-get install prometheus); required when CI=true");
-        }
-        eprintln!("skipping: /usr/bin/prometheus or promtool missing (apt-get install prometheus)");
-    }
-    ok
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
-}
-
-/// A Prometheus process, killed on drop.
-struct Prom {
-    child: Option<Child>,
-    port: u16,
-    data: PathBuf,
-    cfg: PathBuf,
-}
-
-impl Prom {
-    fn start(data: &Path, cfg: &Path, port: u16) -> Prom {
-        let child = Command::new("/usr/bin/prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!("--storage.tsdb.path={}", data.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--storage.tsdb.retention.time=30d")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus");
-        let p = Prom {
-            child: Some(child),
-            port,
-            data: data.to_path_buf(),
-            cfg: cfg.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if http_get(port, "/-/ready").is_some_and(|s| s.contains("200")) {
-                return p;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("prometheus did not become ready on port {port}");
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self) {
-        self.stop();
-        let p = Prom::start(&self.data, &self.cfg, self.port);
-        *self = p;
-    }
-}
-
-impl Drop for Prom {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.lines().next().map(str::to_string)
-}
 
 /// Records webhook bodies.
 struct Recorder {
@@ -112,36 +34,10 @@ impl Recorder {
     fn start() -> Recorder {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind recorder");
         let port = l.local_addr().expect("addr").port();
-        let bodies = Arc::new(Mutex::new(Vec::new()));
-        let b2 = Arc::clone(&bodies);
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        break;
-                    }
-                    let l = line.trim_end().to_ascii_lowercase();
-                    if l.is_empty() {
-                        break;
-                    }
-                    if let Some(v) = l.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0u8; len];
-                if reader.read_exact(&mut body).is_ok() {
-                    if let Ok(v) = serde_json::from_slice(&body) {
-                        b2.lock().unwrap().push(v);
-                    }
-                }
-                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            }
-        });
-        Recorder { port, bodies }
+        Recorder {
+            port,
+            bodies: common::record_json(l),
+        }
     }
 
     /// (alertname, status) of every alert in every notification, in order.
@@ -168,7 +64,7 @@ struct Env {
     _dir: tempfile::TempDir,
     root: PathBuf,
     base_ms: i64,
-    prom: Prom,
+    prom: Prometheus,
     recorder: Recorder,
 }
 
@@ -185,20 +81,10 @@ fn setup() -> Env {
         om.push_str(&format!("gpu_temp{{gpu=\"0\"}} {v} {t}\n"));
     }
     om.push_str("# EOF\n");
-    std::fs::write(root.join("data.om"), om).unwrap();
-    let data = root.join("tsdb");
-    std::fs::create_dir_all(&data).unwrap();
-    let st = Command::new("/usr/bin/promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(root.join("data.om"))
-        .arg(&data)
-        .stdout(Stdio::null())
-        .status()
-        .expect("promtool");
-    assert!(st.success(), "promtool backfill failed");
+    let data = common::backfill(&root, &om);
     std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
-    let port = free_port();
-    let prom = Prom::start(&data, &root.join("prometheus.yml"), port);
+    let port = common::free_port();
+    let prom = Prometheus::start(&data, &root.join("prometheus.yml"), port);
     let recorder = Recorder::start();
     std::fs::write(
         root.join("rules.yaml"),
@@ -265,7 +151,7 @@ fn step(svc: &Service, rt: &tokio::runtime::Runtime, clock: &SimClock, t: i64) {
 
 #[test]
 fn fires_resolves_and_survives_a_source_outage() {
-    if !tools_present() {
+    if !common::prometheus_present() {
         return;
     }
     let mut env = setup();
@@ -403,7 +289,7 @@ fn fires_resolves_and_survives_a_source_outage() {
 
 #[test]
 fn alert_state_survives_a_restart_without_a_second_page() {
-    if !tools_present() {
+    if !common::prometheus_present() {
         return;
     }
     let env = setup();
@@ -452,7 +338,7 @@ fn alert_state_survives_a_restart_without_a_second_page() {
 
 #[test]
 fn real_clock_loop_queries_prometheus_from_blocking_threads() {
-    if !tools_present() {
+    if !common::prometheus_present() {
         return;
     }
     let env = setup();

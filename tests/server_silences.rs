@@ -7,43 +7,13 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 const TOKEN: &str = "s3cret-token";
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(dir: &Path) -> Proc {
-    Proc(
-        Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .args(["run", "--config"])
-            .arg(dir.join("watchfire.yaml"))
-            .env("WATCHFIRE_TEST_TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start watchfire run"),
-    )
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(v) = f() {
-            return v;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
+fn start(dir: &Path) -> common::Proc {
+    common::start_watchfire(&dir.join("watchfire.yaml"), &[], &[("WATCHFIRE_TEST_TOKEN", TOKEN)])
 }
 
 /// Runs amtool against watchfire; `auth` adds the bearer token through `--http.config.file`.
@@ -154,7 +124,7 @@ fn amtool_manages_silences_that_mute_notifications_and_survive_restarts() {
     let hook_l = TcpListener::bind("127.0.0.1:0").unwrap();
     let hook = hook_l.local_addr().unwrap().port();
     let bodies: Arc<Mutex<Vec<serde_json::Value>>> = common::record_json(hook_l);
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
     // Nothing fires until the silence exists; the alerts come with a reload.
     write_rules(root, "      - alert: Quiet\n        expr: vector(1) > 2\n");
     std::fs::write(
@@ -178,7 +148,7 @@ fn amtool_manages_silences_that_mute_notifications_and_survive_restarts() {
     .unwrap();
 
     let p = start(root);
-    wait_for("the API", 20, || get_json(port, "/api/v2/silences"));
+    common::wait_for("the API", 20, || get_json(port, "/api/v2/silences"));
 
     // Mutations need the token: amtool without it is refused.
     let refused = amtool(
@@ -263,12 +233,12 @@ fn amtool_manages_silences_that_mute_notifications_and_survive_restarts() {
         "      - alert: Silenced\n        expr: vector(1)\n      - alert: Loud\n        expr: vector(1)\n",
     );
     reload(port);
-    wait_for("Loud notified", 20, || (notified(&bodies, "Loud") >= 1).then_some(()));
-    let by = wait_for("Silenced in the notifier", 20, || silenced_by(port, "Silenced"));
+    common::wait_for("Loud notified", 20, || (notified(&bodies, "Loud") >= 1).then_some(()));
+    let by = common::wait_for("Silenced in the notifier", 20, || silenced_by(port, "Silenced"));
     assert_eq!(by, vec![id.clone()]);
     // Another evaluation and its flush (group_interval 1s) later, still nothing for Silenced.
     let seen = last_evaluation(port);
-    wait_for("another evaluation", 20, || {
+    common::wait_for("another evaluation", 20, || {
         (last_evaluation(port) != seen).then_some(())
     });
     assert_eq!(notified(&bodies, "Silenced"), 0, "{:?}", bodies.lock().unwrap());
@@ -293,7 +263,7 @@ fn amtool_manages_silences_that_mute_notifications_and_survive_restarts() {
 
     // Expiring the silence brings the notification.
     ok(&amtool(root, port, true, &["silence", "expire", &id]));
-    wait_for("Silenced notified after expiry", 20, || {
+    common::wait_for("Silenced notified after expiry", 20, || {
         (notified(&bodies, "Silenced") >= 1).then_some(())
     });
     let expired = ok(&amtool(root, port, true, &["silence", "query", "--expired", "-q"]));
@@ -318,13 +288,13 @@ fn amtool_manages_silences_that_mute_notifications_and_survive_restarts() {
     drop(p); // SIGKILL
 
     let _p = start(root);
-    wait_for("the restarted API", 20, || get_json(port, "/api/v2/silences"));
+    common::wait_for("the restarted API", 20, || get_json(port, "/api/v2/silences"));
     assert_eq!(ok(&amtool(root, port, true, &["silence", "query", "-q"])), imported);
     assert_eq!(
         ok(&amtool(root, port, true, &["silence", "query", "--expired", "-q"])),
         id
     );
-    let by = wait_for("Loud in the notifier after the restart", 20, || {
+    let by = common::wait_for("Loud in the notifier after the restart", 20, || {
         silenced_by(port, "Loud").filter(|b| !b.is_empty())
     });
     assert_eq!(by, vec![imported]);

@@ -10,12 +10,10 @@
 mod common;
 mod cw_proxy;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+
+use common::Prometheus;
 
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
@@ -27,53 +25,9 @@ use watchfire::state::StateStore;
 
 const M: i64 = 60_000;
 
-fn tools_present() -> bool {
-    let ok = Path::new("/usr/bin/prometheus").exists() && Path::new("/usr/bin/promtool").exists();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("prometheus/promtool not installed (apt-get install prometheus); required when CI=true");
-        }
-        eprintln!("skipping: /usr/bin/prometheus or promtool missing (apt-get install prometheus)");
-    }
-    ok
-}
-
-/// A Prometheus process, killed on drop.
-struct Prom(Child);
-
-impl Drop for Prom {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ready(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if write!(s, "GET /-/ready HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200")
-}
-
 /// Backfills `om` (OpenMetrics text) and starts Prometheus with its query log at `root/query.log`.
-fn start_prometheus(root: &Path, om: &str) -> (Prom, u16) {
-    std::fs::write(root.join("data.om"), om).unwrap();
-    let data = root.join("tsdb");
-    std::fs::create_dir_all(&data).unwrap();
-    let st = Command::new("/usr/bin/promtool")
-        .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(root.join("data.om"))
-        .arg(&data)
-        .stdout(Stdio::null())
-        .status()
-        .expect("promtool");
-    assert!(st.success(), "promtool backfill failed");
+fn start_prometheus(root: &Path, om: &str) -> (Prometheus, u16) {
+    let data = common::backfill(root, om);
     std::fs::write(
         root.join("prometheus.yml"),
         format!(
@@ -82,26 +36,8 @@ fn start_prometheus(root: &Path, om: &str) -> (Prom, u16) {
         ),
     )
     .unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new("/usr/bin/prometheus")
-        .arg(format!("--config.file={}", root.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--storage.tsdb.retention.time=30d")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    let p = Prom(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready(port) {
-        assert!(
-            Instant::now() < deadline,
-            "prometheus did not become ready on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (p, port)
+    let port = common::free_port();
+    (Prometheus::start(&data, &root.join("prometheus.yml"), port), port)
 }
 
 /// The queries Prometheus logged: (query, whether it was an instant query).
@@ -120,7 +56,7 @@ fn logged_queries(root: &Path) -> Vec<(String, bool)> {
 struct Env {
     _moto: common::Moto,
     _proxy: cw_proxy::CwProxy,
-    _prom: Prom,
+    _prom: Prometheus,
     dir: tempfile::TempDir,
     base: i64,
 }
@@ -209,7 +145,7 @@ fn root(env: &Env) -> PathBuf {
 
 #[test]
 fn joins_across_sources_and_pushes_down_single_source_rules() {
-    if !tools_present() {
+    if !common::prometheus_present() {
         return;
     }
     let env = setup();

@@ -81,3 +81,152 @@ impl Drop for Moto {
         let _ = self.child.wait();
     }
 }
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, for at most `secs` seconds.
+pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// The status line of `GET path` on loopback (`HTTP/1.0 200 OK`), or `None` when nothing answers.
+pub fn http_status(port: u16, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.lines().next().map(str::to_string)
+}
+
+/// The JSON body of `GET path` on loopback.
+pub fn get_json(port: u16, path: &str) -> Option<serde_json::Value> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    })
+}
+
+/// A child process, killed (SIGKILL) on drop.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `watchfire run --config CONFIG ARGS...` with extra environment variables, output discarded.
+pub fn start_watchfire(config: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    Proc(
+        std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .args(["run", "--config"])
+            .arg(config)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start watchfire run"),
+    )
+}
+
+/// Whether Debian's prometheus and promtool are installed; panics when CI=true and they are not
+/// (tests needing them are skipped only on a developer machine without them).
+pub fn prometheus_present() -> bool {
+    let ok = std::path::Path::new("/usr/bin/prometheus").exists() && std::path::Path::new("/usr/bin/promtool").exists();
+    if !ok {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("prometheus/promtool not installed (apt-get install prometheus); required when CI=true");
+        }
+        eprintln!("skipping: /usr/bin/prometheus or promtool missing (apt-get install prometheus)");
+    }
+    ok
+}
+
+/// Backfills OpenMetrics text into a TSDB at `root/tsdb` with `promtool tsdb
+/// create-blocks-from openmetrics`; returns the TSDB path.
+pub fn backfill(root: &std::path::Path, openmetrics: &str) -> std::path::PathBuf {
+    std::fs::write(root.join("data.om"), openmetrics).unwrap();
+    let data = root.join("tsdb");
+    std::fs::create_dir_all(&data).unwrap();
+    let st = std::process::Command::new("/usr/bin/promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(root.join("data.om"))
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("promtool");
+    assert!(st.success(), "promtool backfill failed");
+    data
+}
+
+/// A Prometheus server on loopback, killed on drop; `restart` brings it back on the same port
+/// and data (the source-outage tests).
+pub struct Prometheus {
+    child: Option<std::process::Child>,
+    pub port: u16,
+    data: std::path::PathBuf,
+    cfg: std::path::PathBuf,
+}
+
+impl Prometheus {
+    pub fn start(data: &std::path::Path, cfg: &std::path::Path, port: u16) -> Prometheus {
+        let child = std::process::Command::new("/usr/bin/prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", data.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--storage.tsdb.retention.time=30d")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus {
+            child: Some(child),
+            port,
+            data: data.to_path_buf(),
+            cfg: cfg.to_path_buf(),
+        };
+        wait_for(&format!("prometheus ready on port {port}"), 30, || {
+            http_status(port, "/-/ready").filter(|s| s.contains("200"))
+        });
+        p
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.stop();
+        *self = Prometheus::start(&self.data, &self.cfg, self.port);
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

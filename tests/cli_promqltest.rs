@@ -248,3 +248,24 @@ fn query_text_output() {
     assert!(out.contains("up{job=\"a\"} => 3 @[120.000]"), "{out}");
     assert!(out.contains("up{job=\"b\"} => 1 @[120.000]"), "{out}");
 }
+
+#[test]
+fn query_prints_native_histograms_never_as_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(
+        dir.path(),
+        "h.series",
+        "load 1m\n  lat {{schema:0 sum:5 count:4 buckets:[1 2 1]}}+{{schema:0 sum:1 count:1 buckets:[1]}}x3\n",
+    );
+    let d = data.to_str().unwrap();
+    let o = watchfire(&["query", "lat", "--data", d, "--time", "120"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "lat => {{count:6 sum:7 counter_reset_hint:not_reset buckets:[3 2 1]}} @[120.000]\n"
+    );
+    // Prometheus' JSON shape for histograms is not written: a clear error, not a 0.
+    let o = watchfire(&["query", "lat", "--data", d, "--time", "120", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("native histogram"), "{}", stderr(&o));
+}

@@ -105,6 +105,9 @@ fn execute(args: &Args) -> Result<String, String> {
     }
     Ok(match args.format {
         Format::Text => render_text(&res.value),
+        Format::Json if has_histograms(&res.value) => {
+            return Err("native histogram results are printed in text format only (--format text)".into())
+        }
         Format::Json => render_json(&res.value) + "\n",
     })
 }
@@ -214,7 +217,8 @@ fn render_text(v: &Value) -> String {
         }
         Value::Vector(samples) => {
             for s in samples {
-                let _ = writeln!(out, "{} => {} @[{}]", s.metric, format_float(s.v), format_secs3(s.t));
+                let v = s.h.as_ref().map_or_else(|| format_float(s.v), |h| h.test_expression());
+                let _ = writeln!(out, "{} => {v} @[{}]", s.metric, format_secs3(s.t));
             }
         }
         Value::Matrix(series) => {
@@ -223,10 +227,21 @@ fn render_text(v: &Value) -> String {
                 for (t, v) in &s.samples {
                     let _ = writeln!(out, "{} @[{}]", format_float(*v), format_secs3(*t));
                 }
+                for (t, h) in &s.histograms {
+                    let _ = writeln!(out, "{} @[{}]", h.test_expression(), format_secs3(*t));
+                }
             }
         }
     }
     out
+}
+
+fn has_histograms(v: &Value) -> bool {
+    match v {
+        Value::Vector(samples) => samples.iter().any(|s| s.h.is_some()),
+        Value::Matrix(series) => series.iter().any(|s| !s.histograms.is_empty()),
+        _ => false,
+    }
 }
 
 fn json_str(s: &str) -> String {

@@ -293,7 +293,9 @@ mod decode {
     pub fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
         let index = Cell::new(None);
         let mut de = serde_json::Deserializer::from_slice(body);
-        let res = Batch { index: &index }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+        let res = Batch { index: &index }
+            .deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v));
         res.map_err(|e| match (e.classify(), index.get()) {
             (serde_json::error::Category::Data, Some(i)) => format!("alert {i}: {e}"),
             (serde_json::error::Category::Data, None) => "body must be a JSON array of alerts".to_string(),
@@ -725,6 +727,92 @@ mod tests {
         let m = store.put(r);
         assert!(m.resolved_at(t("2024-06-01T10:02:00Z")));
         assert_eq!(m.starts_at, now);
+    }
+
+    #[test]
+    fn decode_matches_the_value_based_reading() {
+        let body = br#"[{"labels": {"b": "2", "a": "1", "empty": "", "a": "3"},
+            "annotations": {"summary": "s", "none": "", "x": "y", "x": ""},
+            "startsAt": "2024-06-01T10:00:00.5+02:00", "endsAt": null,
+            "generatorURL": "http://g/\u00e9", "status": {"state": "x"}},
+            {"labels": {"alertname": "Y"}, "annotations": null, "startsAt": "",
+             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": 7}]"#;
+        let v = decode_postable_alerts(body).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].labels, Labels::from_pairs([("a", "3"), ("b", "2")]));
+        assert_eq!(
+            v[0].annotations,
+            BTreeMap::from([("summary".to_string(), "s".to_string())])
+        );
+        assert_eq!(v[0].starts_at, Some(t("2024-06-01T08:00:00.5Z")));
+        assert_eq!(v[0].ends_at, None);
+        assert_eq!(v[0].generator_url, "http://g/\u{e9}");
+        assert_eq!(v[1].labels, Labels::from_pairs([("alertname", "Y")]));
+        assert!(v[1].annotations.is_empty());
+        assert_eq!((v[1].starts_at, v[1].ends_at), (None, None));
+        assert_eq!(v[1].generator_url, "");
+        // The same defaults and checks as a PostableAlert.
+        let now = t("2024-06-01T10:00:00Z");
+        let a = v[1].clone().into_alert(now, Duration::from_secs(300)).unwrap();
+        assert!(a.timeout && a.starts_at == now);
+        assert_eq!(decode_postable_alerts(b"[]").unwrap(), Vec::new());
+        assert_eq!(decode_postable_alerts(b" [ ] ").unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn decode_errors_name_the_alert() {
+        let err = |b: &str| decode_postable_alerts(b.as_bytes()).unwrap_err();
+        assert!(err("[").starts_with("body is not JSON: "), "{}", err("["));
+        assert!(err("[] x").starts_with("body is not JSON: "));
+        assert_eq!(err(r#"{"labels": {}}"#), "body must be a JSON array of alerts");
+        assert_eq!(err(r#""x""#), "body must be a JSON array of alerts");
+        let e = err(r#"[{"labels": {"a": "1"}}, {"labels": {"a": 1}}]"#);
+        assert!(e.starts_with("alert 1: labels.a must be a string"), "{e}");
+        let e = err(r#"[{"labels": ["a"]}]"#);
+        assert!(e.starts_with("alert 0: labels must be an object"), "{e}");
+        let e = err(r#"[{"annotations": {"s": true}}]"#);
+        assert!(e.starts_with("alert 0: annotations.s must be a string"), "{e}");
+        let e = err(r#"[{"labels": {"a": "1"}, "startsAt": "yesterday"}]"#);
+        assert!(e.starts_with("alert 0: startsAt: "), "{e}");
+        let e = err(r#"[{"labels": {"a": "1"}}, {"labels": {"a": "1"}, "endsAt": 5}]"#);
+        assert!(e.starts_with("alert 1: endsAt must be an RFC 3339 string"), "{e}");
+        let e = err(r#"[{"labels": {"a": "1"}}, 3]"#);
+        assert!(e.starts_with("alert 1: "), "{e}");
+        // Checked when ingested, as before: missing labels, invalid names, end before start.
+        let now = t("2024-06-01T10:00:00Z");
+        let ingest = |b: &str| {
+            decode_postable_alerts(b.as_bytes())
+                .unwrap()
+                .remove(0)
+                .into_alert(now, Duration::from_secs(300))
+        };
+        assert_eq!(
+            ingest(r#"[{"labels": {"a": ""}}]"#).unwrap_err(),
+            "at least one label pair required"
+        );
+        assert_eq!(
+            ingest(r#"[{"labels": {"a-b": "1"}}]"#).unwrap_err(),
+            r#"invalid name "a-b""#
+        );
+        assert_eq!(
+            ingest(r#"[{"labels": {"a": "1"}, "startsAt": "2024-06-01T10:00:00Z", "endsAt": "2024-06-01T09:00:00Z"}]"#)
+                .unwrap_err(),
+            "start time must be before end time"
+        );
+    }
+
+    #[test]
+    fn shared_store_versions() {
+        let now = t("2024-06-01T10:00:00Z");
+        let mut store = AlertStore::new();
+        let p = PostableAlert {
+            labels: vec![("alertname".into(), "X".into())],
+            ..Default::default()
+        };
+        let (fp, a) = store.put_shared(p.clone().into_alert(now, Duration::from_secs(300)).unwrap());
+        assert_eq!(fp, a.fingerprint());
+        assert_eq!(store.get(fp), Some(&*a));
+        assert_eq!(fingerprint_of(a.labels.iter()), fp);
     }
 
     #[test]

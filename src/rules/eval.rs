@@ -39,6 +39,13 @@ impl EvalContext<'_> {
             .instant_query_ast(self.source, expr, t)
             .map_err(|e| RuleError::Query(e.to_string()))?;
         match res.value {
+            // Recording a native histogram needs a histogram output series, which rules do not
+            // write yet: an error rather than a made-up 0.
+            Value::Vector(v) if v.iter().any(|s| s.h.is_some()) => Err(RuleError::Query(
+                "the result holds native histogram samples, which rules cannot record or alert on yet; \
+                 reduce them to floats (histogram_count, histogram_quantile, ...)"
+                    .into(),
+            )),
             Value::Vector(v) => Ok(v.into_iter().map(|s| (s.metric, s.v)).collect()),
             Value::Scalar { v, .. } => Ok(vec![(Labels::empty(), v)]),
             _ => Err(RuleError::Query("rule result is not a vector or scalar".into())),

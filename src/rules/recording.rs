@@ -161,6 +161,28 @@ mod tests {
     }
 
     #[test]
+    fn native_histogram_results_are_an_error_not_zero() {
+        let mut store = Store::new();
+        let id = store.get_or_create(&Labels::from_pairs([("__name__", "latency")]));
+        let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
+        store.append_histogram_id(id, 0, h);
+        let mut r = RecordingRule::new(
+            "latency:copy",
+            crate::promql::parse("latency").unwrap(),
+            "latency",
+            vec![],
+        );
+        let err = run(&mut r, &store, 0).unwrap_err();
+        assert!(err.to_string().contains("native histogram"), "{err}");
+        assert_eq!(r.health(), Health::Bad);
+        // Reduced to floats, the same data records fine.
+        let expr = "histogram_count(latency)";
+        let mut r = RecordingRule::new("latency:count", crate::promql::parse(expr).unwrap(), expr, vec![]);
+        let out = run(&mut r, &store, 0).unwrap();
+        assert_eq!(out[0].v, 4.0);
+    }
+
+    #[test]
     fn scalar_results_become_one_series() {
         let store = fixture();
         let mut r = RecordingRule::new("one", crate::promql::parse("1").unwrap(), "1", vec![]);

@@ -242,9 +242,7 @@ async fn post_alerts(State(st): State<AppState>, headers: HeaderMap, body: Bytes
     // Decoded straight into alerts (no `Value` in between), off the async workers: a batch
     // of 500 alerts takes milliseconds.
     let svc = Arc::clone(&st.svc);
-    match tokio::task::spawn_blocking(move || svc.ingest(crate::notify::alert::decode_postable_alerts(&body)?))
-        .await
-    {
+    match tokio::task::spawn_blocking(move || svc.ingest(crate::notify::alert::decode_postable_alerts(&body)?)).await {
         Ok(Ok(_)) => StatusCode::OK.into_response(),
         Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),

@@ -1060,7 +1060,7 @@ fn run() -> Result<bool> {
     let n = cfg.cycles as f64;
     println!(
         "{:<44} {:>14} {:>14.1}",
-        "  watchfire's count of source calls", "", wf.source_calls_per_cycle
+        "  watchfire source calls (some answered locally)", "", wf.source_calls_per_cycle
     );
     println!(
         "{:<44} {:>14} {:>14.1}",

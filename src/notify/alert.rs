@@ -293,9 +293,12 @@ mod decode {
     pub fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
         let index = Cell::new(None);
         let mut de = serde_json::Deserializer::from_slice(body);
-        let res = Batch { index: &index }
-            .deserialize(&mut de)
-            .and_then(|v| de.end().map(|()| v));
+        let res = Batch {
+            index: &index,
+            body_len: body.len(),
+        }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
         res.map_err(|e| match (e.classify(), index.get()) {
             (serde_json::error::Category::Data, Some(i)) => format!("alert {i}: {e}"),
             (serde_json::error::Category::Data, None) => "body must be a JSON array of alerts".to_string(),
@@ -411,6 +414,7 @@ mod decode {
     /// The top-level array; `index` says which alert is being read (for error messages).
     struct Batch<'a> {
         index: &'a Cell<Option<usize>>,
+        body_len: usize,
     }
 
     impl<'de> DeserializeSeed<'de> for Batch<'_> {
@@ -426,7 +430,9 @@ mod decode {
             f.write_str("a JSON array of alerts")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            // serde_json gives no length: sized from the body (an alert is rarely under 256
+            // bytes), so a batch does not grow its vector step by step.
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(self.body_len / 256).min(8192));
             loop {
                 self.index.set(Some(out.len()));
                 match seq.next_element_seed(AlertSeed)? {
@@ -491,18 +497,14 @@ mod decode {
             let PairsValue::Labels(mut v) = self else {
                 return Labels::empty();
             };
-            // Sorted by name; of duplicate names the last wins (a stable sort keeps their
-            // order); empty values mean "absent".
+            // Sorted by name; of duplicate names the last wins (reversed, then a stable sort
+            // puts it first among its equals, where dedup keeps it); empty values mean
+            // "absent".
+            v.reverse();
             v.sort_by(|a, b| a.name.cmp(&b.name));
-            let mut out: Vec<Label> = Vec::with_capacity(v.len());
-            for l in v {
-                match out.last_mut() {
-                    Some(last) if last.name == l.name => *last = l,
-                    _ => out.push(l),
-                }
-            }
-            out.retain(|l| !l.value.is_empty());
-            Labels::from_sorted(out)
+            v.dedup_by(|later, first| later.name == first.name);
+            v.retain(|l| !l.value.is_empty());
+            Labels::from_sorted(v)
         }
 
         fn into_annotations(self) -> BTreeMap<String, String> {
@@ -527,7 +529,8 @@ mod decode {
 
         fn empty(self) -> PairsValue {
             match self {
-                Pairs::Labels => PairsValue::Labels(Vec::new()),
+                // Room for the usual label count: no regrowth per label.
+                Pairs::Labels => PairsValue::Labels(Vec::with_capacity(16)),
                 Pairs::Annotations => PairsValue::Annotations(BTreeMap::new()),
             }
         }

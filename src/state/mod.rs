@@ -271,16 +271,18 @@ impl StateStore {
 
     /// Stores a notification before it is sent; returns its id.
     pub fn outbox_push(&mut self, n: &Notification, now_ms: i64) -> Result<i64, StateError> {
-        self.conn.execute(
-            "INSERT INTO outbox (created_at, payload, attempts, next_attempt_at) VALUES (?1, ?2, 0, ?1)",
-            params![now_ms, notification_json(n).to_string()],
-        )?;
+        // Cached statements: a flush of many groups pushes and logs one row each.
+        self.conn
+            .prepare_cached(
+                "INSERT INTO outbox (created_at, payload, attempts, next_attempt_at) VALUES (?1, ?2, 0, ?1)",
+            )?
+            .execute(params![now_ms, notification_json(n).to_string()])?;
         Ok(self.conn.last_insert_rowid())
     }
 
     /// Entries due at `now_ms`, oldest first.
     pub fn outbox_due(&self, now_ms: i64, limit: usize) -> Result<Vec<OutboxEntry>, StateError> {
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare_cached(
             "SELECT id, payload, attempts, next_attempt_at, last_error, created_at FROM outbox
              WHERE next_attempt_at <= ?1 ORDER BY id LIMIT ?2",
         )?;
@@ -312,7 +314,9 @@ impl StateStore {
 
     /// Delivered: removes the entry.
     pub fn outbox_done(&mut self, id: i64) -> Result<(), StateError> {
-        self.conn.execute("DELETE FROM outbox WHERE id = ?1", params![id])?;
+        self.conn
+            .prepare_cached("DELETE FROM outbox WHERE id = ?1")?
+            .execute(params![id])?;
         Ok(())
     }
 
@@ -419,10 +423,12 @@ impl StateStore {
             .filter(|a| a.resolved_at(n.at))
             .map(|a| a.fingerprint().0)
             .collect();
-        self.conn.execute(
-            "INSERT OR REPLACE INTO nflog (group_key, receiver, integration, idx, firing, resolved, at)
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO nflog (group_key, receiver, integration, idx, firing, resolved, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
+            )?
+            .execute(params![
                 n.group_key,
                 n.target.key.group_name,
                 n.target.key.integration,
@@ -430,8 +436,7 @@ impl StateStore {
                 json!(firing.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
                 json!(resolved.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
                 time_ms(n.at),
-            ],
-        )?;
+            ])?;
         Ok(())
     }
 

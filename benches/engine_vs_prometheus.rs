@@ -11,13 +11,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use anyhow::{anyhow, bail, Context, Result};
+use common::{env_nonempty, free_port, rss_mib, run_cmd, tail, ChildGuard};
 use serde_json::Value as Json;
 use watchfire::labels::{Labels, Matcher};
 use watchfire::promql::{Engine, QueryResult, Value};
@@ -68,10 +71,6 @@ struct Config {
     strict: bool,
     runs_override: Option<usize>,
     budget: Duration,
-}
-
-fn env_nonempty(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
 }
 
 fn config() -> Result<Config> {
@@ -130,57 +129,6 @@ fn config() -> Result<Config> {
         runs_override,
         budget: Duration::from_secs_f64(budget_s),
     })
-}
-
-/// A child process that is stopped (TERM, then KILL after 10 s) when the guard is dropped.
-struct ChildGuard {
-    name: &'static str,
-    child: Option<Child>,
-}
-
-impl ChildGuard {
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else { return };
-        if c.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if c.try_wait().ok().flatten().is_some() {
-                eprintln!("[{}] stopped (pid {})", self.name, c.id());
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        eprintln!("[{}] killed (pid {})", self.name, c.id());
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn run_cmd(what: &str, cmd: &mut Command) -> Result<Duration> {
-    eprintln!("[run] {what}: {cmd:?}");
-    let t0 = Instant::now();
-    let st = cmd.status().with_context(|| format!("starting {what}"))?;
-    if !st.success() {
-        bail!("{what} failed: {st}");
-    }
-    Ok(t0.elapsed())
 }
 
 fn read_to_string_opt(p: &Path) -> Option<String> {
@@ -322,10 +270,6 @@ fn block_stats(prom: &Path) -> Result<BlockStats> {
     Ok(s)
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 fn http_get_status(port: u16, path: &str) -> Option<u16> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
@@ -373,12 +317,6 @@ fn fmt_s(ms: i64) -> String {
     format!("{:.3}", ms as f64 / 1000.0)
 }
 
-fn tail(p: &Path, n: usize) -> String {
-    let s = read_to_string_opt(p).unwrap_or_default();
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 fn start_prometheus(cfg: &Config, prom: &Path) -> Result<(ChildGuard, u16)> {
     let conf = cfg.dir.join("prometheus-empty.yml");
     std::fs::write(
@@ -419,20 +357,6 @@ fn start_prometheus(cfg: &Config, prom: &Path) -> Result<(ChildGuard, u16)> {
         t0.elapsed().as_secs_f64()
     );
     Ok((guard, port))
-}
-
-/// VmRSS and VmHWM of a process, MiB.
-fn rss_mib(pid: &str) -> (f64, f64) {
-    let s = read_to_string_opt(Path::new(&format!("/proc/{pid}/status"))).unwrap_or_default();
-    let get = |k: &str| {
-        s.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-            .unwrap_or(f64::NAN)
-    };
-    (get("VmRSS:"), get("VmHWM:"))
 }
 
 // ----------------------------------------------------------------------------------- prometheus
@@ -664,7 +588,7 @@ fn measure_prometheus(
             .arg(&out)
             .stdout(Stdio::inherit()),
     )?;
-    let rss = rss_mib(&guard.pid().to_string());
+    let rss = rss_mib(guard.pid());
     // The results at the version-neutral times (not timed).
     let step_ms = step_ms_of(&out)?;
     let mut nres = serde_json::json!({"instant": {}, "range": {}});

@@ -28,12 +28,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{BufWriter, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod common;
+
 use anyhow::{anyhow, bail, Context, Result};
+use common::{env_nonempty, free_port, run_cmd, tail, ChildGuard};
 use serde_json::Value as Json;
 use watchfire::replay::demo::{self, ScaleOptions};
 
@@ -77,10 +80,6 @@ struct Config {
     interval_ms: i64,
     cycles: usize,
     quick: bool,
-}
-
-fn env_nonempty(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
 }
 
 fn env_num<T: std::str::FromStr>(k: &str, default: T) -> Result<T>
@@ -145,47 +144,6 @@ fn config() -> Result<Config> {
     })
 }
 
-/// A child process that is stopped (TERM, then KILL after 10 s) when the guard is dropped.
-struct ChildGuard {
-    name: &'static str,
-    child: Option<Child>,
-}
-
-impl ChildGuard {
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else { return };
-        if c.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if c.try_wait().ok().flatten().is_some() {
-                eprintln!("[{}] stopped (pid {})", self.name, c.id());
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        eprintln!("[{}] killed (pid {})", self.name, c.id());
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -196,22 +154,6 @@ fn fmt_time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
         .unwrap_or_default()
-}
-
-fn tail(p: &Path, n: usize) -> String {
-    let s = std::fs::read_to_string(p).unwrap_or_default();
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn run_cmd(what: &str, cmd: &mut Command) -> Result<Duration> {
-    eprintln!("[run] {what}: {cmd:?}");
-    let t0 = Instant::now();
-    let st = cmd.status().with_context(|| format!("starting {what}"))?;
-    if !st.success() {
-        bail!("{what} failed: {st}");
-    }
-    Ok(t0.elapsed())
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {

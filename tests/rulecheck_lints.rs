@@ -535,3 +535,46 @@ fn owners_file_checked_against_routes_and_rules() {
     assert_eq!((cfg[0].line, cfg[0].col), (4, 3));
     assert!(cfg[0].message.contains("recievers"), "{}", cfg[0].message);
 }
+
+#[test]
+fn run_config_is_validated_without_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    write("r.yaml", GOOD);
+    write(
+        "mapping.yaml",
+        "series:\n  - name: gpu_util\n    namespace: X\n    metric: Y\n    stat: Averag\n",
+    );
+    let run = |cfg: &str| {
+        let c = write("watchfire.yaml", cfg);
+        let t = Targets {
+            run_config: Some(c),
+            ..Targets::default()
+        };
+        check(&t, &Config::default()).diagnostics
+    };
+    // The shipped shape: a bearer token from a file that exists only in the cluster is fine.
+    let ok = "sources:\n  - {name: local, type: embedded}\nrule_files: [r.yaml]\nhttp: {listen: '0.0.0.0:9099', bearer_token_file: /var/run/secrets/token}\n";
+    assert_eq!(run(ok), vec![]);
+    // Unknown keys, with their position.
+    let d = run("sources:\n  - {name: local, type: embedded}\nrule_file: [r.yaml]\n");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].code.as_str(), d[0].line, d[0].col), ("config/invalid", 3, 1));
+    // Files it names must exist.
+    let d = run("sources:\n  - {name: local, type: embedded}\nrule_files: [rulez/*.yaml]\nroutes_file: nowhere.yaml\n");
+    let missing: Vec<_> = d
+        .iter()
+        .filter(|d| d.code == "config/missing")
+        .map(|d| d.line)
+        .collect();
+    assert_eq!(missing, vec![3, 4], "{d:?}");
+    // A CloudWatch mapping is loaded: a bad statistic is reported in the mapping file.
+    let d = run("sources:\n  - {name: cw, type: cloudwatch, mapping_file: mapping.yaml, region: us-west-2}\n");
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].code, "config/mapping");
+    assert!(d[0].file.ends_with("mapping.yaml") && d[0].line == 5, "{d:?}");
+}

@@ -34,6 +34,10 @@ pub struct Args {
     /// An Alertmanager config to load and check label flow against.
     #[arg(long)]
     pub routes: Option<PathBuf>,
+    /// `watchfire run`'s configuration to validate (default: watchfire.yaml or
+    /// deploy/watchfire.yaml at the repository root).
+    #[arg(long)]
+    pub run_config: Option<PathBuf>,
     /// SLO spec files or directories.
     #[arg(long = "slos")]
     pub slos: Vec<PathBuf>,
@@ -154,6 +158,9 @@ fn run_inner(args: Args) -> i32 {
     targets.slos.extend(args.slos.iter().cloned());
     if args.routes.is_some() {
         targets.routes = args.routes.clone();
+    }
+    if args.run_config.is_some() {
+        targets.run_config = args.run_config.clone();
     }
 
     let mut report = check(&targets, &cfg);

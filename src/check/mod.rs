@@ -124,6 +124,8 @@ pub struct Targets {
     pub slos: Vec<PathBuf>,
     pub routes: Option<PathBuf>,
     pub owners: Option<PathBuf>,
+    /// `watchfire run`'s configuration (watchfire.yaml).
+    pub run_config: Option<PathBuf>,
 }
 
 /// The repository root above `start`: the nearest directory with `Cargo.toml` or `.git`.
@@ -156,6 +158,12 @@ pub fn discover(root: &Path) -> Targets {
     for o in ["owners.yaml", "owners.yml", "deploy/owners.yaml"] {
         if root.join(o).is_file() {
             t.owners = Some(root.join(o));
+            break;
+        }
+    }
+    for c in ["watchfire.yaml", "deploy/watchfire.yaml"] {
+        if root.join(c).is_file() {
+            t.run_config = Some(root.join(c));
             break;
         }
     }
@@ -378,6 +386,10 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
         }
     }
 
+    if let Some(c) = &targets.run_config {
+        check_run_config(c, &mut report);
+    }
+
     report.diagnostics.retain(|d| cfg.enabled(&d.code));
     report.diagnostics.sort_by(|a, b| {
         (&a.file, a.line, a.col, a.severity, &a.code).cmp(&(&b.file, b.line, b.col, b.severity, &b.code))
@@ -455,4 +467,69 @@ fn check_owners(
             }
         }
     }
+}
+
+/// `watchfire run`'s configuration: everything `watchfire run --check` checks but the secrets
+/// (token files and variables exist only where watchfire runs), plus that every file it names
+/// exists and every CloudWatch mapping file loads.
+fn check_run_config(path: &Path, report: &mut Report) {
+    let name = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            report.io_errors += 1;
+            report
+                .diagnostics
+                .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+            return;
+        }
+    };
+    // Where a value stands in the file, for findings about a value the parser accepted.
+    let at = |needle: &str| -> (usize, usize) {
+        text.lines()
+            .enumerate()
+            .find_map(|(i, l)| l.find(needle).map(|c| (i + 1, c + 1)))
+            .unwrap_or((1, 1))
+    };
+    let mut diag = |(line, col): (usize, usize), code: &str, msg: String| {
+        report
+            .diagnostics
+            .push(Diagnostic::new(&name, line, col, Severity::Error, code, msg));
+    };
+    match crate::run::config::check_file(path) {
+        Err(e) => diag((e.pos.line.max(1), e.pos.col.max(1)), "config/invalid", e.message),
+        Ok(cfg) => {
+            for pattern in cfg.rule_files.iter().chain(&cfg.slo_files) {
+                let base = path.parent().unwrap_or(Path::new(""));
+                let full = base.join(pattern).to_string_lossy().into_owned();
+                let found = glob::glob(&full).map(|g| g.filter_map(Result::ok).count()).unwrap_or(0);
+                if found == 0 {
+                    diag(at(pattern), "config/missing", format!("{pattern:?} matches no file"));
+                }
+            }
+            for (what, f) in [("routes_file", &cfg.routes_file), ("owners_file", &cfg.owners_file)] {
+                if let Some(f) = f.as_ref().filter(|f| !f.is_file()) {
+                    diag(
+                        at(what),
+                        "config/missing",
+                        format!("{what} {}: no such file", f.display()),
+                    );
+                }
+            }
+            for s in &cfg.sources {
+                let Some(m) = &s.mapping_file else { continue };
+                if let Err(e) = crate::source::cloudwatch::Mapping::load_file(m) {
+                    report.diagnostics.push(Diagnostic::new(
+                        &e.file,
+                        e.pos.line.max(1),
+                        e.pos.col.max(1),
+                        Severity::Error,
+                        "config/mapping",
+                        e.message,
+                    ));
+                }
+            }
+        }
+    }
+    report.sources.insert(name, text);
 }

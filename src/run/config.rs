@@ -293,6 +293,12 @@ pub fn load_file(path: &Path) -> Result<RunConfig, FileError> {
     })?;
     let mut cfg = load_str(&text, &name, &|k| std::env::var(k).ok())?;
     cfg.path = path.to_path_buf();
+    rebase_paths(&mut cfg, path);
+    Ok(cfg)
+}
+
+/// Relative file paths in the configuration resolve against the file's directory.
+fn rebase_paths(cfg: &mut RunConfig, path: &Path) {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let rebase = |p: &mut Option<PathBuf>| {
         if let Some(x) = p.as_mut() {
@@ -307,11 +313,35 @@ pub fn load_file(path: &Path) -> Result<RunConfig, FileError> {
     for s in &mut cfg.sources {
         rebase(&mut s.mapping_file);
     }
-    Ok(cfg)
 }
 
 /// Parses configuration text; `env` looks up environment variables (for `bearer_token_env`).
 pub fn load_str(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<RunConfig, FileError> {
+    load_str_with(text, file, env, true)
+}
+
+/// Checks a configuration file as rulecheck does in CI: everything `watchfire run --check`
+/// checks except the secrets it names (token files and environment variables exist only where
+/// watchfire runs). Paths are resolved against the file's directory.
+pub fn check_file(path: &Path) -> Result<RunConfig, FileError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        file: name.clone(),
+        pos: Pos { line: 1, col: 1 },
+        message: format!("cannot read: {e}"),
+    })?;
+    let mut cfg = load_str_with(&text, &name, &|_| Some("(set at run time)".into()), false)?;
+    cfg.path = path.to_path_buf();
+    rebase_paths(&mut cfg, path);
+    Ok(cfg)
+}
+
+fn load_str_with(
+    text: &str,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_secret_files: bool,
+) -> Result<RunConfig, FileError> {
     let r = Reader { file };
     let mut cfg = RunConfig {
         path: PathBuf::from(file),
@@ -367,7 +397,7 @@ pub fn load_str(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) ->
                 cfg.external_url = u.trim_end_matches('/').to_string();
             }
             "state_dir" => cfg.state_dir = Some(PathBuf::from(r.string(v, "state_dir")?)),
-            "http" => cfg.http = http(&r, v, env)?,
+            "http" => cfg.http = http(&r, v, env, read_secret_files)?,
             "shard" => cfg.shard = Shard::parse(&r.string(v, "shard")?).map_err(|e| r.err(v.pos(), e))?,
             _ => {}
         }
@@ -533,7 +563,12 @@ fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
     Ok(sc)
 }
 
-fn http(r: &Reader<'_>, node: &Node, env: &dyn Fn(&str) -> Option<String>) -> Result<HttpConfig, FileError> {
+fn http(
+    r: &Reader<'_>,
+    node: &Node,
+    env: &dyn Fn(&str) -> Option<String>,
+    read_secret_files: bool,
+) -> Result<HttpConfig, FileError> {
     let mut h = HttpConfig::default();
     let mut token_pos = None;
     for (k, kp, v) in r.map(
@@ -555,7 +590,9 @@ fn http(r: &Reader<'_>, node: &Node, env: &dyn Fn(&str) -> Option<String>) -> Re
                 }
                 token_pos = Some(kp);
                 let s = r.string(v, &k)?;
-                let tok = if k == "bearer_token_file" {
+                let tok = if k == "bearer_token_file" && !read_secret_files {
+                    "(read at run time)".to_string()
+                } else if k == "bearer_token_file" {
                     std::fs::read_to_string(&s).map_err(|e| r.err(v.pos(), format!("bearer_token_file {s:?}: {e}")))?
                 } else {
                     env(&s).ok_or_else(|| r.err(v.pos(), format!("environment variable {s} is not set")))?

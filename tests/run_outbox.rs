@@ -110,3 +110,85 @@ fn outbox_survives_a_receiver_outage_and_a_restart() {
     assert_eq!(got.iter().filter(|n| *n == "Always:firing").count(), 1, "{got:?}");
     assert_eq!(svc.outbox_depth(), 0);
 }
+
+/// After an outage, a group's firing and resolved notifications arrive in order even though the
+/// older one waited longer for its retry, while other groups are delivered alongside.
+#[test]
+fn a_backlog_is_delivered_in_order_per_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let port = common::free_port();
+    let t0 = 1_700_000_000_000i64;
+    // `Ends` fires from t0 and resolves 150 s later; `Stays` keeps firing.
+    std::fs::write(
+        root.join("rules.yaml"),
+        format!(
+            "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {}\n      - alert: Stays\n        expr: vector(1)\n",
+            t0 / 1000 + 150
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: ['alertname=~\"Ends|Stays\"']\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: none\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cfg = config::load_file(&root.join("watchfire.yaml")).unwrap();
+    let clock = Arc::new(SimClock::new(t0));
+    let l = watchfire::run::load(&cfg, rt.handle()).unwrap();
+    let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
+    let svc = Service::new(l.setup, l.groups, l.notify, st, clock.clone());
+
+    // The receiver is down for 9 minutes: Ends fires and resolves meanwhile; its firing
+    // notification has been retried more often, so it waits longer for its next attempt than
+    // its resolve does.
+    let mut t = t0;
+    for _ in 0..9 {
+        clock.set(t);
+        svc.run_due(t);
+        rt.block_on(svc.deliver_outbox());
+        t += M;
+    }
+    // Resume exactly when the resolve is due for its retry and the firing is not yet.
+    let (firing_at, resolved_at) = {
+        let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
+        let waiting = st.outbox_due(i64::MAX, 100).unwrap();
+        let at = |status: &str| {
+            waiting
+                .iter()
+                .find(|e| {
+                    e.notification.group_key.ends_with("{alertname=\"Ends\"}") && e.notification.status() == status
+                })
+                .map(|e| e.next_attempt_at)
+                .unwrap_or_else(|| panic!("no waiting Ends:{status}"))
+        };
+        (at("firing"), at("resolved"))
+    };
+    assert!(resolved_at < firing_at, "the scenario needs the resolve due first");
+    t = resolved_at;
+    let bodies = recorder(TcpListener::bind(("127.0.0.1", port)).unwrap());
+    for _ in 0..12 {
+        clock.set(t);
+        svc.run_due(t);
+        for _ in 0..3 {
+            rt.block_on(svc.deliver_outbox());
+        }
+        t += 2 * M;
+    }
+    let got = names(&bodies);
+    let ends: Vec<&String> = got.iter().filter(|n| n.starts_with("Ends:")).collect();
+    assert_eq!(ends, ["Ends:firing", "Ends:resolved"], "{got:?}");
+    assert_eq!(got.iter().filter(|n| *n == "Stays:firing").count(), 1, "{got:?}");
+    assert_eq!(svc.outbox_depth(), 0);
+}

@@ -619,7 +619,38 @@ mod decode {
 #[derive(Clone, Debug, Default)]
 pub struct AlertStore {
     /// Shared with the inhibitor and the aggregation groups, which hold the same versions.
-    alerts: HashMap<Fingerprint, Arc<Alert>>,
+    alerts: HashMap<Fingerprint, Arc<Alert>, FingerprintHash>,
+}
+
+/// Fingerprints are already hashes (FNV-1a): the store's map uses them as they are, mixed
+/// once, instead of running SipHash over them under the notifier's lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FingerprintHash;
+
+impl std::hash::BuildHasher for FingerprintHash {
+    type Hasher = FingerprintHasher;
+    fn build_hasher(&self) -> FingerprintHasher {
+        FingerprintHasher(0)
+    }
+}
+
+/// See [`FingerprintHash`]; other keys than a `u64` still hash (FNV-1a over the bytes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FingerprintHasher(u64);
+
+impl std::hash::Hasher for FingerprintHasher {
+    fn finish(&self) -> u64 {
+        // A multiplicative mix, so the low bits hashbrown uses vary with every input bit.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(FNV_PRIME);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
 }
 
 impl AlertStore {
@@ -633,8 +664,13 @@ impl AlertStore {
     }
 
     /// [`AlertStore::put`], also returning the fingerprint.
-    pub fn put_shared(&mut self, mut alert: Alert) -> (Fingerprint, Arc<Alert>) {
+    pub fn put_shared(&mut self, alert: Alert) -> (Fingerprint, Arc<Alert>) {
         let fp = alert.fingerprint();
+        (fp, self.put_with_fingerprint(fp, alert))
+    }
+
+    /// [`AlertStore::put`] of an alert whose fingerprint is `fp`.
+    pub fn put_with_fingerprint(&mut self, fp: Fingerprint, mut alert: Alert) -> Arc<Alert> {
         if let Some(old) = self.alerts.get(&fp) {
             let overlaps = |t: DateTime<Utc>| t > old.starts_at && old.ends_at.is_some_and(|e| t < e);
             if alert.ends_at.is_some_and(overlaps) || overlaps(alert.starts_at) {
@@ -643,7 +679,7 @@ impl AlertStore {
         }
         let alert = Arc::new(alert);
         self.alerts.insert(fp, Arc::clone(&alert));
-        (fp, alert)
+        alert
     }
 
     pub fn get(&self, fp: Fingerprint) -> Option<&Alert> {

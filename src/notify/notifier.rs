@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::labels::Labels;
 
-use super::alert::{Alert, AlertStore};
+use super::alert::{Alert, AlertStore, Fingerprint};
 use super::config::Config;
 use super::dispatch::{Dispatcher, Flush};
 use super::inhibit::Inhibitor;
@@ -96,8 +96,15 @@ impl Notifier {
 
     /// Receives alerts at `now` (as `POST /api/v2/alerts` does after validation).
     pub fn put_alerts(&mut self, alerts: impl IntoIterator<Item = Alert>, now: DateTime<Utc>) {
-        for a in alerts {
-            let (fp, stored) = self.store.put_shared(a);
+        self.put_fingerprinted(alerts.into_iter().map(|a| (a.fingerprint(), a)), now);
+    }
+
+    /// [`Notifier::put_alerts`] for alerts with their fingerprints, computed by the caller
+    /// (outside whatever lock guards the notifier).
+    pub fn put_fingerprinted(&mut self, alerts: impl IntoIterator<Item = (Fingerprint, Alert)>, now: DateTime<Utc>) {
+        for (fp, a) in alerts {
+            debug_assert_eq!(fp, a.fingerprint());
+            let stored = self.store.put_with_fingerprint(fp, a);
             self.inhibitor.observe_shared(fp, &stored);
             self.dispatcher.process_shared(fp, &stored, now);
         }

@@ -953,12 +953,13 @@ impl Service {
             if let Some(o) = owners.as_ref().and_then(|s| s.owners.as_ref()) {
                 a.labels = o.stamp(&a.labels);
             }
-            out.push(a);
+            // Fingerprinted here too, outside the lock.
+            out.push((a.fingerprint(), a));
         }
         let count = out.len();
         let mut hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
         let n = hub.notifier.as_mut().ok_or_else(no_routes)?;
-        n.put_alerts(out, ms_to_time(now));
+        n.put_fingerprinted(out, ms_to_time(now));
         Ok(count)
     }
 
@@ -975,17 +976,55 @@ impl Service {
             Err(_) => None,
         };
         let Some(cfg) = cfg else { return (0, 0) };
+        // Every waiting entry, oldest first, so that a lane's due entries are sent only when
+        // nothing older in the same lane is still waiting for its retry.
         let due = match self.state.lock() {
-            Ok(st) => st.outbox_due(now, 64).unwrap_or_else(|e| {
+            Ok(st) => st.outbox_due(i64::MAX, 512).unwrap_or_else(|e| {
                 tracing::error!("outbox: {e}");
                 Vec::new()
             }),
             Err(_) => Vec::new(),
         };
+        // Deliveries run concurrently, one lane per group and integration: a group's
+        // notifications stay in order (a resolve never overtakes its firing), and a lane stops at
+        // its first entry that is not due or fails, so nothing later in it is sent before that
+        // one's retry.
+        let mut lanes: Vec<Vec<crate::state::OutboxEntry>> = Vec::new();
+        let mut lane_of: HashMap<(String, String, String, usize), usize> = HashMap::new();
+        for e in due {
+            let n = &e.notification;
+            let key = (
+                n.group_key.clone(),
+                n.receiver.clone(),
+                n.target.key.integration.clone(),
+                n.target.key.idx,
+            );
+            let i = *lane_of.entry(key).or_insert_with(|| {
+                lanes.push(Vec::new());
+                lanes.len() - 1
+            });
+            lanes[i].push(e);
+        }
+        let cfg = &cfg;
+        let results = futures_util::future::join_all(lanes.into_iter().map(|lane| async move {
+            let mut out = Vec::new();
+            for e in lane {
+                if e.next_attempt_at > now {
+                    break;
+                }
+                let res = self.deliverer.deliver(cfg, &e.notification).await;
+                let stop = res.is_err();
+                out.push((e, res));
+                if stop {
+                    break;
+                }
+            }
+            out
+        }))
+        .await;
         let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
         let mut latencies = Vec::new();
-        for e in due {
-            let res = self.deliverer.deliver(&cfg, &e.notification).await;
+        for (e, res) in results.into_iter().flatten() {
             let Ok(mut st) = self.state.lock() else { continue };
             match res {
                 Ok(()) => {

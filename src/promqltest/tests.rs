@@ -396,7 +396,11 @@ fn native_histogram_evaluation() {
         .collect();
     assert!(outcomes[..9].iter().all(|o| o == "pass"), "{outcomes:#?}");
     // histogram + float is refused, not answered; avg of histograms is a histogram.
-    assert!(outcomes[9].starts_with("unsupported: native histograms"), "{}", outcomes[9]);
+    assert!(
+        outcomes[9].starts_with("unsupported: native histograms"),
+        "{}",
+        outcomes[9]
+    );
     assert_eq!(outcomes[10], "pass");
     // Unsupported combinations are skipped, never answered wrongly.
     for o in &outcomes[11..] {

@@ -216,7 +216,8 @@ pub fn message(
     }
     // The owners file's diagnostic links (Grafana Explore, CloudWatch, kubectl, run tracking).
     for l in &n.links {
-        if !matches!(l.kind, "runbook" | "kubectl") && links.len() < MAX_LINKS && !links.iter().any(|x| x.href == l.url) {
+        if !matches!(l.kind, "runbook" | "kubectl") && links.len() < MAX_LINKS && !links.iter().any(|x| x.href == l.url)
+        {
             links.push(Link {
                 href: l.url.clone(),
                 text: link_text(l.kind).into(),

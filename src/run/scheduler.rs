@@ -1006,7 +1006,10 @@ impl Service {
             lanes[i].push(e);
         }
         let cfg = &cfg;
-        let results = futures_util::future::join_all(lanes.into_iter().map(|lane| async move {
+        // At most this many lanes in flight: receivers (and their rate limits) are shared.
+        const IN_FLIGHT: usize = 16;
+        use futures_util::StreamExt as _;
+        let results: Vec<_> = futures_util::stream::iter(lanes.into_iter().map(|lane| async move {
             let mut out = Vec::new();
             for e in lane {
                 if e.next_attempt_at > now {
@@ -1021,6 +1024,8 @@ impl Service {
             }
             out
         }))
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
         .await;
         let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
         let mut latencies = Vec::new();

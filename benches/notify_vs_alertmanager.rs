@@ -12,14 +12,17 @@
 //! `$WATCHFIRE_SHARED`), never copied.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use anyhow::{anyhow, bail, Context, Result};
+use common::{env_nonempty, free_port, rss_mib, ChildGuard};
 use serde_json::Value as Json;
 
 /// The bearer token watchfire's mutating endpoints ask for (a deployment sets one too).
@@ -50,10 +53,6 @@ struct Config {
     seed: String,
     notify_timeout: Duration,
     skip_am: bool,
-}
-
-fn env_nonempty(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
 }
 
 fn env_num(k: &str, default: usize) -> Result<usize> {
@@ -109,51 +108,6 @@ fn config() -> Result<Config> {
     })
 }
 
-/// A child process that is stopped (TERM, then KILL after 10 s) when the guard is dropped.
-struct ChildGuard {
-    name: &'static str,
-    child: Option<Child>,
-}
-
-impl ChildGuard {
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else { return };
-        if c.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(10) {
-            if c.try_wait().ok().flatten().is_some() {
-                eprintln!("[{}] stopped (pid {})", self.name, c.id());
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        eprintln!("[{}] killed (pid {})", self.name, c.id());
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// CLOCK_MONOTONIC in seconds: the clock the shared recorder stamps with (Python's
 /// `time.monotonic()`), so its times compare with ours.
 fn monotonic_s() -> f64 {
@@ -161,19 +115,6 @@ fn monotonic_s() -> f64 {
     // SAFETY: clock_gettime only writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
-}
-
-fn rss_mib(pid: u32) -> (f64, f64) {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let get = |k: &str| {
-        s.lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-            .unwrap_or(f64::NAN)
-    };
-    (get("VmRSS:"), get("VmHWM:"))
 }
 
 fn cpu_s(pid: u32) -> f64 {

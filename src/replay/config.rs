@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::labels::Labels;
-use crate::notify::owners::{Owners, Reader};
+use crate::notify::owners::Owners;
 use crate::rules::file::{self, LoadOptions, RuleFile};
 use crate::rules::group::{Group, GroupConfig};
 use crate::slo::{self, GenerateOptions};
@@ -56,79 +56,32 @@ impl FileConfig {
         }
     }
 
-    /// Reads watchfire.yaml.
+    /// Reads watchfire.yaml with `watchfire run`'s own loader (secrets are not needed for a
+    /// replay, so they are not resolved) and keeps what replay uses.
     pub fn load(path: &Path) -> Result<FileConfig, String> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+        let run = crate::run::config::check_file(path).map_err(|e| e.to_string())?;
         let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
-        let r = Reader { file: &shown };
-        let mut cfg = FileConfig::repository_defaults(&base);
-        cfg.owners = None;
-        cfg.rule_files.clear();
-        cfg.slo_files.clear();
-        cfg.path = Some(path.to_path_buf());
-        let Some(root) = r.parse(&text).map_err(|e| e.to_string())? else {
-            return Err(format!("{shown}: the file is empty"));
-        };
-        let keys = [
-            "sources",
-            "rule_files",
-            "slo_files",
-            "routes_file",
-            "owners_file",
-            "evaluation_interval",
-            "query_offset",
-            "resend_delay",
-            "external_labels",
-            "external_url",
-            "state_dir",
-            "http",
-            "shard",
-        ];
-        let join = |s: String| {
-            if Path::new(&s).is_absolute() {
-                PathBuf::from(s)
-            } else {
-                base.join(s)
-            }
-        };
-        let mut routes_set = false;
-        for (key, _, v) in r.map(&root, "watchfire.yaml", &keys).map_err(|e| e.to_string())? {
-            let e = |e: crate::notify::owners::FileError| e.to_string();
-            match key.as_str() {
-                "rule_files" => cfg.rule_files = r.strings(v, &key).map_err(e)?.into_iter().map(join).collect(),
-                "slo_files" => cfg.slo_files = r.strings(v, &key).map_err(e)?.into_iter().map(join).collect(),
-                "routes_file" => {
-                    cfg.routes = join(r.string(v, &key).map_err(e)?);
-                    routes_set = true;
-                }
-                "owners_file" => cfg.owners = Some(join(r.string(v, &key).map_err(e)?)),
-                "evaluation_interval" => {
-                    let s = r.string(v, &key).map_err(e)?;
-                    let d = crate::rules::Duration::parse(&s)
-                        .map_err(|m| format!("{shown}:{}: evaluation_interval: {m}", v.pos()))?;
-                    if d.ms() <= 0 {
-                        return Err(format!("{shown}:{}: evaluation_interval must be positive", v.pos()));
-                    }
-                    cfg.evaluation_interval_ms = d.ms();
-                }
-                "external_labels" => {
-                    let mut pairs = Vec::new();
-                    for (k, _, lv) in r.map(v, "external_labels", &[]).map_err(e)? {
-                        pairs.push((k, r.string(lv, "an external label value").map_err(e)?));
-                    }
-                    cfg.external_labels = Labels::from_pairs(pairs);
-                }
-                "external_url" => cfg.external_url = r.string(v, &key).map_err(e)?,
-                _ => {} // live-only settings
-            }
-        }
-        if !routes_set {
+        let Some(routes) = run.routes_file else {
             return Err(format!(
-                "{shown}: `routes` is required (an Alertmanager configuration file)"
+                "{shown}: `routes_file` is required (an Alertmanager configuration file)"
             ));
-        }
-        Ok(cfg)
+        };
+        let join = |patterns: &[String]| patterns.iter().map(|p| base.join(p)).collect();
+        Ok(FileConfig {
+            rule_files: join(&run.rule_files),
+            slo_files: join(&run.slo_files),
+            routes,
+            owners: run.owners_file,
+            evaluation_interval_ms: run.evaluation_interval_ms,
+            external_labels: run.external_labels,
+            external_url: if run.external_url.is_empty() {
+                FileConfig::repository_defaults(&base).external_url
+            } else {
+                run.external_url
+            },
+            path: Some(path.to_path_buf()),
+        })
     }
 
     /// Loads rules, SLOs, routes and owners. `rules_override` replaces `rule_files` (for

@@ -23,7 +23,6 @@
 //! placeholders the alert cannot fill yields no link.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use regex::Regex;
 
@@ -200,18 +199,7 @@ pub struct LinkContext<'a> {
     pub at_ms: i64,
 }
 
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
+pub use crate::url::encode as url_encode;
 
 fn json_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()

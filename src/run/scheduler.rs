@@ -1376,7 +1376,7 @@ fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64)
         format!(
             "{}/graph?g0.expr={}&g0.tab=1",
             setup.external_url,
-            crate::source::prometheus::form_encode(expr)
+            crate::url::encode(expr)
         )
     };
     crate::notify::Alert {

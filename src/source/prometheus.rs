@@ -213,7 +213,7 @@ impl PrometheusSource {
 
     /// `POST /api/v1/query` with retries; returns the `data` of a successful response.
     async fn query(&self, expr: &str, t: i64) -> Result<ApiData, SourceError> {
-        let body = format!("query={}&time={}", form_encode(expr), format_time(t));
+        let body = format!("query={}&time={}", crate::url::encode(expr), format_time(t));
         let url = format!("{}/api/v1/query", self.base_url);
         let mut attempt = 0u32;
         loop {
@@ -395,9 +395,9 @@ impl PrometheusSource {
         let endpoint = endpoint.unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
         let body = format!(
             "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}&WebIdentityToken={}&DurationSeconds=3600",
-            form_encode(role),
-            form_encode(session.as_deref().unwrap_or("watchfire")),
-            form_encode(token.trim())
+            crate::url::encode(role),
+            crate::url::encode(session.as_deref().unwrap_or("watchfire")),
+            crate::url::encode(token.trim())
         );
         let resp = self
             .client
@@ -452,18 +452,6 @@ fn format_time(ms: i64) -> String {
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
 }
 
-/// `application/x-www-form-urlencoded` (RFC 3986 unreserved characters kept).
-pub fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
 
 fn xml_field(xml: &str, name: &str) -> Option<String> {
     let open = format!("<{name}>");
@@ -530,7 +518,7 @@ mod tests {
     fn encodings() {
         assert_eq!(format_time(1_234), "1.234");
         assert_eq!(format_time(-5), "-0.005");
-        assert_eq!(form_encode("up{a=\"b c\"}"), "up%7Ba%3D%22b%20c%22%7D");
+        assert_eq!(crate::url::encode("up{a=\"b c\"}"), "up%7Ba%3D%22b%20c%22%7D");
         assert_eq!(parse_value("+Inf").unwrap(), f64::INFINITY);
         assert!(parse_value("x").is_err());
         assert_eq!(

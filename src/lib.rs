@@ -18,5 +18,5 @@ pub mod source;
 pub mod state;
 pub mod template;
 pub mod tsdb;
-pub mod url;
 pub mod unittest;
+pub mod url;

@@ -77,6 +77,49 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// What Prometheus' notifier sends for a rule's alert: the external labels added where the
+    /// alert lacks them, the owner stamped (as `watchfire run` routes), `startsAt` the firing
+    /// time (else when it became active), `endsAt` its resolution or validity, and a generator
+    /// URL graphing the rule's expression when an external URL is known; annotations as
+    /// rendered, empty ones included, as Prometheus sends them. Used by `run`, `replay` and the
+    /// notification tests alike, so the three send the same alerts.
+    pub fn from_rule_alert(
+        a: &crate::rules::Alert,
+        external_labels: &Labels,
+        owners: Option<&super::owners::Owners>,
+        external_url: &str,
+        expr: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Alert {
+        let mut b = crate::labels::LabelsBuilder::new(&a.labels);
+        for l in external_labels.iter() {
+            if !a.labels.has(&l.name) {
+                b.set(&l.name, &l.value);
+            }
+        }
+        let mut labels = b.build();
+        if let Some(o) = owners {
+            labels = o.stamp(&labels);
+        }
+        let ms = |t: i64| DateTime::from_timestamp_millis(t).unwrap_or_default();
+        Alert {
+            labels,
+            annotations: a.annotations.clone(),
+            starts_at: ms(a.starts_at().unwrap_or(a.active_at)),
+            ends_at: a.ends_at().map(ms),
+            generator_url: match expr {
+                Some(e) if !external_url.is_empty() => format!(
+                    "{}/graph?g0.expr={}&g0.tab=1",
+                    external_url.trim_end_matches('/'),
+                    crate::url::encode(e)
+                ),
+                _ => String::new(),
+            },
+            updated_at: now,
+            timeout: false,
+        }
+    }
+
     pub fn fingerprint(&self) -> Fingerprint {
         fingerprint(&self.labels)
     }

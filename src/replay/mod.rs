@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use chrono::{DateTime, Utc};
 
-use crate::labels::{Labels, LabelsBuilder};
+use crate::labels::Labels;
 use crate::notify::links::Link;
 use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
@@ -256,39 +256,19 @@ struct DeliveryState {
 impl DeliveryState {
     /// Converts a rule alert into what Alertmanager receives (as Prometheus' notifier sends it).
     fn note_active(&mut self, a: &RuleAlert, setup: &Setup, out: &mut Vec<notify::Alert>, now: DateTime<Utc>) {
-        let mut b = LabelsBuilder::new(&a.labels);
-        for l in setup.external_labels.iter() {
-            if !a.labels.has(&l.name) {
-                b.set(&l.name, &l.value);
-            }
-        }
-        let labels = setup.owners.stamp(&b.build());
-        self.active_at.insert(labels.clone(), a.active_at);
-        let generator_url = setup
-            .rules
-            .get(a.labels.get("alertname").unwrap_or(""))
-            .map(|r| {
-                format!(
-                    "{}/graph?g0.expr={}&g0.tab=1",
-                    setup.external_url.trim_end_matches('/'),
-                    crate::notify::links::url_encode(&r.expr)
-                )
-            })
-            .unwrap_or_default();
-        out.push(notify::Alert {
-            labels,
-            annotations: a
-                .annotations
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            starts_at: ms_to_time(a.starts_at().unwrap_or(a.active_at)),
-            ends_at: a.ends_at().map(ms_to_time),
-            generator_url,
-            updated_at: now,
-            timeout: false,
-        });
+        let alert = notify::Alert::from_rule_alert(
+            a,
+            &setup.external_labels,
+            Some(&setup.owners),
+            &setup.external_url,
+            setup
+                .rules
+                .get(a.labels.get("alertname").unwrap_or(""))
+                .map(|r| r.expr.as_str()),
+            now,
+        );
+        self.active_at.insert(alert.labels.clone(), a.active_at);
+        out.push(alert);
     }
 }
 

@@ -1360,34 +1360,14 @@ fn restore_nflog(n: &mut Notifier, state: &StateStore, now: i64) {
 }
 
 fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64) -> crate::notify::Alert {
-    let mut b = LabelsBuilder::new(&a.labels);
-    for l in setup.external_labels.iter() {
-        if !a.labels.has(&l.name) {
-            b.set(&l.name, &l.value);
-        }
-    }
-    let mut labels = b.build();
-    if let Some(o) = &setup.owners {
-        labels = o.stamp(&labels);
-    }
-    let generator_url = if setup.external_url.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "{}/graph?g0.expr={}&g0.tab=1",
-            setup.external_url,
-            crate::url::encode(expr)
-        )
-    };
-    crate::notify::Alert {
-        labels,
-        annotations: a.annotations.clone(),
-        starts_at: ms_to_time(a.fired_at.unwrap_or(a.active_at)),
-        ends_at: a.ends_at().map(ms_to_time),
-        generator_url,
-        updated_at: ms_to_time(now),
-        timeout: false,
-    }
+    crate::notify::Alert::from_rule_alert(
+        a,
+        &setup.external_labels,
+        setup.owners.as_ref(),
+        &setup.external_url,
+        Some(expr),
+        ms_to_time(now),
+    )
 }
 
 fn trim_store(s: &Store, mint: i64) -> Store {

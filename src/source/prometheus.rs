@@ -452,7 +452,6 @@ fn format_time(ms: i64) -> String {
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
 }
 
-
 fn xml_field(xml: &str, name: &str) -> Option<String> {
     let open = format!("<{name}>");
     let close = format!("</{name}>");

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::labels::{Labels, LabelsBuilder};
+use crate::labels::Labels;
 use crate::notify::links::Link;
 use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
@@ -211,38 +211,16 @@ impl<'a> Sim<'a> {
     }
 
     fn to_notify_alert(&self, a: &RuleAlert, now: DateTime<Utc>) -> notify::Alert {
-        let mut b = LabelsBuilder::new(&a.labels);
-        for l in self.external_labels.iter() {
-            if !a.labels.has(&l.name) {
-                b.set(&l.name, &l.value);
-            }
-        }
-        let labels = self.setup.owners.stamp(&b.build());
-        let generator_url = self
-            .exprs
-            .get(a.labels.get("alertname").unwrap_or(""))
-            .map(|e| {
-                format!(
-                    "{}/graph?g0.expr={}&g0.tab=1",
-                    self.external_url.trim_end_matches('/'),
-                    notify::links::url_encode(e)
-                )
-            })
-            .unwrap_or_default();
-        notify::Alert {
-            labels,
-            annotations: a
-                .annotations
-                .iter()
-                .filter(|(_, v)| !v.is_empty())
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            starts_at: ms_to_time(a.starts_at().unwrap_or(a.active_at)),
-            ends_at: a.ends_at().map(ms_to_time),
-            generator_url,
-            updated_at: now,
-            timeout: false,
-        }
+        notify::Alert::from_rule_alert(
+            a,
+            &self.external_labels,
+            Some(&self.setup.owners),
+            &self.external_url,
+            self.exprs
+                .get(a.labels.get("alertname").unwrap_or(""))
+                .map(String::as_str),
+            now,
+        )
     }
 
     /// What a receiver gets, exactly as `watchfire run` hands it over

@@ -4,14 +4,14 @@
 //! older than that), then every `group_interval`; after a successful flush, resolved alerts
 //! that did not change meanwhile are removed; empty groups are dropped by a cleanup every 30s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use crate::labels::Labels;
 
-use super::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint};
+use super::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint, FingerprintHash};
 use super::route::{Route, RouteOpts};
 
 /// How often empty groups are dropped (the dispatcher's cleanup ticker).
@@ -57,13 +57,19 @@ pub struct Flush {
     pub at: DateTime<Utc>,
 }
 
+/// A group's identity: its route's rank (routes order by rank as by id) and the fingerprint of
+/// its group labels.
+type GroupId = (u32, Fingerprint);
+
 /// The dispatcher.
 #[derive(Clone, Debug)]
 pub struct Dispatcher {
     route: Route,
-    /// By route id, then group-label fingerprint: the order of the (id, fingerprint) pairs,
-    /// and a route's groups are found by `&str` without allocating a key per alert.
-    groups: BTreeMap<String, BTreeMap<Fingerprint, AggrGroup>>,
+    /// Found by hash on the ingest path; most alerts join a group that exists.
+    groups: HashMap<GroupId, AggrGroup, FingerprintHash>,
+    /// Every group's next flush, earliest first; ties in (route id, group fingerprint) order,
+    /// so that flushes at the same instant come in the same order on every run.
+    timers: BTreeSet<(DateTime<Utc>, GroupId)>,
     next_cleanup: DateTime<Utc>,
 }
 
@@ -72,7 +78,8 @@ impl Dispatcher {
     pub fn new(route: Route, start: DateTime<Utc>) -> Self {
         Dispatcher {
             route,
-            groups: BTreeMap::new(),
+            groups: HashMap::default(),
+            timers: BTreeSet::new(),
             next_cleanup: start + CLEANUP_INTERVAL,
         }
     }
@@ -81,9 +88,11 @@ impl Dispatcher {
         &self.route
     }
 
-    /// The live groups.
+    /// The live groups, in (route id, group fingerprint) order.
     pub fn groups(&self) -> impl Iterator<Item = &AggrGroup> {
-        self.groups.values().flat_map(BTreeMap::values)
+        let mut ids: Vec<&GroupId> = self.groups.keys().collect();
+        ids.sort_unstable();
+        ids.into_iter().filter_map(|id| self.groups.get(id))
     }
 
     /// Routes an alert (as stored) into its groups at `now` (`processAlert` for each match).
@@ -95,57 +104,60 @@ impl Dispatcher {
     pub fn process_shared(&mut self, fp: Fingerprint, alert: &Arc<Alert>, now: DateTime<Utc>) {
         // The ingest hot path: most alerts join an existing group, so the group labels, the
         // route's key and its options are built only for a new one.
-        for r in self.route.match_labels(&alert.labels) {
+        let Dispatcher {
+            route, groups, timers, ..
+        } = self;
+        route.visit_matches(&alert.labels, &mut |r| {
             let in_group = |name: &str| r.opts.group_by_all || r.opts.group_by.contains(name);
-            let gfp = fingerprint_of(alert.labels.iter().filter(|l| in_group(&l.name)));
-            let route_groups = match self.groups.get_mut(r.id()) {
-                Some(g) => g,
-                None => self.groups.entry(r.id().to_string()).or_default(),
-            };
-            let group = route_groups.entry(gfp).or_insert_with(|| AggrGroup {
-                route_key: r.key().to_string(),
-                route_id: r.id().to_string(),
-                next_flush: now + r.opts.group_wait.as_chrono(),
-                opts: r.opts.clone(),
-                // The alert's labels are sorted, unique and non-empty; so is any subset.
-                labels: Labels::from_sorted(alert.labels.iter().filter(|l| in_group(&l.name)).cloned().collect()),
-                alerts: BTreeMap::new(),
-                has_flushed: false,
+            let id = (r.rank(), fingerprint_of(alert.labels.iter().filter(|l| in_group(&l.name))));
+            let group = groups.entry(id).or_insert_with(|| {
+                let next_flush = now + r.opts.group_wait.as_chrono();
+                timers.insert((next_flush, id));
+                AggrGroup {
+                    route_key: r.key().to_string(),
+                    route_id: r.id().to_string(),
+                    next_flush,
+                    opts: r.opts.clone(),
+                    // The alert's labels are sorted, unique and non-empty; so is any subset.
+                    labels: Labels::from_sorted(alert.labels.iter().filter(|l| in_group(&l.name)).cloned().collect()),
+                    alerts: BTreeMap::new(),
+                    has_flushed: false,
+                }
             });
             group.alerts.insert(fp, Arc::clone(alert));
             // An alert older than group_wait flushes a group that has not flushed yet at once.
-            if !group.has_flushed && alert.starts_at + group.opts.group_wait.as_chrono() < now {
+            if !group.has_flushed && group.next_flush != now && alert.starts_at + group.opts.group_wait.as_chrono() < now
+            {
+                timers.remove(&(group.next_flush, id));
                 group.next_flush = now;
+                timers.insert((now, id));
             }
-        }
+        });
     }
 
     /// When the next timer (a group flush or the cleanup) fires.
     pub fn next_timer(&self) -> DateTime<Utc> {
-        self.groups()
-            .map(|g| g.next_flush)
-            .min()
-            .map_or(self.next_cleanup, |t| t.min(self.next_cleanup))
+        self.timers
+            .first()
+            .map_or(self.next_cleanup, |(t, _)| (*t).min(self.next_cleanup))
     }
 
     /// Fires the earliest timer if it is due at `now`; returns the flush of a non-empty group.
     /// Call until [`Dispatcher::next_timer`] is after `now`.
     pub fn fire_next(&mut self, now: DateTime<Utc>) -> Option<Flush> {
-        let due = self
-            .groups
-            .iter()
-            .flat_map(|(id, gs)| gs.iter().map(move |(fp, g)| ((id, *fp), g)))
-            .min_by_key(|(_, g)| g.next_flush)
-            .map(|((id, fp), g)| ((id.clone(), fp), g.next_flush));
-        let (key, t) = match due {
-            Some((k, t)) if t <= self.next_cleanup => (k, t),
+        let (t, id) = match self.timers.first() {
+            Some(&(t, id)) if t <= self.next_cleanup => (t, id),
             _ => {
                 // The cleanup is the earlier timer.
                 if self.next_cleanup <= now {
-                    for gs in self.groups.values_mut() {
-                        gs.retain(|_, g| !g.alerts.is_empty());
-                    }
-                    self.groups.retain(|_, gs| !gs.is_empty());
+                    let timers = &mut self.timers;
+                    self.groups.retain(|id, g| {
+                        let keep = !g.alerts.is_empty();
+                        if !keep {
+                            timers.remove(&(g.next_flush, *id));
+                        }
+                        keep
+                    });
                     self.next_cleanup += CLEANUP_INTERVAL;
                 }
                 return None;
@@ -154,8 +166,10 @@ impl Dispatcher {
         if t > now {
             return None;
         }
-        let g = self.groups.get_mut(&key.0)?.get_mut(&key.1)?;
+        let g = self.groups.get_mut(&id)?;
+        self.timers.remove(&(t, id));
         g.next_flush = t + g.opts.group_interval.as_chrono();
+        self.timers.insert((g.next_flush, id));
         g.has_flushed = true;
         if g.alerts.is_empty() {
             return None;
@@ -189,11 +203,13 @@ impl Dispatcher {
         if !success {
             return;
         }
-        let Some(g) = self
-            .groups
-            .get_mut(&flush.route_id)
-            .and_then(|gs| gs.get_mut(&fingerprint(&flush.group_labels)))
-        else {
+        let mut rank = None;
+        self.route.walk(&mut |r| {
+            if r.id() == flush.route_id {
+                rank = Some(r.rank());
+            }
+        });
+        let Some(g) = rank.and_then(|rank| self.groups.get_mut(&(rank, fingerprint(&flush.group_labels)))) else {
             return;
         };
         for a in &flush.alerts {

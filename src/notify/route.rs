@@ -56,12 +56,27 @@ pub struct Route {
     pub routes: Vec<Route>,
     key: String,
     id: String,
+    /// This node's position among all the tree's ids sorted as strings: a dense number that
+    /// orders like the id, for keying groups without hashing or comparing the id.
+    rank: u32,
 }
 
 impl Route {
     /// Builds the tree from the configuration's root route (`dispatch.NewRoute(cfg.Route, nil)`).
     pub fn new(root: &RouteConfig) -> Route {
-        Route::build(root, None, None)
+        let mut route = Route::build(root, None, None);
+        let mut ids = Vec::new();
+        route.walk(&mut |r| ids.push(r.id.clone()));
+        ids.sort();
+        route.set_ranks(&ids);
+        route
+    }
+
+    fn set_ranks(&mut self, sorted_ids: &[String]) {
+        self.rank = sorted_ids.partition_point(|id| *id < self.id) as u32;
+        for r in &mut self.routes {
+            r.set_ranks(sorted_ids);
+        }
     }
 
     fn build(cr: &RouteConfig, parent: Option<(&RouteOpts, &str, &str)>, index: Option<usize>) -> Route {
@@ -132,6 +147,7 @@ impl Route {
             routes: Vec::new(),
             key,
             id,
+            rank: 0,
         };
         route.routes = cr
             .routes
@@ -149,22 +165,30 @@ impl Route {
 
     /// `Route.Match`: the routes that handle an alert with these labels, in tree order.
     pub fn match_labels(&self, labels: &Labels) -> Vec<&Route> {
-        if !self.matches_own(labels) {
-            return Vec::new();
-        }
         let mut all = Vec::new();
+        self.visit_matches(labels, &mut |r| all.push(r));
+        all
+    }
+
+    /// [`Route::match_labels`] without collecting: calls `found` for each route in tree order.
+    /// Returns whether this node matched (and so handled the alert, itself or below).
+    pub fn visit_matches<'a>(&'a self, labels: &Labels, found: &mut dyn FnMut(&'a Route)) -> bool {
+        if !self.matches_own(labels) {
+            return false;
+        }
+        let mut any = false;
         for child in &self.routes {
-            let m = child.match_labels(labels);
-            let matched = !m.is_empty();
-            all.extend(m);
-            if matched && !child.continue_ {
-                break;
+            if child.visit_matches(labels, found) {
+                any = true;
+                if !child.continue_ {
+                    break;
+                }
             }
         }
-        if all.is_empty() {
-            all.push(self);
+        if !any {
+            found(self);
         }
-        all
+        true
     }
 
     /// `Route.Key()`: the parent's key, `/`, this node's matchers (`{}` for the root).
@@ -176,6 +200,11 @@ impl Route {
     /// unique even when siblings have the same matchers.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// See the field: routes compare by rank as by id.
+    pub fn rank(&self) -> u32 {
+        self.rank
     }
 
     /// Visits every node, depth-first.

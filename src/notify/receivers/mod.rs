@@ -9,7 +9,7 @@ pub mod sns;
 pub mod text;
 pub mod webhook;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration as StdDuration;
 
 use chrono::{DateTime, Utc};
@@ -199,11 +199,56 @@ pub fn template_data(
 #[derive(Clone, Debug)]
 pub struct Deliverer {
     pub ctx: DeliveryContext,
+    /// HTTP clients by the settings they were built from: a client owns a connection pool and
+    /// a TLS root store, so building one per notification would cost a handshake (and loading
+    /// the roots) every time.
+    clients: std::sync::Arc<std::sync::Mutex<HashMap<ClientKey, reqwest::Client>>>,
+}
+
+/// What a client is built from: the transport settings of an `http_config` and the timeout.
+/// The CA file's content is part of it, so a rotated CA takes effect with the next send.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ClientKey {
+    timeout: StdDuration,
+    insecure_skip_verify: bool,
+    follow_redirects: bool,
+    proxy_url: Option<String>,
+    /// The CA file's name (for messages) and content.
+    ca: Option<(String, Vec<u8>)>,
 }
 
 impl Deliverer {
     pub fn new(ctx: DeliveryContext) -> Self {
-        Deliverer { ctx }
+        Deliverer {
+            ctx,
+            clients: Default::default(),
+        }
+    }
+
+    /// The cached client for these settings, built on first use.
+    fn client(&self, http: Option<&HttpClientConfig>) -> Result<reqwest::Client, DeliveryError> {
+        let ca = match http.map(|h| h.tls_config.ca_file.as_str()).filter(|f| !f.is_empty()) {
+            Some(f) => Some((
+                f.to_string(),
+                std::fs::read(f).map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {f}: {e}")))?,
+            )),
+            None => None,
+        };
+        let key = ClientKey {
+            timeout: self.ctx.timeout,
+            insecure_skip_verify: http.is_some_and(|h| h.tls_config.insecure_skip_verify),
+            follow_redirects: http.is_none_or(|h| h.follow_redirects),
+            proxy_url: http.and_then(|h| h.proxy_url.clone()).filter(|p| !p.is_empty()),
+            ca,
+        };
+        if let Some(c) = self.clients.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let c = build_client(&key)?;
+        if let Ok(mut m) = self.clients.lock() {
+            m.insert(key, c.clone());
+        }
+        Ok(c)
     }
 
     /// Delivers one notification to its target (as configured in `cfg`), retrying as
@@ -243,7 +288,7 @@ impl Deliverer {
         body: &[u8],
         extra_retry: &[u16],
     ) -> Result<(), DeliveryError> {
-        let client = build_client(http, self.ctx.timeout)?;
+        let client = self.client(http)?;
         let policy = &self.ctx.retry;
         let started = std::time::Instant::now();
         let mut attempt = 0u32;
@@ -281,28 +326,24 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-fn build_client(http: Option<&HttpClientConfig>, timeout: StdDuration) -> Result<reqwest::Client, DeliveryError> {
+fn build_client(key: &ClientKey) -> Result<reqwest::Client, DeliveryError> {
     let mut b = reqwest::Client::builder()
-        .timeout(timeout)
+        .timeout(key.timeout)
         .user_agent(concat!("watchfire/", env!("CARGO_PKG_VERSION")));
-    if let Some(h) = http {
-        if h.tls_config.insecure_skip_verify {
-            b = b.danger_accept_invalid_certs(true);
-        }
-        if !h.follow_redirects {
-            b = b.redirect(reqwest::redirect::Policy::none());
-        }
-        if let Some(p) = h.proxy_url.as_deref().filter(|p| !p.is_empty()) {
-            let proxy = reqwest::Proxy::all(p).map_err(|e| DeliveryError::Config(format!("proxy_url: {e}")))?;
-            b = b.proxy(proxy);
-        }
-        if !h.tls_config.ca_file.is_empty() {
-            let pem = std::fs::read(&h.tls_config.ca_file)
-                .map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {}: {e}", h.tls_config.ca_file)))?;
-            let cert = reqwest::Certificate::from_pem(&pem)
-                .map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {}: {e}", h.tls_config.ca_file)))?;
-            b = b.add_root_certificate(cert);
-        }
+    if key.insecure_skip_verify {
+        b = b.danger_accept_invalid_certs(true);
+    }
+    if !key.follow_redirects {
+        b = b.redirect(reqwest::redirect::Policy::none());
+    }
+    if let Some(p) = &key.proxy_url {
+        let proxy = reqwest::Proxy::all(p).map_err(|e| DeliveryError::Config(format!("proxy_url: {e}")))?;
+        b = b.proxy(proxy);
+    }
+    if let Some((file, pem)) = &key.ca {
+        let cert = reqwest::Certificate::from_pem(pem)
+            .map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {file}: {e}")))?;
+        b = b.add_root_certificate(cert);
     }
     b.build().map_err(|e| DeliveryError::Config(e.to_string()))
 }

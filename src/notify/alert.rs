@@ -335,7 +335,14 @@ mod decode {
     /// Decodes a request body; the error is the message for a 400 answer.
     pub fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
         let index = Cell::new(None);
-        let mut de = serde_json::Deserializer::from_slice(body);
+        // UTF-8 checked once for the whole body, so the parser need not check every string.
+        let text = std::str::from_utf8(body).map_err(|e| {
+            let at = e.valid_up_to();
+            let line_start = body[..at].iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+            let line = body[..at].iter().filter(|b| **b == b'\n').count() + 1;
+            format!("body is not JSON: invalid UTF-8 at line {line} column {}", at - line_start + 1)
+        })?;
+        let mut de = serde_json::Deserializer::from_str(text);
         let res = Batch {
             index: &index,
             body_len: body.len(),
@@ -356,10 +363,15 @@ mod decode {
     thread_local! {
         /// Label names seen on this thread: the same few names come with every alert, and
         /// sharing one `Arc<str>` per name saves an allocation per label.
-        static NAMES: RefCell<HashSet<Arc<str>>> = RefCell::new(HashSet::new());
+        static NAMES: RefCell<HashSet<Arc<str>, rustc_hash::FxBuildHasher>> = RefCell::new(HashSet::default());
     }
 
-    fn label_name(n: &str) -> Arc<str> {
+    /// The shared name; `last` is the name at the same position in the previous alert's labels,
+    /// which senders usually write in the same order, so most names are found by one compare.
+    fn label_name(n: &str, last: Option<&Arc<str>>) -> Arc<str> {
+        if let Some(l) = last.filter(|l| &***l == n) {
+            return Arc::clone(l);
+        }
         NAMES.with(|c| {
             let mut c = c.borrow_mut();
             if let Some(a) = c.get(n) {
@@ -476,9 +488,10 @@ mod decode {
             // serde_json gives no length: sized from the body (an alert is rarely under 256
             // bytes), so a batch does not grow its vector step by step.
             let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(self.body_len / 256).min(8192));
+            let names = RefCell::new(Vec::new());
             loop {
                 self.index.set(Some(out.len()));
-                match seq.next_element_seed(AlertSeed)? {
+                match seq.next_element_seed(AlertSeed { names: &names })? {
                     Some(a) => out.push(a),
                     None => return Ok(out),
                 }
@@ -486,16 +499,20 @@ mod decode {
         }
     }
 
-    struct AlertSeed;
+    /// One alert; `names` are the previous alert's label names as they came (see
+    /// [`label_name`]).
+    struct AlertSeed<'a> {
+        names: &'a RefCell<Vec<Arc<str>>>,
+    }
 
-    impl<'de> DeserializeSeed<'de> for AlertSeed {
+    impl<'de> DeserializeSeed<'de> for AlertSeed<'_> {
         type Value = ReceivedAlert;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ReceivedAlert, D::Error> {
             d.deserialize_any(self)
         }
     }
 
-    impl<'de> Visitor<'de> for AlertSeed {
+    impl<'de> Visitor<'de> for AlertSeed<'_> {
         type Value = ReceivedAlert;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("an alert object")
@@ -504,7 +521,7 @@ mod decode {
             let mut a = ReceivedAlert::default();
             while let Some(k) = map.next_key::<Str<'de>>()? {
                 match &*k.0 {
-                    "labels" => a.labels = map.next_value_seed(Pairs::Labels)?.into_labels(),
+                    "labels" => a.labels = map.next_value_seed(Pairs::Labels(self.names))?.into_labels(),
                     "annotations" => a.annotations = map.next_value_seed(Pairs::Annotations)?.into_annotations(),
                     "startsAt" => a.starts_at = map.next_value_seed(Time("startsAt"))?,
                     "endsAt" => a.ends_at = map.next_value_seed(Time("endsAt"))?,
@@ -525,8 +542,8 @@ mod decode {
 
     /// `labels` or `annotations`: an object of strings, or null.
     #[derive(Clone, Copy)]
-    enum Pairs {
-        Labels,
+    enum Pairs<'a> {
+        Labels(&'a RefCell<Vec<Arc<str>>>),
         Annotations,
     }
 
@@ -558,10 +575,10 @@ mod decode {
         }
     }
 
-    impl Pairs {
+    impl Pairs<'_> {
         fn what(self) -> &'static str {
             match self {
-                Pairs::Labels => "labels",
+                Pairs::Labels(_) => "labels",
                 Pairs::Annotations => "annotations",
             }
         }
@@ -573,20 +590,20 @@ mod decode {
         fn empty(self) -> PairsValue {
             match self {
                 // Room for the usual label count: no regrowth per label.
-                Pairs::Labels => PairsValue::Labels(Vec::with_capacity(16)),
+                Pairs::Labels(_) => PairsValue::Labels(Vec::with_capacity(16)),
                 Pairs::Annotations => PairsValue::Annotations(BTreeMap::new()),
             }
         }
     }
 
-    impl<'de> DeserializeSeed<'de> for Pairs {
+    impl<'de> DeserializeSeed<'de> for Pairs<'_> {
         type Value = PairsValue;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<PairsValue, D::Error> {
             d.deserialize_any(self)
         }
     }
 
-    impl<'de> Visitor<'de> for Pairs {
+    impl<'de> Visitor<'de> for Pairs<'_> {
         type Value = PairsValue;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             write!(f, "{} as an object of strings", self.what())
@@ -600,12 +617,22 @@ mod decode {
                         return Err(de::Error::custom(format!("{}.{} must be a string", self.what(), n.0)));
                     }
                 };
-                match &mut out {
-                    PairsValue::Labels(ls) => ls.push(Label {
-                        name: label_name(&n.0),
-                        value: Arc::from(&*v),
-                    }),
-                    PairsValue::Annotations(m) => {
+                match (&mut out, self) {
+                    (PairsValue::Labels(ls), Pairs::Labels(names)) => {
+                        let mut names = names.borrow_mut();
+                        let i = ls.len();
+                        let name = label_name(&n.0, names.get(i));
+                        match names.get_mut(i) {
+                            Some(slot) => *slot = Arc::clone(&name),
+                            None => names.push(Arc::clone(&name)),
+                        }
+                        ls.push(Label {
+                            name,
+                            value: Arc::from(&*v),
+                        });
+                    }
+                    (PairsValue::Labels(_), Pairs::Annotations) => {}
+                    (PairsValue::Annotations(m), _) => {
                         if v.is_empty() {
                             m.remove(&*n.0);
                         } else {
@@ -846,6 +873,10 @@ mod tests {
         let err = |b: &str| decode_postable_alerts(b.as_bytes()).unwrap_err();
         assert!(err("[").starts_with("body is not JSON: "), "{}", err("["));
         assert!(err("[] x").starts_with("body is not JSON: "));
+        assert_eq!(
+            decode_postable_alerts(b"[{\"labels\":\n {\"a\": \"\xff\"}}]").unwrap_err(),
+            "body is not JSON: invalid UTF-8 at line 2 column 9"
+        );
         assert_eq!(err(r#"{"labels": {}}"#), "body must be a JSON array of alerts");
         assert_eq!(err(r#""x""#), "body must be a JSON array of alerts");
         let e = err(r#"[{"labels": {"a": "1"}}, {"labels": {"a": 1}}]"#);

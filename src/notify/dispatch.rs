@@ -4,7 +4,7 @@
 //! older than that), then every `group_interval`; after a successful flush, resolved alerts
 //! that did not change meanwhile are removed; empty groups are dropped by a cleanup every 30s.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -24,8 +24,9 @@ pub struct AggrGroup {
     pub route_id: String,
     pub opts: RouteOpts,
     pub labels: Labels,
-    /// Shared with the alert store: joining a group copies no alert.
-    pub alerts: BTreeMap<Fingerprint, Arc<Alert>>,
+    /// Shared with the alert store: joining a group copies no alert. Hashed, not ordered: a
+    /// flush sorts its alerts (by Alertmanager's order) anyway.
+    pub alerts: HashMap<Fingerprint, Arc<Alert>, FingerprintHash>,
     /// When the group's timer fires next.
     pub next_flush: DateTime<Utc>,
     pub has_flushed: bool,
@@ -120,7 +121,7 @@ impl Dispatcher {
                     opts: r.opts.clone(),
                     // The alert's labels are sorted, unique and non-empty; so is any subset.
                     labels: Labels::from_sorted(alert.labels.iter().filter(|l| in_group(&l.name)).cloned().collect()),
-                    alerts: BTreeMap::new(),
+                    alerts: HashMap::default(),
                     has_flushed: false,
                 }
             });

@@ -121,8 +121,9 @@ pub fn run(args: Args) -> i32 {
             loop {
                 let (ok, failed) = out_svc.deliver_outbox().await;
                 // A full batch (64) means more are due: go on at once instead of waiting.
+                // Otherwise wait for the next group flush (retries are looked at every second).
                 if ok + failed < 64 {
-                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    out_svc.wait_for_notifier(1000).await;
                 }
             }
         });

@@ -340,7 +340,10 @@ mod decode {
             let at = e.valid_up_to();
             let line_start = body[..at].iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
             let line = body[..at].iter().filter(|b| **b == b'\n').count() + 1;
-            format!("body is not JSON: invalid UTF-8 at line {line} column {}", at - line_start + 1)
+            format!(
+                "body is not JSON: invalid UTF-8 at line {line} column {}",
+                at - line_start + 1
+            )
         })?;
         let mut de = serde_json::Deserializer::from_str(text);
         let res = Batch {

@@ -110,7 +110,10 @@ impl Dispatcher {
         } = self;
         route.visit_matches(&alert.labels, &mut |r| {
             let in_group = |name: &str| r.opts.group_by_all || r.opts.group_by.contains(name);
-            let id = (r.rank(), fingerprint_of(alert.labels.iter().filter(|l| in_group(&l.name))));
+            let id = (
+                r.rank(),
+                fingerprint_of(alert.labels.iter().filter(|l| in_group(&l.name))),
+            );
             let group = groups.entry(id).or_insert_with(|| {
                 let next_flush = now + r.opts.group_wait.as_chrono();
                 timers.insert((next_flush, id));
@@ -127,7 +130,9 @@ impl Dispatcher {
             });
             group.alerts.insert(fp, Arc::clone(alert));
             // An alert older than group_wait flushes a group that has not flushed yet at once.
-            if !group.has_flushed && group.next_flush != now && alert.starts_at + group.opts.group_wait.as_chrono() < now
+            if !group.has_flushed
+                && group.next_flush != now
+                && alert.starts_at + group.opts.group_wait.as_chrono() < now
             {
                 timers.remove(&(group.next_flush, id));
                 group.next_flush = now;

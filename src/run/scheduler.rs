@@ -447,7 +447,18 @@ pub struct Service {
     pub groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
     /// Bumped on reload; group loops of an older generation stop.
     pub generation: AtomicU64,
-    pub hub: Mutex<NotifyHub>,
+    /// The notifier and built-in alerts; taken through [`Service::hub`], which first applies
+    /// what the API accepted meanwhile.
+    hub: Mutex<NotifyHub>,
+    /// Alerts accepted over the API and not yet in the notifier.
+    ingested: Mutex<IngestQueue>,
+    /// The notifier's `resolve_timeout` in ms, -1 without one: what ingest needs of the
+    /// configuration, read without taking the hub.
+    resolve_timeout_ms: AtomicI64,
+    /// When the delivery loop means to wake next (ms); it is woken through `timers_changed`
+    /// when an alert makes a notifier timer due earlier (a new group's `group_wait`).
+    planned_wake_ms: AtomicI64,
+    timers_changed: tokio::sync::Notify,
     pub state: Mutex<StateStore>,
     pub metrics: Mutex<Metrics>,
     pub sources: Mutex<BTreeMap<String, SourceHealth>>,
@@ -460,6 +471,26 @@ pub struct Service {
     evaluations: AtomicU64,
     /// When the service started (ms), for `/api/v2/status`.
     pub started_ms: i64,
+}
+
+/// Alerts received over the API (validated, stamped, fingerprinted) waiting to enter the
+/// notifier, in arrival order. A POST is answered once its batch is queued here, as
+/// Alertmanager answers once alerts are in its store and dispatches them from there: routing
+/// and grouping then run beside the next request's decoding instead of holding it up. The
+/// queue is applied by a blocking task after each POST, and by anyone who takes the hub, so
+/// every read after a POST (API, status page, flushes) sees its alerts.
+#[derive(Default)]
+struct IngestQueue {
+    batches: std::collections::VecDeque<(Vec<(crate::notify::alert::Fingerprint, crate::notify::Alert)>, i64)>,
+    alerts: usize,
+}
+
+/// Past this many queued alerts a POST waits for the queue to be applied before it is
+/// answered, so a sender faster than routing is slowed down instead of growing the queue.
+const MAX_QUEUED_ALERTS: usize = 100_000;
+
+fn resolve_timeout_ms(n: Option<&Notifier>) -> i64 {
+    n.map_or(-1, |n| n.config().global.resolve_timeout.0 as i64)
 }
 
 /// How long built-in and rule alerts stay valid without a re-send.
@@ -490,6 +521,7 @@ impl Service {
         for r in &mut runners {
             restore_group(r, &state);
         }
+        let timeout_ms = resolve_timeout_ms(notifier.as_ref());
         let svc = Service {
             setup: RwLock::new(Arc::new(setup)),
             clock,
@@ -500,6 +532,10 @@ impl Service {
                 builtins: Builtins::default(),
                 silences,
             }),
+            ingested: Mutex::new(IngestQueue::default()),
+            resolve_timeout_ms: AtomicI64::new(timeout_ms),
+            planned_wake_ms: AtomicI64::new(i64::MAX),
+            timers_changed: tokio::sync::Notify::new(),
             state: Mutex::new(state),
             metrics: Mutex::new(Metrics::default()),
             sources: Mutex::new(BTreeMap::new()),
@@ -555,15 +591,22 @@ impl Service {
             }
             runners.push(r);
         }
-        if let Ok(mut hub) = self.hub.lock() {
+        if let Some(mut hub) = self.hub() {
             let new = notify.map(|c| {
                 let mut n = Notifier::new(c, ms_to_time(now));
                 if let Some(o) = hub.notifier.as_ref() {
                     n.nflog = o.nflog.clone();
+                    // As Alertmanager keeps its alert store over a reload and routes every alert
+                    // again: alerts received over the API (node-probe events, other senders)
+                    // are not lost until re-sent. The carried notification log keeps the
+                    // groups from notifying twice.
+                    n.put_alerts(o.store.list().into_iter().cloned(), ms_to_time(now));
                 }
                 n.silences = hub.silences.clone();
                 n
             });
+            self.resolve_timeout_ms
+                .store(resolve_timeout_ms(new.as_ref()), Ordering::SeqCst);
             hub.notifier = new;
         }
         if let Ok(mut s) = self.setup.write() {
@@ -715,7 +758,7 @@ impl Service {
             })
             .collect();
         if !alerts.is_empty() {
-            if let Ok(mut hub) = self.hub.lock() {
+            if let Some(mut hub) = self.hub() {
                 if let Some(n) = hub.notifier.as_mut() {
                     n.put_alerts(alerts, ms_to_time(ts));
                 }
@@ -817,7 +860,7 @@ impl Service {
             conds.push((base("WatchfireNotificationsDeadLettered", "page", &[]), c));
         }
         let valid = validity_ms(&setup);
-        let Ok(mut hub) = self.hub.lock() else { return };
+        let Some(mut hub) = self.hub() else { return };
         let mut out = Vec::new();
         let mut seen = Vec::new();
         for (labels, ann) in conds {
@@ -872,9 +915,18 @@ impl Service {
         let setup = self.current_setup();
         let owners = setup.as_ref().and_then(|s| s.owners.as_ref());
         let Ok(mut st) = self.state.lock() else { return };
-        let mut deliver = |note: &crate::notify::Notification| -> bool {
-            // Receivers get the deny-listed labels removed and the diagnostic links; the
-            // notification log keeps the alerts as routed.
+        // One transaction for the whole round: flushing a thousand groups is a thousand
+        // outbox rows and log entries, and a commit each would be most of the work.
+        let batched = match st.begin() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("state: {e}; writing notifications one by one");
+                false
+            }
+        };
+        // Receivers get the deny-listed labels removed and the diagnostic links; the
+        // notification log keeps the alerts as routed.
+        let store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
             let sent = owners.map(|o| crate::notify::links::outgoing(note, o));
             match st.outbox_push(sent.as_ref().unwrap_or(note), now) {
                 Ok(_) => {
@@ -889,7 +941,20 @@ impl Service {
                 }
             }
         };
-        n.advance(ms_to_time(now), &mut deliver);
+        let notes = n.advance(ms_to_time(now), &mut |note| store(&mut st, note));
+        if batched {
+            if let Err(e) = st.commit() {
+                // Rolled back: none is stored yet, while the notifier counts them as handed
+                // over. Write each on its own rather than lose them.
+                tracing::error!(
+                    "state: committing {} notifications failed ({e}); writing them one by one",
+                    notes.len()
+                );
+                for note in &notes {
+                    store(&mut st, note);
+                }
+            }
+        }
     }
 
     /// The built-in alerts active now.
@@ -934,14 +999,9 @@ impl Service {
         let now = self.clock.now_ms();
         let owners = self.current_setup();
         let no_routes = || "no routes_file configured: watchfire cannot route received alerts".to_string();
-        let timeout = {
-            let hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
-            hub.notifier
-                .as_ref()
-                .ok_or_else(no_routes)?
-                .config()
-                .global
-                .resolve_timeout
+        let timeout = match self.resolve_timeout_ms.load(Ordering::SeqCst) {
+            ms if ms < 0 => return Err(no_routes()),
+            ms => crate::notify::duration::Duration(ms as u64),
         };
         // Validation and owner stamping outside the hub lock, so concurrent POSTs only
         // serialize on routing and grouping.
@@ -957,24 +1017,71 @@ impl Service {
             out.push((a.fingerprint(), a));
         }
         let count = out.len();
-        let mut hub = self.hub.lock().map_err(|_| "internal error".to_string())?;
-        let n = hub.notifier.as_mut().ok_or_else(no_routes)?;
-        n.put_fingerprinted(out, ms_to_time(now));
+        let mut q = self.ingested.lock().map_err(|_| "internal error".to_string())?;
+        q.batches.push_back((out, now));
+        q.alerts += count;
         Ok(count)
+    }
+
+    /// Whether so many alerts wait in the ingest queue that a sender should wait for
+    /// [`Service::apply_ingested`] before it is answered.
+    pub fn ingest_backlogged(&self) -> bool {
+        self.ingested.lock().is_ok_and(|q| q.alerts > MAX_QUEUED_ALERTS)
+    }
+
+    /// Puts the queued API alerts into the notifier (see [`IngestQueue`]); blocks on the hub.
+    pub fn apply_ingested(&self) {
+        drop(self.hub());
+    }
+
+    /// The hub, with every queued API alert applied. Batches are taken off the queue only
+    /// while the hub is held, so they enter the notifier in arrival order.
+    fn hub(&self) -> Option<std::sync::MutexGuard<'_, NotifyHub>> {
+        let mut hub = self.hub.lock().ok()?;
+        loop {
+            let batch = self.ingested.lock().ok().and_then(|mut q| {
+                let b = q.batches.pop_front()?;
+                q.alerts -= b.0.len();
+                Some(b)
+            });
+            let Some((alerts, at)) = batch else { break };
+            if let Some(n) = hub.notifier.as_mut() {
+                n.put_fingerprinted(alerts, ms_to_time(at));
+                if n.next_timer().timestamp_millis() < self.planned_wake_ms.load(Ordering::SeqCst) {
+                    self.timers_changed.notify_one();
+                }
+            }
+        }
+        Some(hub)
+    }
+
+    /// Waits until the notifier's next timer is due, at most `max_ms`, or until an incoming
+    /// alert makes a timer due sooner (the delivery loop's pause).
+    pub async fn wait_for_notifier(&self, max_ms: i64) {
+        let now = self.clock.now_ms();
+        let next = self
+            .hub()
+            .and_then(|h| h.notifier.as_ref().map(|n| n.next_timer().timestamp_millis()))
+            .unwrap_or(i64::MAX);
+        let wake = next.clamp(now, now + max_ms);
+        self.planned_wake_ms.store(wake, Ordering::SeqCst);
+        let pause = std::time::Duration::from_millis((wake - now).max(0) as u64);
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = self.timers_changed.notified() => {}
+        }
+        self.planned_wake_ms.store(i64::MAX, Ordering::SeqCst);
     }
 
     /// Delivers due outbox entries (one attempt each); returns (delivered, failed).
     pub async fn deliver_outbox(&self) -> (usize, usize) {
         let now = self.clock.now_ms();
-        if let Ok(mut hub) = self.hub.lock() {
+        if let Some(mut hub) = self.hub() {
             if let Some(n) = hub.notifier.as_mut() {
                 self.advance_notifier(n, now);
             }
         }
-        let cfg = match self.hub.lock() {
-            Ok(h) => h.notifier.as_ref().map(|n| n.config().clone()),
-            Err(_) => None,
-        };
+        let cfg = self.hub().and_then(|h| h.notifier.as_ref().map(|n| n.config().clone()));
         let Some(cfg) = cfg else { return (0, 0) };
         // Every waiting entry, oldest first, so that a lane's due entries are sent only when
         // nothing older in the same lane is still waiting for its retry.
@@ -1029,8 +1136,12 @@ impl Service {
         .await;
         let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
         let mut latencies = Vec::new();
-        for (e, res) in results.into_iter().flatten() {
-            let Ok(mut st) = self.state.lock() else { continue };
+        let results: Vec<_> = results.into_iter().flatten().collect();
+        let Ok(mut st) = self.state.lock() else { return (0, 0) };
+        // One transaction for the round (a failed commit leaves the entries in the outbox:
+        // sent again, at least once, never lost).
+        let batched = !results.is_empty() && st.begin().map_err(|e| tracing::error!("state: {e}")).is_ok();
+        for (e, res) in results {
             match res {
                 Ok(()) => {
                     ok += 1;
@@ -1066,6 +1177,12 @@ impl Service {
                 }
             }
         }
+        if batched {
+            if let Err(e) = st.commit() {
+                tracing::error!("state: committing a delivery round failed ({e}); its entries will be sent again");
+            }
+        }
+        drop(st);
         if let Ok(mut m) = self.metrics.lock() {
             m.notifications_sent += ok as u64;
             m.notifications_failed += failed as u64;
@@ -1130,7 +1247,7 @@ impl Service {
     /// The silences (a copy) and the time they were read at.
     pub fn silences(&self) -> (Silences, DateTime<Utc>) {
         let now = ms_to_time(self.clock.now_ms());
-        let s = self.hub.lock().map(|h| h.silences.clone()).unwrap_or_default();
+        let s = self.hub().map(|h| h.silences.clone()).unwrap_or_default();
         (s, now)
     }
 
@@ -1184,7 +1301,7 @@ impl Service {
     /// each and the receivers its routes pick (`GET /api/v2/alerts`).
     pub fn notifier_alerts(&self) -> Vec<NotifierAlert> {
         let now = ms_to_time(self.clock.now_ms());
-        let Ok(hub) = self.hub.lock() else { return Vec::new() };
+        let Some(hub) = self.hub() else { return Vec::new() };
         let Some(n) = hub.notifier.as_ref() else {
             return Vec::new();
         };
@@ -1466,6 +1583,85 @@ mod tests {
             before,
             "a reload does not restart `for`"
         );
+    }
+
+    fn notify_config() -> NotifyConfig {
+        crate::notify::config::load_str(
+            "route:\n  receiver: r\n  group_by: [alertname]\nreceivers:\n  - name: r\n",
+            "routes.yaml",
+        )
+        .unwrap()
+    }
+
+    fn received(name: &str) -> crate::notify::alert::ReceivedAlert {
+        crate::notify::alert::ReceivedAlert {
+            labels: Labels::from_pairs([("alertname", name)]),
+            ..Default::default()
+        }
+    }
+
+    fn api_alert_names(svc: &Service) -> Vec<String> {
+        let mut names: Vec<String> = svc
+            .notifier_alerts()
+            .iter()
+            .map(|a| a.alert.name().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn accepted_alerts_are_seen_by_every_reader_at_once() {
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            Vec::new(),
+            Some(notify_config()),
+            StateStore::in_memory().unwrap(),
+            clock,
+        );
+        // Queued, not yet applied by a background task: a reader applies it first.
+        assert_eq!(svc.ingest(vec![received("A"), received("B")]), Ok(2));
+        assert_eq!(api_alert_names(&svc), ["A", "B"]);
+        // Batches enter in arrival order: a later version of an alert replaces an earlier one.
+        let mut resolved = received("A");
+        resolved.ends_at = Some(ms_to_time(-1));
+        svc.ingest(vec![received("C")]).unwrap();
+        svc.ingest(vec![resolved]).unwrap();
+        svc.apply_ingested();
+        let alerts = svc.notifier_alerts();
+        assert_eq!(alerts.len(), 3);
+        let a = alerts.iter().find(|a| a.alert.name() == "A").unwrap();
+        assert!(a.alert.resolved_at(ms_to_time(0)), "{:?}", a.alert);
+        assert!(!svc.ingest_backlogged());
+    }
+
+    #[test]
+    fn a_reload_keeps_alerts_received_over_the_api() {
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            Vec::new(),
+            Some(notify_config()),
+            StateStore::in_memory().unwrap(),
+            clock,
+        );
+        svc.ingest(vec![received("FromNodeProbe")]).unwrap();
+        svc.reload(setup(), Vec::new(), Some(notify_config()));
+        assert_eq!(api_alert_names(&svc), ["FromNodeProbe"]);
+    }
+
+    #[test]
+    fn ingest_without_routes_is_refused() {
+        let svc = Service::new(
+            setup(),
+            Vec::new(),
+            None,
+            StateStore::in_memory().unwrap(),
+            Arc::new(SimClock::new(0)),
+        );
+        let err = svc.ingest(vec![received("A")]).unwrap_err();
+        assert!(err.contains("no routes_file configured"), "{err}");
     }
 
     #[test]

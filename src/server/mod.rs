@@ -239,15 +239,34 @@ async fn post_alerts(State(st): State<AppState>, headers: HeaderMap, body: Bytes
     if let Some(r) = refused(&st, &headers) {
         return r;
     }
-    // Decoded straight into alerts (no `Value` in between), off the async workers: a batch
-    // of 500 alerts takes milliseconds.
-    let svc = Arc::clone(&st.svc);
-    match tokio::task::spawn_blocking(move || svc.ingest(crate::notify::alert::decode_postable_alerts(&body)?)).await {
-        Ok(Ok(_)) => StatusCode::OK.into_response(),
+    // Decoded straight into alerts (no `Value` in between). A usual batch (a few hundred
+    // alerts, about a millisecond) is decoded on the async worker, as axum's `Json` extractor
+    // would, sparing two thread hand-offs per request; a larger body goes to the blocking pool
+    // so that no worker is held long.
+    let decoded = if body.len() <= INLINE_DECODE_MAX {
+        Ok(crate::notify::alert::decode_postable_alerts(&body).and_then(|a| st.svc.ingest(a)))
+    } else {
+        let svc = Arc::clone(&st.svc);
+        tokio::task::spawn_blocking(move || svc.ingest(crate::notify::alert::decode_postable_alerts(&body)?)).await
+    };
+    match decoded {
+        Ok(Ok(_)) => {
+            // Routed and grouped beside the answer (see `Service::ingest`), unless the queue
+            // is long: then the sender waits.
+            let svc = Arc::clone(&st.svc);
+            let apply = tokio::task::spawn_blocking(move || svc.apply_ingested());
+            if st.svc.ingest_backlogged() && apply.await.is_err() {
+                return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            }
+            StatusCode::OK.into_response()
+        }
         Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }
 }
+
+/// Bodies up to this size are decoded on the async worker (see `post_alerts`).
+const INLINE_DECODE_MAX: usize = 512 * 1024;
 
 /// Alertmanager's API v2 answers errors with a bare JSON string.
 fn am_error(status: StatusCode, msg: &str) -> Response {

@@ -164,6 +164,26 @@ impl StateStore {
         Ok(StateStore { conn })
     }
 
+    /// Starts a transaction that many small writes then share (a flush of many groups, a
+    /// round of deliveries): one commit instead of one per row. Writes inside it use
+    /// savepoints, never transactions of their own.
+    pub fn begin(&mut self) -> Result<(), StateError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    /// Commits what [`StateStore::begin`] started; on failure the transaction is rolled
+    /// back, so the caller knows none of its writes are stored.
+    pub fn commit(&mut self) -> Result<(), StateError> {
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            if !self.conn.is_autocommit() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Replaces the saved alerts of a group in one transaction.
     pub fn save_group(&mut self, group_key: &str, rules: &[RuleAlerts]) -> Result<(), StateError> {
         let tx = self.conn.transaction()?;
@@ -332,7 +352,8 @@ impl StateStore {
     /// Gives up on an outbox entry: moves it, with this last attempt counted, to the dead
     /// letters in one transaction. Returns whether the entry was there.
     pub fn outbox_dead_letter(&mut self, id: i64, failed_at: i64, error: &str) -> Result<bool, StateError> {
-        let tx = self.conn.transaction()?;
+        // A savepoint: this may run inside a caller's transaction (see `begin`).
+        let tx = self.conn.savepoint()?;
         let row: Option<(i64, String, i64)> = tx
             .query_row(
                 "SELECT created_at, payload, attempts FROM outbox WHERE id = ?1",

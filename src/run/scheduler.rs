@@ -1610,16 +1610,20 @@ mod tests {
         names
     }
 
-    #[test]
-    fn accepted_alerts_are_seen_by_every_reader_at_once() {
-        let clock = Arc::new(SimClock::new(0));
-        let svc = Service::new(
+    /// A service without rule groups, receiving alerts over the API (routes iff `routes`).
+    fn receiving_service(routes: bool) -> Service {
+        Service::new(
             setup(),
             Vec::new(),
-            Some(notify_config()),
+            routes.then(notify_config),
             StateStore::in_memory().unwrap(),
-            clock,
-        );
+            Arc::new(SimClock::new(0)),
+        )
+    }
+
+    #[test]
+    fn accepted_alerts_are_seen_by_every_reader_at_once() {
+        let svc = receiving_service(true);
         // Queued, not yet applied by a background task: a reader applies it first.
         assert_eq!(svc.ingest(vec![received("A"), received("B")]), Ok(2));
         assert_eq!(api_alert_names(&svc), ["A", "B"]);
@@ -1638,14 +1642,7 @@ mod tests {
 
     #[test]
     fn a_reload_keeps_alerts_received_over_the_api() {
-        let clock = Arc::new(SimClock::new(0));
-        let svc = Service::new(
-            setup(),
-            Vec::new(),
-            Some(notify_config()),
-            StateStore::in_memory().unwrap(),
-            clock,
-        );
+        let svc = receiving_service(true);
         svc.ingest(vec![received("FromNodeProbe")]).unwrap();
         svc.reload(setup(), Vec::new(), Some(notify_config()));
         assert_eq!(api_alert_names(&svc), ["FromNodeProbe"]);
@@ -1653,13 +1650,7 @@ mod tests {
 
     #[test]
     fn ingest_without_routes_is_refused() {
-        let svc = Service::new(
-            setup(),
-            Vec::new(),
-            None,
-            StateStore::in_memory().unwrap(),
-            Arc::new(SimClock::new(0)),
-        );
+        let svc = receiving_service(false);
         let err = svc.ingest(vec![received("A")]).unwrap_err();
         assert!(err.contains("no routes_file configured"), "{err}");
     }

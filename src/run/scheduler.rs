@@ -22,7 +22,7 @@
 //!   page again.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -452,6 +452,9 @@ pub struct Service {
     hub: Mutex<NotifyHub>,
     /// Alerts accepted over the API and not yet in the notifier.
     ingested: Mutex<IngestQueue>,
+    /// Whether a task to apply the queue is already on its way (one is enough: it applies
+    /// everything queued until it runs).
+    apply_scheduled: AtomicBool,
     /// The notifier's `resolve_timeout` in ms, -1 without one: what ingest needs of the
     /// configuration, read without taking the hub.
     resolve_timeout_ms: AtomicI64,
@@ -533,6 +536,7 @@ impl Service {
                 silences,
             }),
             ingested: Mutex::new(IngestQueue::default()),
+            apply_scheduled: AtomicBool::new(false),
             resolve_timeout_ms: AtomicI64::new(timeout_ms),
             planned_wake_ms: AtomicI64::new(i64::MAX),
             timers_changed: tokio::sync::Notify::new(),
@@ -1029,8 +1033,17 @@ impl Service {
         self.ingested.lock().is_ok_and(|q| q.alerts > MAX_QUEUED_ALERTS)
     }
 
+    /// Whether the caller should start a task running [`Service::apply_ingested`]: false while
+    /// one is already waiting to run, so a burst of POSTs does not pile up blocked threads.
+    pub fn claim_apply(&self) -> bool {
+        !self.apply_scheduled.swap(true, Ordering::SeqCst)
+    }
+
     /// Puts the queued API alerts into the notifier (see [`IngestQueue`]); blocks on the hub.
     pub fn apply_ingested(&self) {
+        // Cleared before applying: a batch queued from here on either is applied now or
+        // claims a task of its own.
+        self.apply_scheduled.store(false, Ordering::SeqCst);
         drop(self.hub());
     }
 

@@ -254,9 +254,12 @@ async fn post_alerts(State(st): State<AppState>, headers: HeaderMap, body: Bytes
             // Routed and grouped beside the answer (see `Service::ingest`), unless the queue
             // is long: then the sender waits.
             let svc = Arc::clone(&st.svc);
-            let apply = tokio::task::spawn_blocking(move || svc.apply_ingested());
-            if st.svc.ingest_backlogged() && apply.await.is_err() {
-                return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            if st.svc.ingest_backlogged() {
+                if tokio::task::spawn_blocking(move || svc.apply_ingested()).await.is_err() {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+                }
+            } else if st.svc.claim_apply() {
+                tokio::task::spawn_blocking(move || svc.apply_ingested());
             }
             StatusCode::OK.into_response()
         }

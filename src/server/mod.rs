@@ -523,158 +523,159 @@ fn esc_label(v: &str) -> String {
     v.replace('\\', "\\\\").replace('\n', "\\n").replace('"', "\\\"")
 }
 
+/// Prometheus' text exposition format, written family by family.
+#[derive(Default)]
+struct Exposition(String);
+
+impl Exposition {
+    /// Starts a metric family: its `# HELP` and `# TYPE` lines.
+    fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Self {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+        self
+    }
+
+    /// One sample; label values are escaped.
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) -> &mut Self {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let pairs: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", esc_label(v)))
+                .collect();
+            let _ = write!(self.0, "{{{}}}", pairs.join(","));
+        }
+        let _ = writeln!(self.0, " {value}");
+        self
+    }
+}
+
 /// The self-monitoring metrics in Prometheus' text format.
 pub fn render_metrics(svc: &Service) -> String {
     let m = svc.metrics.lock().map(|m| m.clone()).unwrap_or_default();
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_rule_group_last_duration_seconds Duration of the last evaluation of a group."
+    let mut x = Exposition::default();
+    x.family(
+        "watchfire_rule_group_last_duration_seconds",
+        "gauge",
+        "Duration of the last evaluation of a group.",
     );
-    let _ = writeln!(s, "# TYPE watchfire_rule_group_last_duration_seconds gauge");
     for (k, (last, _, _, _)) in &m.groups {
-        let _ = writeln!(
-            s,
-            "watchfire_rule_group_last_duration_seconds{{rule_group=\"{}\"}} {last}",
-            esc_label(k)
-        );
+        x.sample("watchfire_rule_group_last_duration_seconds", &[("rule_group", k)], last);
     }
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_rule_group_duration_seconds Group evaluation durations."
+    x.family(
+        "watchfire_rule_group_duration_seconds",
+        "summary",
+        "Group evaluation durations.",
     );
-    let _ = writeln!(s, "# TYPE watchfire_rule_group_duration_seconds summary");
     for (k, (_, sum, count, _)) in &m.groups {
-        let _ = writeln!(
-            s,
-            "watchfire_rule_group_duration_seconds_sum{{rule_group=\"{}\"}} {sum}",
-            esc_label(k)
-        );
-        let _ = writeln!(
-            s,
-            "watchfire_rule_group_duration_seconds_count{{rule_group=\"{}\"}} {count}",
-            esc_label(k)
-        );
+        x.sample("watchfire_rule_group_duration_seconds_sum", &[("rule_group", k)], sum)
+            .sample(
+                "watchfire_rule_group_duration_seconds_count",
+                &[("rule_group", k)],
+                count,
+            );
     }
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_rule_group_iterations_missed_total Evaluation slots skipped."
+    x.family(
+        "watchfire_rule_group_iterations_missed_total",
+        "counter",
+        "Evaluation slots skipped.",
     );
-    let _ = writeln!(s, "# TYPE watchfire_rule_group_iterations_missed_total counter");
     for (k, (_, _, _, missed)) in &m.groups {
-        let _ = writeln!(
-            s,
-            "watchfire_rule_group_iterations_missed_total{{rule_group=\"{}\"}} {missed}",
-            esc_label(k)
+        x.sample(
+            "watchfire_rule_group_iterations_missed_total",
+            &[("rule_group", k)],
+            missed,
         );
     }
-    let _ = writeln!(s, "# HELP watchfire_source_errors_total Failed source queries.");
-    let _ = writeln!(s, "# TYPE watchfire_source_errors_total counter");
+    x.family("watchfire_source_errors_total", "counter", "Failed source queries.");
     for (k, n) in &m.source_errors {
-        let _ = writeln!(s, "watchfire_source_errors_total{{source=\"{}\"}} {n}", esc_label(k));
+        x.sample("watchfire_source_errors_total", &[("source", k)], n);
     }
-    let _ = writeln!(s, "# HELP watchfire_source_query_seconds Time spent in source queries.");
-    let _ = writeln!(s, "# TYPE watchfire_source_query_seconds summary");
-    for (k, (sum, count)) in &m.source_queries {
-        let _ = writeln!(
-            s,
-            "watchfire_source_query_seconds_sum{{source=\"{}\"}} {sum}",
-            esc_label(k)
-        );
-        let _ = writeln!(
-            s,
-            "watchfire_source_query_seconds_count{{source=\"{}\"}} {count}",
-            esc_label(k)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_source_up Whether the last query to the source succeeded."
+    x.family(
+        "watchfire_source_query_seconds",
+        "summary",
+        "Time spent in source queries.",
     );
-    let _ = writeln!(s, "# TYPE watchfire_source_up gauge");
+    for (k, (sum, count)) in &m.source_queries {
+        x.sample("watchfire_source_query_seconds_sum", &[("source", k)], sum)
+            .sample("watchfire_source_query_seconds_count", &[("source", k)], count);
+    }
+    x.family(
+        "watchfire_source_up",
+        "gauge",
+        "Whether the last query to the source succeeded.",
+    );
     if let Ok(src) = svc.sources.lock() {
         for (k, h) in src.iter() {
-            let _ = writeln!(
-                s,
-                "watchfire_source_up{{source=\"{}\"}} {}",
-                esc_label(k),
-                u8::from(h.up)
-            );
+            x.sample("watchfire_source_up", &[("source", k)], u8::from(h.up));
         }
     }
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_source_requests_total Requests sent to each source: raw series (select) and whole expressions (pushdown)."
+    x.family(
+        "watchfire_source_requests_total",
+        "counter",
+        "Requests sent to each source: raw series (select) and whole expressions (pushdown).",
     );
-    let _ = writeln!(s, "# TYPE watchfire_source_requests_total counter");
     if let Ok(setup) = svc.setup.read() {
         for (src, kind, n) in setup.source.requests() {
-            let _ = writeln!(
-                s,
-                "watchfire_source_requests_total{{source=\"{}\",kind=\"{kind}\"}} {n}",
-                esc_label(&src)
+            x.sample(
+                "watchfire_source_requests_total",
+                &[("source", &src), ("kind", kind)],
+                n,
             );
         }
     }
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_rule_evaluation_failures_total Failed rule evaluations."
+    x.family(
+        "watchfire_rule_evaluation_failures_total",
+        "counter",
+        "Failed rule evaluations.",
+    )
+    .sample("watchfire_rule_evaluation_failures_total", &[], m.rule_failures);
+    x.family(
+        "watchfire_notifications_sent_total",
+        "counter",
+        "Notifications delivered.",
+    )
+    .sample("watchfire_notifications_sent_total", &[], m.notifications_sent);
+    x.family(
+        "watchfire_notifications_failed_total",
+        "counter",
+        "Failed delivery attempts.",
+    )
+    .sample("watchfire_notifications_failed_total", &[], m.notifications_failed);
+    x.family(
+        "watchfire_notification_outbox_depth",
+        "gauge",
+        "Notifications waiting for delivery.",
+    )
+    .sample("watchfire_notification_outbox_depth", &[], svc.outbox_depth());
+    x.family(
+        "watchfire_notifications_dead_lettered_total",
+        "counter",
+        "Notifications given up on and moved to the dead letters.",
+    )
+    .sample(
+        "watchfire_notifications_dead_lettered_total",
+        &[],
+        m.notifications_dead_lettered,
     );
-    let _ = writeln!(s, "# TYPE watchfire_rule_evaluation_failures_total counter");
-    let _ = writeln!(s, "watchfire_rule_evaluation_failures_total {}", m.rule_failures);
-    let _ = writeln!(s, "# HELP watchfire_notifications_sent_total Notifications delivered.");
-    let _ = writeln!(s, "# TYPE watchfire_notifications_sent_total counter");
-    let _ = writeln!(s, "watchfire_notifications_sent_total {}", m.notifications_sent);
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_notifications_failed_total Failed delivery attempts."
-    );
-    let _ = writeln!(s, "# TYPE watchfire_notifications_failed_total counter");
-    let _ = writeln!(s, "watchfire_notifications_failed_total {}", m.notifications_failed);
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_notification_outbox_depth Notifications waiting for delivery."
-    );
-    let _ = writeln!(s, "# TYPE watchfire_notification_outbox_depth gauge");
-    let _ = writeln!(s, "watchfire_notification_outbox_depth {}", svc.outbox_depth());
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_notifications_dead_lettered_total Notifications given up on and moved to the dead letters."
-    );
-    let _ = writeln!(s, "# TYPE watchfire_notifications_dead_lettered_total counter");
-    let _ = writeln!(
-        s,
-        "watchfire_notifications_dead_lettered_total {}",
-        m.notifications_dead_lettered
-    );
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_dead_letters Dead-lettered notifications kept in the state database."
-    );
-    let _ = writeln!(s, "# TYPE watchfire_dead_letters gauge");
-    let _ = writeln!(s, "watchfire_dead_letters {}", svc.dead_letter_count());
+    x.family(
+        "watchfire_dead_letters",
+        "gauge",
+        "Dead-lettered notifications kept in the state database.",
+    )
+    .sample("watchfire_dead_letters", &[], svc.dead_letter_count());
     let h = &m.delivery_latency;
-    let _ = writeln!(
-        s,
-        "# HELP watchfire_notification_delivery_latency_seconds Time from entering the outbox to delivery."
-    );
-    let _ = writeln!(s, "# TYPE watchfire_notification_delivery_latency_seconds histogram");
+    let latency = "watchfire_notification_delivery_latency_seconds";
+    x.family(latency, "histogram", "Time from entering the outbox to delivery.");
     let mut cumulative = 0;
     for (b, c) in h.bounds.iter().zip(&h.counts) {
         cumulative += c;
-        let _ = writeln!(
-            s,
-            "watchfire_notification_delivery_latency_seconds_bucket{{le=\"{b}\"}} {cumulative}"
-        );
+        x.sample(&format!("{latency}_bucket"), &[("le", &b.to_string())], cumulative);
     }
-    let _ = writeln!(
-        s,
-        "watchfire_notification_delivery_latency_seconds_bucket{{le=\"+Inf\"}} {}",
-        h.count
-    );
-    let _ = writeln!(s, "watchfire_notification_delivery_latency_seconds_sum {}", h.sum);
-    let _ = writeln!(s, "watchfire_notification_delivery_latency_seconds_count {}", h.count);
-    s
+    x.sample(&format!("{latency}_bucket"), &[("le", "+Inf")], h.count)
+        .sample(&format!("{latency}_sum"), &[], h.sum)
+        .sample(&format!("{latency}_count"), &[], h.count);
+    x.0
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {

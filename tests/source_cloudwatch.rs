@@ -49,6 +49,36 @@ fn client(rt: &tokio::runtime::Runtime, endpoint: &str) -> aws_sdk_cloudwatch::C
     aws_sdk_cloudwatch::Client::from_conf(conf)
 }
 
+/// moto behind the CBOR relay, a runtime, and an SDK client for putting data.
+struct Cw {
+    // Kept for their lifetimes: dropping them stops the servers.
+    _moto: common::Moto,
+    proxy: cw_proxy::CwProxy,
+    rt: tokio::runtime::Runtime,
+    c: aws_sdk_cloudwatch::Client,
+}
+
+impl Cw {
+    fn start() -> Cw {
+        let moto = common::Moto::start();
+        let proxy = cw_proxy::CwProxy::start(&moto.endpoint);
+        let rt = runtime();
+        let c = client(&rt, &proxy.endpoint);
+        Cw {
+            _moto: moto,
+            proxy,
+            rt,
+            c,
+        }
+    }
+}
+
+/// The source watchfire builds for [`MAPPING`] at `endpoint`.
+fn mapped_source(rt: &tokio::runtime::Runtime, region: &str, endpoint: &str, timeout: Duration) -> CloudWatchSource {
+    let mapping = Mapping::load_str(MAPPING, "mapping.yaml").expect("mapping");
+    CloudWatchSource::new("cw", mapping, region, endpoint, timeout, rt.handle().clone())
+}
+
 /// Puts `points` (minute index, value) of `metric` with `dims`, each 10s into its minute.
 fn put(
     rt: &tokio::runtime::Runtime,
@@ -119,21 +149,11 @@ fn readable(samples: &[(i64, f64)], base: i64) -> Vec<(i64, Option<f64>)> {
 
 #[test]
 fn select_returns_the_datapoints_put_and_keeps_gaps() {
-    let moto = common::Moto::start();
-    let proxy = cw_proxy::CwProxy::start(&moto.endpoint);
-    let rt = runtime();
-    let c = client(&rt, &proxy.endpoint);
+    let cw = Cw::start();
+    let (proxy, rt, c) = (&cw.proxy, &cw.rt, &cw.c);
     let base = base_ms();
-    put_xid_series(&rt, &c, base);
-    let mapping = Mapping::load_str(MAPPING, "mapping.yaml").expect("mapping");
-    let src = CloudWatchSource::new(
-        "cw",
-        mapping,
-        "",
-        &proxy.endpoint,
-        Duration::from_secs(20),
-        rt.handle().clone(),
-    );
+    put_xid_series(rt, c, base);
+    let src = mapped_source(rt, "", &proxy.endpoint, Duration::from_secs(20));
 
     let got = src
         .select(&[Matcher::equal("__name__", "gpu_xid_errors")], base, base + 30 * M)
@@ -211,10 +231,8 @@ fn select_returns_the_datapoints_put_and_keeps_gaps() {
 
 #[test]
 fn more_than_500_queries_are_split_over_calls() {
-    let moto = common::Moto::start();
-    let proxy = cw_proxy::CwProxy::start(&moto.endpoint);
-    let rt = runtime();
-    let c = client(&rt, &proxy.endpoint);
+    let cw = Cw::start();
+    let (proxy, rt, c) = (&cw.proxy, &cw.rt, &cw.c);
     let base = base_ms();
     let names: Vec<String> = (0..600).map(|i| format!("node-{i:03}")).collect();
     let data: Vec<MetricDatum> = names
@@ -239,15 +257,7 @@ fn more_than_500_queries_are_split_over_calls() {
         )
         .expect("PutMetricData");
     }
-    let mapping = Mapping::load_str(MAPPING, "mapping.yaml").expect("mapping");
-    let src = CloudWatchSource::new(
-        "cw",
-        mapping,
-        "",
-        &proxy.endpoint,
-        Duration::from_secs(60),
-        rt.handle().clone(),
-    );
+    let src = mapped_source(rt, "", &proxy.endpoint, Duration::from_secs(60));
     let got = src
         .select(&[Matcher::equal("__name__", "many_nodes_value")], base, base + 5 * M)
         .expect("select");
@@ -300,14 +310,11 @@ fn an_unreachable_endpoint_is_an_error_not_an_empty_answer() {
         .port();
     std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-    let mapping = Mapping::load_str(MAPPING, "mapping.yaml").expect("mapping");
-    let src = CloudWatchSource::new(
-        "cw",
-        mapping,
+    let src = mapped_source(
+        &rt,
         "us-east-1",
         &format!("http://127.0.0.1:{port}"),
         Duration::from_secs(20),
-        rt.handle().clone(),
     );
     match src.select(&[Matcher::equal("__name__", "gpu_xid_errors")], 0, 10 * M) {
         Err(watchfire::source::SourceError::Unavailable { source_name, message }) => {
@@ -321,10 +328,8 @@ fn an_unreachable_endpoint_is_an_error_not_an_empty_answer() {
 /// The alerting path: watchfire.yaml with a cloudwatch source, rules, routes to a webhook.
 #[test]
 fn a_cloudwatch_rule_fires_at_the_right_evaluation_and_gaps_are_not_health() {
-    let moto = common::Moto::start();
-    let proxy = cw_proxy::CwProxy::start(&moto.endpoint);
-    let rt = runtime();
-    let c = client(&rt, &proxy.endpoint);
+    let cw = Cw::start();
+    let (proxy, rt, c) = (&cw.proxy, &cw.rt, &cw.c);
     let base = base_ms();
     // XIDs in minutes 10..=12, zeros before, a gap over 13..=24, zeros again from 25.
     let pts: Vec<(i64, f64)> = (0..=12)
@@ -332,8 +337,8 @@ fn a_cloudwatch_rule_fires_at_the_right_evaluation_and_gaps_are_not_health() {
         .map(|k| (k, if (10..=12).contains(&k) { 1.0 } else { 0.0 }))
         .collect();
     put(
-        &rt,
-        &c,
+        rt,
+        c,
         base,
         "XidErrors",
         &[("ClusterName", "c1"), ("NodeName", "n1")],

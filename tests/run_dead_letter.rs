@@ -10,7 +10,6 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::config;
 use watchfire::run::scheduler::{Service, SimClock};
 use watchfire::state::{StateStore, OUTBOX_MAX_ATTEMPTS};
 
@@ -90,12 +89,9 @@ fn setup(bad_port: u16) -> Setup {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).unwrap();
     let t0 = 1_700_000_000_000i64;
     let clock = Arc::new(SimClock::new(t0));
-    let l = watchfire::run::load(&cfg, rt.handle()).unwrap();
-    let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
-    let svc = Service::new(l.setup, l.groups, l.notify, st, clock.clone());
+    let svc = common::service(&root.join("watchfire.yaml"), &rt, None, clock.clone());
     Setup {
         _dir: dir,
         rt,

@@ -18,7 +18,6 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::config;
 use watchfire::run::scheduler::{Service, SimClock};
 use watchfire::state::StateStore;
 
@@ -176,14 +175,11 @@ fn no_data_and_error_policies_through_the_scheduler() {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
     let clock = Arc::new(SimClock::new(base + M));
-    let svc = Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = common::service(
+        &root.join("watchfire.yaml"),
+        &rt,
+        Some(StateStore::in_memory().unwrap()),
         clock.clone(),
     );
 

@@ -7,8 +7,7 @@ mod common;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::run::scheduler::SimClock;
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;
@@ -59,14 +58,9 @@ fn outbox_survives_a_receiver_outage_and_a_restart() {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).unwrap();
     let t0 = 1_700_000_000_000i64;
     let clock = Arc::new(SimClock::new(t0));
-    let make = |clock: Arc<SimClock>| {
-        let l = watchfire::run::load(&cfg, rt.handle()).unwrap();
-        let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
-        Service::new(l.setup, l.groups, l.notify, st, clock)
-    };
+    let make = |clock: Arc<SimClock>| common::service(&root.join("watchfire.yaml"), &rt, None, clock);
 
     // The receiver is down: notifications wait in the outbox, attempts are retried with
     // backoff, and the built-in alert fires.
@@ -144,11 +138,8 @@ fn a_backlog_is_delivered_in_order_per_group() {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).unwrap();
     let clock = Arc::new(SimClock::new(t0));
-    let l = watchfire::run::load(&cfg, rt.handle()).unwrap();
-    let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
-    let svc = Service::new(l.setup, l.groups, l.notify, st, clock.clone());
+    let svc = common::service(&root.join("watchfire.yaml"), &rt, None, clock.clone());
 
     // The receiver is down for 9 minutes: Ends fires and resolves meanwhile; its firing
     // notification has been retried more often, so it waits longer for its next attempt than
@@ -162,7 +153,7 @@ fn a_backlog_is_delivered_in_order_per_group() {
     }
     // Resume exactly when the resolve is due for its retry and the firing is not yet.
     let (firing_at, resolved_at) = {
-        let st = StateStore::open_dir(cfg.state_dir.as_ref().unwrap()).unwrap();
+        let st = StateStore::open_dir(&root.join("state")).unwrap();
         let waiting = st.outbox_due(i64::MAX, 100).unwrap();
         let at = |status: &str| {
             waiting

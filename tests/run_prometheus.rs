@@ -116,10 +116,7 @@ fn setup() -> Env {
 }
 
 fn service(env: &Env, rt: &tokio::runtime::Runtime, clock: Arc<SimClock>) -> Service {
-    let cfg = config::load_file(&env.root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
-    let state = StateStore::open_dir(cfg.state_dir.as_ref().expect("state_dir")).expect("state");
-    Service::new(l.setup, l.groups, l.notify, state, clock)
+    common::service(&env.root.join("watchfire.yaml"), rt, None, clock)
 }
 
 /// The HotGPU alert (state, activeAt) and the group's last evaluation time.
@@ -351,13 +348,10 @@ fn real_clock_loop_queries_prometheus_from_blocking_threads() {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&env.root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
-    let svc = Arc::new(Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = Arc::new(common::service(
+        &env.root.join("watchfire.yaml"),
+        &rt,
+        Some(StateStore::in_memory().unwrap()),
         Arc::new(watchfire::run::scheduler::SystemClock),
     ));
     let task = rt.spawn(Arc::clone(&svc).run_groups());

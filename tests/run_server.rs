@@ -2,11 +2,12 @@
 //! rules/alerts JSON, Alertmanager ingest with bearer-token auth, the Alertmanager v2 alerts,
 //! status and silence endpoints (auth, errors), /metrics, health, reload, and the status page.
 
+mod common;
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SystemClock};
+use watchfire::run::scheduler::SystemClock;
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 
@@ -37,13 +38,10 @@ fn api_endpoints() {
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
-    let svc = Arc::new(Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = Arc::new(common::service(
+        &root.join("watchfire.yaml"),
+        &rt,
+        Some(StateStore::in_memory().unwrap()),
         Arc::new(SystemClock),
     ));
     let reload_ok = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -2,13 +2,14 @@
 //! `chromium`): rule health with the last error, the firing alert with its owner and
 //! diagnostic links, the silence, and HTML escaping (a label holding `<script>` stays text).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SystemClock};
+use watchfire::run::scheduler::SystemClock;
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 
@@ -97,13 +98,10 @@ links:
         .enable_all()
         .build()
         .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
-    let svc = Arc::new(Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = Arc::new(common::service(
+        &root.join("watchfire.yaml"),
+        &rt,
+        Some(StateStore::in_memory().unwrap()),
         Arc::new(SystemClock),
     ));
     let state = AppState {

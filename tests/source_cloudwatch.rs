@@ -15,7 +15,7 @@ use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
 use watchfire::labels::Matcher;
 use watchfire::promql::is_stale_nan;
 use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::run::scheduler::SimClock;
 use watchfire::source::cloudwatch::{CloudWatchSource, Mapping};
 use watchfire::source::Queryable;
 use watchfire::state::StateStore;
@@ -374,13 +374,11 @@ fn a_cloudwatch_rule_fires_at_the_right_evaluation_and_gaps_are_not_health() {
         cfg.sources[0].mapping_file.as_deref(),
         Some(root.join("mapping.yaml").as_path())
     );
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
     let clock = Arc::new(SimClock::new(base));
-    let svc = Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = common::service(
+        &root.join("watchfire.yaml"),
+        rt,
+        Some(StateStore::in_memory().unwrap()),
         clock.clone(),
     );
 
@@ -493,15 +491,12 @@ fn a_cloudwatch_outage_pages_as_the_cloudwatch_source() {
         ),
     )
     .unwrap();
-    let cfg = config::load_file(&root.join("watchfire.yaml")).expect("config");
-    let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
     let base = base_ms();
     let clock = Arc::new(SimClock::new(base));
-    let svc = Service::new(
-        l.setup,
-        l.groups,
-        l.notify,
-        StateStore::in_memory().unwrap(),
+    let svc = common::service(
+        &root.join("watchfire.yaml"),
+        &rt,
+        Some(StateStore::in_memory().unwrap()),
         clock.clone(),
     );
     for k in 1..=3 {

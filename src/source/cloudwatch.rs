@@ -1148,8 +1148,9 @@ mod tests {
         assert_eq!(s, vec![(m, 1.0)]);
     }
 
-    #[test]
-    fn expressions_carry_their_hidden_metric() {
+    /// A source for [`MAPPING`] whose endpoint refuses connections: for what is planned
+    /// before any call.
+    fn offline_source() -> (tokio::runtime::Runtime, CloudWatchSource) {
         let mapping = Mapping::load_str(MAPPING, "m.yaml").unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -1163,6 +1164,12 @@ mod tests {
             StdDuration::from_secs(1),
             rt.handle().clone(),
         );
+        (rt, src)
+    }
+
+    #[test]
+    fn expressions_carry_their_hidden_metric() {
+        let (rt, src) = offline_source();
         let plans = rt
             .block_on(src.plan(&[Matcher::equal("__name__", "q"), Matcher::equal("node", "n2")]))
             .unwrap();
@@ -1192,19 +1199,7 @@ mod tests {
 
     #[test]
     fn combinations_are_pruned_by_matchers_and_batched() {
-        let mapping = Mapping::load_str(MAPPING, "m.yaml").unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let src = CloudWatchSource::new(
-            "cw",
-            mapping,
-            "",
-            "http://127.0.0.1:1",
-            StdDuration::from_secs(1),
-            rt.handle().clone(),
-        );
+        let (rt, src) = offline_source();
         let e = &src.mapping.series[0];
         let ms = vec![
             Matcher::equal("__name__", "a_total"),

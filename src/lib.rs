@@ -20,3 +20,4 @@ pub mod template;
 pub mod tsdb;
 pub mod unittest;
 pub mod url;
+pub mod yaml;

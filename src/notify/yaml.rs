@@ -1,5 +1,6 @@
-//! YAML as Alertmanager 0.25 reads it: a node tree with positions (built on yaml-rust2's event
-//! parser) and a decoder that follows Go's `gopkg.in/yaml.v2` `UnmarshalStrict`.
+//! YAML as Alertmanager 0.25 reads it: the shared positioned tree ([`crate::yaml`]) with
+//! yaml.v2's scalar resolution, and a decoder that follows Go's `gopkg.in/yaml.v2`
+//! `UnmarshalStrict`. Only the first document is read.
 //!
 //! yaml.v2 has two kinds of errors, and the difference is visible to users:
 //! - *type errors* (`field x not found in type config.plain`, `cannot unmarshal !!str ... into
@@ -10,52 +11,35 @@
 //!
 //! [`Decoder`] keeps the first in [`Decoder::issues`] and returns the second as `Err(`[`Fail`]`)`.
 
-use std::collections::HashMap;
-use std::fmt;
+use std::borrow::Cow;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use crate::yaml::{self as tree, Depth, Documents, Keys, Maps, Options};
+pub use crate::yaml::{Pos, Scalar, Style, YamlError as SyntaxError};
 
-/// A position in a file: 1-based line and column (characters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
-    pub line: usize,
-    pub col: usize,
-}
-
-impl fmt::Display for Pos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.col)
-    }
-}
-
-/// How a scalar was written.
+/// Mapping keys as yaml.v2 sees them: any node. Non-scalar keys, merge keys and repeated keys
+/// are left to the [`Decoder`], which reports them as yaml.v2 does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    Plain,
-    SingleQuoted,
-    DoubleQuoted,
-    Literal,
-    Folded,
-}
+pub enum AnyKeys {}
 
-/// A scalar with its position and explicit tag (`!!str`, ...).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scalar {
-    pub value: String,
-    pub style: Style,
-    pub tag: Option<String>,
-    pub pos: Pos,
+impl Keys for AnyKeys {
+    type Key = Node;
+
+    fn to_key(node: Node) -> Result<Node, Node> {
+        Ok(node)
+    }
+
+    fn key_pos(key: &Node) -> Pos {
+        key.pos()
+    }
+
+    fn key_scalar(key: &Node) -> Option<&Scalar> {
+        key.as_scalar()
+    }
 }
 
 /// A YAML node. Mapping entries stay in file order, merge keys (`<<`) included: the decoder
 /// applies them where they stand, as yaml.v2 does.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Node {
-    Scalar(Scalar),
-    Seq(Vec<Node>, Pos),
-    Map(Vec<(Node, Node)>, Pos),
-}
+pub type Node = tree::Node<AnyKeys>;
 
 /// What a plain scalar resolves to under yaml.v2's (YAML 1.1-flavoured) rules.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,30 +54,16 @@ pub enum Resolved {
 }
 
 impl Node {
-    pub fn pos(&self) -> Pos {
-        match self {
-            Node::Scalar(s) => s.pos,
-            Node::Seq(_, p) | Node::Map(_, p) => *p,
-        }
-    }
-
     /// Null as yaml.v2's `prepare` sees it: a `!!null` tag, or an untagged plain `null`, `~` or
     /// nothing. A null value leaves the target at its zero value and skips custom unmarshalers.
     pub fn is_null(&self) -> bool {
         match self {
-            Node::Scalar(s) => match s.tag.as_deref() {
+            Node::Scalar(s) => match short_tag_of(s).as_deref() {
                 Some("!!null") => true,
                 Some(_) => false,
                 None => s.style == Style::Plain && matches!(s.value.as_str(), "null" | "~" | ""),
             },
             _ => false,
-        }
-    }
-
-    pub fn as_scalar(&self) -> Option<&Scalar> {
-        match self {
-            Node::Scalar(s) => Some(s),
-            _ => None,
         }
     }
 
@@ -108,8 +78,8 @@ impl Node {
             Node::Seq(..) => "!!seq".into(),
             Node::Map(..) => "!!map".into(),
             Node::Scalar(s) => {
-                if let Some(t) = &s.tag {
-                    return t.clone();
+                if let Some(t) = short_tag_of(s) {
+                    return t.into_owned();
                 }
                 match resolve_scalar(s) {
                     Resolved::Null => "!!null",
@@ -127,7 +97,7 @@ impl Node {
 }
 
 fn resolve_scalar(s: &Scalar) -> Resolved {
-    match s.tag.as_deref() {
+    match short_tag_of(s).as_deref() {
         Some("!!str") | Some("!!binary") => return Resolved::Str,
         Some("!!null") => return Resolved::Null,
         _ => {}
@@ -270,133 +240,27 @@ fn is_timestamp(v: &str) -> bool {
     r.len() >= 8 && r[..2].iter().all(u8::is_ascii_digit) && r[2] == b':' && r[5] == b':'
 }
 
-/// A YAML syntax error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SyntaxError {
-    pub pos: Pos,
-    pub message: String,
+/// A scalar's explicit tag in yaml.v2's short form (`!!str` for `tag:yaml.org,2002:str`).
+fn short_tag_of(s: &Scalar) -> Option<Cow<'_, str>> {
+    let t = s.tag.as_deref()?;
+    Some(match t.strip_prefix("tag:yaml.org,2002:") {
+        Some(rest) => Cow::Owned(format!("!!{rest}")),
+        None => Cow::Borrowed(t),
+    })
 }
+
+const OPTIONS: Options = Options {
+    documents: Documents::FirstOnly,
+    depth: Depth::Unlimited,
+    max_alias_nodes: None,
+    fit_positions: true,
+    maps: Maps::Raw,
+    unknown_anchor: "unknown anchor referenced",
+};
 
 /// Parses the first document of `src`; `Ok(None)` for an empty document.
 pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
-    let result = std::panic::catch_unwind(|| {
-        let mut recv = Receiver::default();
-        let mut parser = Parser::new_from_str(src);
-        let scan = parser.load(&mut recv, false);
-        (scan, recv)
-    });
-    let (scan, recv) = result.map_err(|_| SyntaxError {
-        pos: Pos { line: 1, col: 1 },
-        message: "the YAML parser failed on this input".into(),
-    })?;
-    if let Err(e) = scan {
-        return Err(SyntaxError {
-            pos: marker_pos(e.marker()),
-            message: e.info().to_string(),
-        });
-    }
-    if let Some(e) = recv.error {
-        return Err(e);
-    }
-    Ok(recv.root)
-}
-
-fn marker_pos(m: &Marker) -> Pos {
-    Pos {
-        line: m.line().max(1),
-        col: m.col() + 1,
-    }
-}
-
-enum Frame {
-    Seq(Vec<Node>, Pos, usize),
-    Map(Vec<(Node, Node)>, Option<Node>, Pos, usize),
-}
-
-#[derive(Default)]
-struct Receiver {
-    stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
-    root: Option<Node>,
-    done: bool,
-    error: Option<SyntaxError>,
-}
-
-impl Receiver {
-    fn push(&mut self, node: Node, anchor: usize) {
-        if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
-        }
-        match self.stack.last_mut() {
-            None => {
-                self.root = Some(node);
-                self.done = true;
-            }
-            Some(Frame::Seq(items, ..)) => items.push(node),
-            Some(Frame::Map(entries, key, ..)) => match key.take() {
-                Some(k) => entries.push((k, node)),
-                None => *key = Some(node),
-            },
-        }
-    }
-}
-
-fn normalize_tag(handle: &str, suffix: &str) -> String {
-    let full = format!("{handle}{suffix}");
-    if let Some(rest) = full.strip_prefix("tag:yaml.org,2002:") {
-        return format!("!!{rest}");
-    }
-    full
-}
-
-impl MarkedEventReceiver for Receiver {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        if self.error.is_some() || self.done {
-            return;
-        }
-        let pos = marker_pos(&mark);
-        match ev {
-            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart | Event::DocumentEnd => {}
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(n) => {
-                    let n = n.clone();
-                    self.push(n, 0);
-                }
-                None => {
-                    self.error = Some(SyntaxError {
-                        pos,
-                        message: "unknown anchor referenced".into(),
-                    })
-                }
-            },
-            Event::Scalar(value, style, anchor, tag) => {
-                let style = match style {
-                    TScalarStyle::Plain => Style::Plain,
-                    TScalarStyle::SingleQuoted => Style::SingleQuoted,
-                    TScalarStyle::DoubleQuoted => Style::DoubleQuoted,
-                    TScalarStyle::Literal => Style::Literal,
-                    TScalarStyle::Folded => Style::Folded,
-                };
-                let tag = tag.map(|t| normalize_tag(&t.handle, &t.suffix));
-                self.push(Node::Scalar(Scalar { value, style, tag, pos }), anchor);
-            }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(Vec::new(), pos, anchor)),
-            Event::SequenceEnd => {
-                if let Some(Frame::Seq(items, pos, anchor)) = self.stack.pop() {
-                    let pos = items.first().map_or(pos, |n| n.pos().min(pos));
-                    self.push(Node::Seq(items, pos), anchor);
-                }
-            }
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map(Vec::new(), None, pos, anchor)),
-            Event::MappingEnd => {
-                if let Some(Frame::Map(entries, _, pos, anchor)) = self.stack.pop() {
-                    // A block mapping's start mark lies past its first key.
-                    let pos = entries.first().map_or(pos, |(k, _)| k.pos().min(pos));
-                    self.push(Node::Map(entries, pos), anchor);
-                }
-            }
-        }
-    }
+    Ok(tree::parse_documents::<AnyKeys>(src, &OPTIONS)?.into_iter().next())
 }
 
 /// A collected type error (yaml.v2's `line N: ...` entries).
@@ -655,7 +519,7 @@ impl Decoder {
 }
 
 fn is_merge(k: &Node) -> bool {
-    matches!(k, Node::Scalar(s) if s.tag.as_deref() == Some("!!merge")
+    matches!(k, Node::Scalar(s) if short_tag_of(s).as_deref() == Some("!!merge")
         || (s.tag.is_none() && s.style == Style::Plain && s.value == "<<"))
 }
 

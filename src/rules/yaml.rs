@@ -1,101 +1,26 @@
-//! Spanned YAML: a small node tree with a line:col on every node, built on yaml-rust2's event
-//! parser, plus strict decoding helpers (unknown keys, wrong types and duplicate keys are errors
-//! that carry their position).
+//! Spanned YAML for rule files: the shared positioned tree ([`crate::yaml`]) read the way
+//! Prometheus' loaders (Go yaml.v2/v3) read it, plus strict decoding helpers (unknown keys, wrong
+//! types and duplicate keys are errors that carry their position).
 //!
-//! Semantics follow what Prometheus' loaders (Go yaml.v2/v3) accept: anchors and aliases, merge
-//! keys (`<<: *anchor`), `null`/`~`/empty as "absent", only the first document of a stream.
+//! Semantics: anchors and aliases, merge keys (`<<: *anchor`) applied where they stand,
+//! `null`/`~`/empty as "absent", only the first document of a stream (the rest is still
+//! scanned for syntax errors).
 
-use std::collections::HashMap;
 use std::fmt;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use crate::yaml::{self as tree, Depth, Documents, Maps, Options, ScalarKeys};
+pub use crate::yaml::{Pos, Scalar, Style, YamlError};
 
-/// A position in a file: 1-based line and column (the column counts characters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
-    pub line: usize,
-    pub col: usize,
-}
-
-impl Pos {
-    pub fn new(line: usize, col: usize) -> Self {
-        Pos { line, col }
-    }
-}
-
-impl fmt::Display for Pos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.col)
-    }
-}
-
-/// How a scalar was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    Plain,
-    SingleQuoted,
-    DoubleQuoted,
-    /// `|` block.
-    Literal,
-    /// `>` block.
-    Folded,
-}
-
-/// A scalar with its source position.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scalar {
-    pub value: String,
-    pub style: Style,
-    pub pos: Pos,
-    /// The explicit tag, e.g. `tag:yaml.org,2002:str` for `!!str`.
-    pub tag: Option<String>,
-}
-
-impl Scalar {
-    /// YAML's null: `~`, `null` (any usual case) or nothing at all, when not quoted or tagged.
-    pub fn is_null(&self) -> bool {
-        self.style == Style::Plain
-            && self.tag.is_none()
-            && matches!(self.value.as_str(), "" | "~" | "null" | "Null" | "NULL")
-    }
-}
-
-/// A YAML node.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Node {
-    Scalar(Scalar),
-    Seq(Vec<Node>, Pos),
-    /// Entries in file order, with merge keys (`<<`) already applied.
-    Map(Vec<(Scalar, Node)>, Pos),
-}
+/// A YAML node; mapping entries are in file order, with merge keys (`<<`) already applied.
+pub type Node = tree::Node<ScalarKeys>;
 
 impl Node {
-    pub fn pos(&self) -> Pos {
-        match self {
-            Node::Scalar(s) => s.pos,
-            Node::Seq(_, p) | Node::Map(_, p) => *p,
-        }
-    }
-
     /// Go yaml's name for the node kind, used in type errors (`!!map`, `!!seq`, `!!str`, ...).
     pub fn kind_name(&self) -> &'static str {
         match self {
             Node::Seq(..) => "!!seq",
             Node::Map(..) => "!!map",
             Node::Scalar(s) => scalar_kind(s),
-        }
-    }
-
-    /// Whether the node is a null scalar (absent value).
-    pub fn is_null(&self) -> bool {
-        matches!(self, Node::Scalar(s) if s.is_null())
-    }
-
-    pub fn as_scalar(&self) -> Option<&Scalar> {
-        match self {
-            Node::Scalar(s) => Some(s),
-            _ => None,
         }
     }
 }
@@ -174,19 +99,6 @@ pub fn parse_yaml_float(v: &str) -> Option<f64> {
     clean.parse::<f64>().ok()
 }
 
-/// A YAML syntax error with its position.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct YamlError {
-    pub pos: Pos,
-    pub message: String,
-}
-
-impl fmt::Display for YamlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.pos, self.message)
-    }
-}
-
 /// The first document of a YAML stream.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {
@@ -194,244 +106,20 @@ pub struct Document {
     pub root: Option<Node>,
 }
 
+const OPTIONS: Options = Options {
+    documents: Documents::First,
+    // Keeps recursive clone and drop far from the stack limit.
+    depth: Depth::Events(256),
+    max_alias_nodes: Some(1_000_000),
+    fit_positions: true,
+    maps: Maps::GoStrict,
+    unknown_anchor: "unknown anchor referenced by alias",
+};
+
 /// Parses the first document of `src`.
 pub fn parse(src: &str) -> Result<Document, YamlError> {
-    // yaml-rust2 asserts on a few internal invariants; never let a malformed file take the
-    // process down.
-    let result = std::panic::catch_unwind(|| {
-        let mut recv = Receiver::default();
-        let mut parser = Parser::new_from_str(src);
-        let scan = parser.load(&mut recv, true);
-        (scan, recv)
-    });
-    let (scan, recv) = match result {
-        Ok(x) => x,
-        Err(_) => {
-            return Err(YamlError {
-                pos: Pos::new(1, 1),
-                message: "the YAML parser failed on this input".into(),
-            });
-        }
-    };
-    if let Err(e) = scan {
-        let m = e.marker();
-        return Err(YamlError {
-            pos: marker_pos(m),
-            message: e.info().to_string(),
-        });
-    }
-    if let Some(e) = recv.error {
-        return Err(e);
-    }
-    Ok(Document { root: recv.root })
-}
-
-fn marker_pos(m: &Marker) -> Pos {
-    Pos::new(m.line().max(1), m.col() + 1)
-}
-
-enum Frame {
-    Seq {
-        items: Vec<Node>,
-        pos: Pos,
-        anchor: usize,
-    },
-    Map {
-        entries: Vec<(Scalar, Node)>,
-        key: Option<Scalar>,
-        pos: Pos,
-        anchor: usize,
-    },
-}
-
-/// Deepest nesting accepted (keeps recursive clone and drop far from the stack limit).
-const MAX_DEPTH: usize = 256;
-/// Most nodes aliases may expand to in one document.
-const MAX_ALIAS_NODES: usize = 1_000_000;
-
-fn node_count(n: &Node) -> usize {
-    match n {
-        Node::Scalar(_) => 1,
-        Node::Seq(items, _) => 1 + items.iter().map(node_count).sum::<usize>(),
-        Node::Map(entries, _) => 1 + entries.iter().map(|(_, v)| 1 + node_count(v)).sum::<usize>(),
-    }
-}
-
-#[derive(Default)]
-struct Receiver {
-    stack: Vec<Frame>,
-    /// Anchored nodes with their size in nodes.
-    anchors: HashMap<usize, (Node, usize)>,
-    /// Nodes created by expanding aliases so far (bounded, against "billion laughs").
-    alias_nodes: usize,
-    root: Option<Node>,
-    done: bool,
-    error: Option<YamlError>,
-}
-
-impl Receiver {
-    fn fail(&mut self, pos: Pos, message: impl Into<String>) {
-        if self.error.is_none() {
-            self.error = Some(YamlError {
-                pos,
-                message: message.into(),
-            });
-        }
-    }
-
-    /// Hands a finished node to its parent (or makes it the root).
-    fn push_node(&mut self, node: Node, anchor: usize) {
-        if anchor != 0 {
-            let size = node_count(&node);
-            self.anchors.insert(anchor, (node.clone(), size));
-        }
-        match self.stack.last_mut() {
-            None => {
-                self.root = Some(node);
-                self.done = true;
-            }
-            Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map { entries, key, .. }) => match key.take() {
-                Some(k) => entries.push((k, node)),
-                None => match node {
-                    Node::Scalar(s) => *key = Some(s),
-                    other => {
-                        let pos = other.pos();
-                        self.fail(pos, "mapping keys must be scalars");
-                    }
-                },
-            },
-        }
-    }
-}
-
-impl MarkedEventReceiver for Receiver {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        if self.error.is_some() || (self.done && self.stack.is_empty() && !matches!(ev, Event::DocumentEnd)) {
-            return;
-        }
-        let pos = marker_pos(&mark);
-        match ev {
-            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart | Event::DocumentEnd => {}
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some((n, size)) => {
-                    self.alias_nodes = self.alias_nodes.saturating_add(*size);
-                    if self.alias_nodes > MAX_ALIAS_NODES {
-                        self.fail(pos, "document contains excessive aliasing");
-                        return;
-                    }
-                    let n = n.clone();
-                    self.push_node(n, 0);
-                }
-                None => self.fail(pos, "unknown anchor referenced by alias"),
-            },
-            Event::Scalar(value, style, anchor, tag) => {
-                let style = match style {
-                    TScalarStyle::Plain => Style::Plain,
-                    TScalarStyle::SingleQuoted => Style::SingleQuoted,
-                    TScalarStyle::DoubleQuoted => Style::DoubleQuoted,
-                    TScalarStyle::Literal => Style::Literal,
-                    TScalarStyle::Folded => Style::Folded,
-                };
-                let tag = tag.map(|t| format!("{}{}", t.handle, t.suffix));
-                self.push_node(Node::Scalar(Scalar { value, style, pos, tag }), anchor);
-            }
-            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
-                self.fail(pos, format!("nesting deeper than {MAX_DEPTH} levels"));
-            }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
-                items: Vec::new(),
-                pos,
-                anchor,
-            }),
-            Event::SequenceEnd => {
-                if let Some(Frame::Seq { items, pos, anchor }) = self.stack.pop() {
-                    let pos = items.first().map_or(pos, |n| n.pos().min(pos));
-                    self.push_node(Node::Seq(items, pos), anchor);
-                }
-            }
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
-                entries: Vec::new(),
-                key: None,
-                pos,
-                anchor,
-            }),
-            Event::MappingEnd => {
-                if let Some(Frame::Map {
-                    entries, pos, anchor, ..
-                }) = self.stack.pop()
-                {
-                    // A block mapping's start mark lies past its first key; the first key's
-                    // position is where the mapping visibly starts.
-                    let pos = entries.first().map_or(pos, |(k, _)| k.pos.min(pos));
-                    match resolve_merges(entries) {
-                        Ok(entries) => self.push_node(Node::Map(entries, pos), anchor),
-                        Err(e) => self.fail(e.pos, e.message),
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn is_merge_key(k: &Scalar) -> bool {
-    (k.style == Style::Plain && k.value == "<<" && k.tag.is_none())
-        || k.tag.as_deref().is_some_and(|t| t.ends_with(":merge"))
-}
-
-/// Applies merge keys and rejects duplicate keys, as Go yaml does.
-fn resolve_merges(entries: Vec<(Scalar, Node)>) -> Result<Vec<(Scalar, Node)>, YamlError> {
-    let mut explicit: HashMap<String, Pos> = HashMap::new();
-    for (k, _) in &entries {
-        if is_merge_key(k) {
-            continue;
-        }
-        if let Some(prev) = explicit.get(&k.value) {
-            return Err(YamlError {
-                pos: k.pos,
-                message: format!("mapping key {:?} already defined at line {}", k.value, prev.line),
-            });
-        }
-        explicit.insert(k.value.clone(), k.pos);
-    }
-    if !entries.iter().any(|(k, _)| is_merge_key(k)) {
-        return Ok(entries);
-    }
-    let mut out: Vec<(Scalar, Node)> = Vec::with_capacity(entries.len());
-    let mut merged: HashMap<String, ()> = HashMap::new();
-    for (k, v) in entries {
-        if !is_merge_key(&k) {
-            out.push((k, v));
-            continue;
-        }
-        let sources: Vec<Node> = match v {
-            Node::Map(..) => vec![v],
-            Node::Seq(items, _) => items,
-            other => {
-                return Err(YamlError {
-                    pos: other.pos(),
-                    message: "map merge requires map or sequence of maps as the value".into(),
-                })
-            }
-        };
-        for src in sources {
-            let Node::Map(src_entries, p) = src else {
-                return Err(YamlError {
-                    pos: src.pos(),
-                    message: "map merge requires map or sequence of maps as the value".into(),
-                });
-            };
-            let _ = p;
-            for (mk, mv) in src_entries {
-                if explicit.contains_key(&mk.value) || merged.contains_key(&mk.value) {
-                    continue;
-                }
-                merged.insert(mk.value.clone(), ());
-                out.push((mk, mv));
-            }
-        }
-    }
-    Ok(out)
+    let root = tree::parse_documents::<ScalarKeys>(src, &OPTIONS)?.into_iter().next();
+    Ok(Document { root })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,18 +140,12 @@ impl fmt::Display for DecodeError {
 
 fn type_error(node: &Node, target: &str) -> DecodeError {
     let shown = match node {
-        Node::Scalar(s) => format!("{} `{}`", s.kind_display(), truncate(&s.value)),
+        Node::Scalar(s) => format!("{} `{}`", scalar_kind(s), truncate(&s.value)),
         other => other.kind_name().to_string(),
     };
     DecodeError {
         pos: node.pos(),
         message: format!("cannot unmarshal {shown} into {target}"),
-    }
-}
-
-impl Scalar {
-    fn kind_display(&self) -> &'static str {
-        scalar_kind(self)
     }
 }
 

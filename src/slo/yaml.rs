@@ -1,82 +1,17 @@
-//! Spanned YAML for SLO specs: a small node tree with a 1-based line:col on every node, built on
-//! yaml-rust2's event parser, for every document of a stream (Sloth accepts multi-document files).
+//! Spanned YAML for SLO specs: the shared positioned tree ([`crate::yaml`]) for every document
+//! of a stream (Sloth accepts multi-document files).
 //!
-//! Anchors, aliases and merge keys (`<<`) are resolved; duplicate keys and non-scalar keys are
-//! errors. The parser runs behind `catch_unwind` and a nesting-depth guard so that no input can
-//! panic or overflow the stack.
+//! Anchors, aliases and merge keys (`<<`, applied after a mapping's explicit keys) are resolved;
+//! duplicate keys and non-scalar keys are errors, reported as each entry is read. Nesting depth
+//! is checked on the text before parsing so that no input can overflow the stack.
 
-use std::collections::HashMap;
-use std::fmt;
+use crate::yaml::{self as tree, Depth, Documents, Maps, Options, ScalarKeys};
+pub use crate::yaml::{Pos, Scalar, Style, YamlError};
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
-
-/// A position in a file: 1-based line and column (the column counts characters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pos {
-    pub line: usize,
-    pub col: usize,
-}
-
-impl Pos {
-    pub fn new(line: usize, col: usize) -> Self {
-        Pos { line, col }
-    }
-}
-
-impl fmt::Display for Pos {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.col)
-    }
-}
-
-/// How a scalar was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    Plain,
-    SingleQuoted,
-    DoubleQuoted,
-    Literal,
-    Folded,
-}
-
-/// A scalar with its source position.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scalar {
-    pub value: String,
-    pub style: Style,
-    pub pos: Pos,
-    pub tagged: bool,
-}
-
-impl Scalar {
-    /// YAML's null: `~`, `null` or nothing, when not quoted or tagged.
-    pub fn is_null(&self) -> bool {
-        self.style == Style::Plain && !self.tagged && matches!(self.value.as_str(), "" | "~" | "null" | "Null" | "NULL")
-    }
-}
-
-/// A YAML node.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Node {
-    Scalar(Scalar),
-    Seq(Vec<Node>, Pos),
-    /// Entries in file order, merge keys applied.
-    Map(Vec<(Scalar, Node)>, Pos),
-}
+/// A YAML node; mapping entries are in file order, merged entries after the explicit ones.
+pub type Node = tree::Node<ScalarKeys>;
 
 impl Node {
-    pub fn pos(&self) -> Pos {
-        match self {
-            Node::Scalar(s) => s.pos,
-            Node::Seq(_, p) | Node::Map(_, p) => *p,
-        }
-    }
-
-    pub fn is_null(&self) -> bool {
-        matches!(self, Node::Scalar(s) if s.is_null())
-    }
-
     pub fn kind(&self) -> &'static str {
         match self {
             Node::Scalar(s) if s.is_null() => "null",
@@ -111,286 +46,24 @@ pub struct Document {
     pub index: usize,
 }
 
-/// A YAML syntax error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct YamlError {
-    pub pos: Pos,
-    pub message: String,
-}
-
-impl fmt::Display for YamlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.pos, self.message)
-    }
-}
-
-/// Deepest nesting accepted (block indentation levels plus flow brackets).
-const MAX_DEPTH: usize = 200;
+const OPTIONS: Options = Options {
+    documents: Documents::All,
+    // Block indentation levels plus flow brackets.
+    depth: Depth::Text(200),
+    max_alias_nodes: None,
+    fit_positions: false,
+    maps: Maps::Eager,
+    unknown_anchor: "unknown anchor",
+};
 
 /// Parses every document of `text`. Empty documents (only comments, or nothing) are skipped.
 pub fn parse_stream(text: &str) -> Result<Vec<Document>, YamlError> {
-    if let Some(pos) = too_deep(text) {
-        return Err(YamlError {
-            pos,
-            message: format!("nesting deeper than {MAX_DEPTH} levels"),
-        });
-    }
-    let owned = text.to_string();
-    let result = std::panic::catch_unwind(move || {
-        let mut b = Builder::default();
-        let mut parser = Parser::new_from_str(&owned);
-        let r = parser.load(&mut b, true);
-        (r, b)
-    });
-    let (r, b) = match result {
-        Ok(x) => x,
-        Err(_) => {
-            return Err(YamlError {
-                pos: Pos::new(1, 1),
-                message: "the YAML parser failed on this input".into(),
-            })
-        }
-    };
-    if let Err(e) = r {
-        let m = e.marker();
-        return Err(YamlError {
-            pos: marker_pos(m),
-            message: e.info().to_string(),
-        });
-    }
-    if let Some(e) = b.error {
-        return Err(e);
-    }
-    Ok(b.docs
+    Ok(tree::parse_documents::<ScalarKeys>(text, &OPTIONS)?
         .into_iter()
         .enumerate()
         .filter(|(_, n)| !n.is_null())
         .map(|(index, root)| Document { root, index })
         .collect())
-}
-
-fn marker_pos(m: &Marker) -> Pos {
-    Pos::new(m.line().max(1), m.col() + 1)
-}
-
-/// A conservative estimate of the nesting depth, so that yaml-rust2's recursive loader never
-/// meets input deep enough to overflow the stack.
-fn too_deep(text: &str) -> Option<Pos> {
-    let mut indents: Vec<usize> = Vec::new();
-    let mut flow = 0usize;
-    for (i, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start_matches([' ', '-']);
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let indent = line.len() - trimmed.len();
-        while indents.last().is_some_and(|&l| l >= indent) {
-            indents.pop();
-        }
-        indents.push(indent);
-        // Each "- " in the prefix opens a sequence level.
-        let dashes = line[..indent].matches('-').count();
-        let mut quote: Option<char> = None;
-        for (j, c) in line.char_indices() {
-            match quote {
-                Some(q) if c == q => quote = None,
-                Some(_) => {}
-                None => match c {
-                    '"' | '\'' => quote = Some(c),
-                    '[' | '{' => flow += 1,
-                    ']' | '}' => flow = flow.saturating_sub(1),
-                    '#' if j > 0 && line[..j].ends_with(' ') => break,
-                    _ => {}
-                },
-            }
-        }
-        if indents.len() + dashes + flow > MAX_DEPTH {
-            return Some(Pos::new(i + 1, 1));
-        }
-    }
-    None
-}
-
-enum Frame {
-    Seq {
-        items: Vec<Node>,
-        pos: Pos,
-        anchor: usize,
-    },
-    Map {
-        entries: Vec<(Scalar, Node)>,
-        pos: Pos,
-        anchor: usize,
-        key: Option<Scalar>,
-        /// Entries that came from merge keys, applied after the explicit ones.
-        merged: Vec<(Scalar, Node)>,
-    },
-}
-
-#[derive(Default)]
-struct Builder {
-    stack: Vec<Frame>,
-    docs: Vec<Node>,
-    anchors: HashMap<usize, Node>,
-    error: Option<YamlError>,
-}
-
-impl Builder {
-    fn fail(&mut self, pos: Pos, message: impl Into<String>) {
-        if self.error.is_none() {
-            self.error = Some(YamlError {
-                pos,
-                message: message.into(),
-            });
-        }
-    }
-
-    fn push_node(&mut self, node: Node) {
-        let Some(top) = self.stack.last_mut() else {
-            self.docs.push(node);
-            return;
-        };
-        match top {
-            Frame::Seq { items, .. } => items.push(node),
-            Frame::Map {
-                entries, key, merged, ..
-            } => match key.take() {
-                None => match node {
-                    Node::Scalar(s) => *key = Some(s),
-                    other => {
-                        let pos = other.pos();
-                        // Keep the frame consistent: use a placeholder key.
-                        *key = Some(Scalar {
-                            value: String::new(),
-                            style: Style::Plain,
-                            pos,
-                            tagged: false,
-                        });
-                        self.fail(pos, "mapping keys must be scalars");
-                    }
-                },
-                Some(k) => {
-                    if k.value == "<<" && k.style == Style::Plain {
-                        let sources: Vec<Node> = match node {
-                            Node::Map(..) => vec![node],
-                            Node::Seq(items, _) => items,
-                            other => {
-                                let pos = other.pos();
-                                self.fail(pos, "a merge key (<<) needs a mapping or a sequence of mappings");
-                                return;
-                            }
-                        };
-                        let mut bad = None;
-                        for s in sources {
-                            match s {
-                                Node::Map(es, _) => {
-                                    for (mk, mv) in es {
-                                        if !merged.iter().any(|(x, _)| x.value == mk.value) {
-                                            merged.push((mk, mv));
-                                        }
-                                    }
-                                }
-                                other => bad = Some(other.pos()),
-                            }
-                        }
-                        if let Some(pos) = bad {
-                            self.fail(pos, "a merge key (<<) needs mappings");
-                        }
-                        return;
-                    }
-                    if let Some((prev, _)) = entries.iter().find(|(x, _)| x.value == k.value) {
-                        let msg = format!("duplicate key {:?} (first defined at {})", k.value, prev.pos);
-                        let pos = k.pos;
-                        self.fail(pos, msg);
-                        return;
-                    }
-                    entries.push((k, node));
-                }
-            },
-        }
-    }
-}
-
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        let pos = marker_pos(&mark);
-        match ev {
-            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentStart | Event::DocumentEnd => {}
-            Event::Alias(id) => match self.anchors.get(&id) {
-                Some(n) => {
-                    let n = n.clone();
-                    self.push_node(n);
-                }
-                None => {
-                    self.fail(pos, "unknown anchor");
-                    self.push_node(Node::Scalar(Scalar {
-                        value: String::new(),
-                        style: Style::Plain,
-                        pos,
-                        tagged: false,
-                    }));
-                }
-            },
-            Event::Scalar(value, style, anchor, tag) => {
-                let style = match style {
-                    TScalarStyle::Plain => Style::Plain,
-                    TScalarStyle::SingleQuoted => Style::SingleQuoted,
-                    TScalarStyle::DoubleQuoted => Style::DoubleQuoted,
-                    TScalarStyle::Literal => Style::Literal,
-                    TScalarStyle::Folded => Style::Folded,
-                };
-                let node = Node::Scalar(Scalar {
-                    value,
-                    style,
-                    pos,
-                    tagged: tag.is_some(),
-                });
-                if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
-                }
-                self.push_node(node);
-            }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
-                items: Vec::new(),
-                pos,
-                anchor,
-            }),
-            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map {
-                entries: Vec::new(),
-                pos,
-                anchor,
-                key: None,
-                merged: Vec::new(),
-            }),
-            Event::SequenceEnd | Event::MappingEnd => {
-                let Some(frame) = self.stack.pop() else {
-                    self.fail(pos, "unbalanced YAML events");
-                    return;
-                };
-                let (node, anchor) = match frame {
-                    Frame::Seq { items, pos, anchor } => (Node::Seq(items, pos), anchor),
-                    Frame::Map {
-                        mut entries,
-                        pos,
-                        anchor,
-                        merged,
-                        ..
-                    } => {
-                        for (k, v) in merged {
-                            if !entries.iter().any(|(x, _)| x.value == k.value) {
-                                entries.push((k, v));
-                            }
-                        }
-                        (Node::Map(entries, pos), anchor)
-                    }
-                };
-                if anchor > 0 {
-                    self.anchors.insert(anchor, node.clone());
-                }
-                self.push_node(node);
-            }
-        }
-    }
 }
 
 /// Maps a position inside a scalar's value (1-based line and column) to a file position. Exact

@@ -337,6 +337,20 @@ const K8S_KEYS: Keys = Keys {
     ticket_alert: "ticketAlert",
 };
 
+/// The `spec` fields both OpenSLO versions read alike, for [`Cx::openslo_finish`];
+/// `period` is filled in by each version from its own time window keys.
+struct OpensloCommon<'n> {
+    format: SpecFormat,
+    name: String,
+    service: Option<(String, Pos)>,
+    description: String,
+    period: Option<Dur>,
+    objectives: Option<&'n Node>,
+    ext: Option<&'n Node>,
+    /// Where `spec` starts: "at least one objective is required" points here.
+    spos: Pos,
+}
+
 /// A mapping being decoded: remembers which keys were read, to report the others.
 struct Obj<'n> {
     entries: &'n [(Scalar, Node)],
@@ -1444,30 +1458,10 @@ impl Cx {
     // OpenSLO
 
     fn openslo_v1alpha(&mut self, root: &Node) -> Option<SloSpec> {
-        let mut o = self.obj(root, "the OpenSLO SLO")?;
-        o.take("apiVersion");
-        o.take("kind");
-        let meta = o.take("metadata");
-        let spec = o.take("spec");
-        o.finish(
-            &mut self.sink,
-            "the OpenSLO SLO",
-            &["apiVersion", "kind", "metadata", "spec"],
-        );
-        let name = self.openslo_metadata(meta, root.pos(), &["name", "displayName"])?;
-        let Some(spec) = spec else {
-            self.sink.error(root.pos(), "slo-required", "spec is required");
-            return None;
-        };
-        let mut so = self.obj(spec, "spec")?;
-        let spos = so.pos;
-        let service = self.required_string(so.take("service"), spos, "spec.service");
-        let description = self.string(so.take("description"), "description").unwrap_or_default();
-        let budgeting = self.string(so.take("budgetingMethod"), "budgetingMethod");
+        let (mut common, mut so, budgeting) =
+            self.openslo_envelope(root, SpecFormat::OpenSloV1Alpha, &["name", "displayName"])?;
         let indicator = so.take("indicator");
         let windows = so.take("timeWindows");
-        let objectives = so.take("objectives");
-        let ext_node = so.take("watchfire");
         so.finish(
             &mut self.sink,
             "spec",
@@ -1488,43 +1482,15 @@ impl Cx {
                 "spec.indicator (thresholdMetric) is not supported: use objectives[].ratioMetrics",
             );
         }
-        self.budgeting_method(budgeting.as_deref(), spos);
-        let mut period = None;
-        if let Some(w) = windows {
-            if let Some(items) = self.seq(w, "timeWindows") {
-                if items.len() > 1 {
-                    self.sink
-                        .error(w.pos(), "slo-openslo", "only one time window is supported");
-                }
-                if let Some(first) = items.first() {
-                    period = self.v1alpha_window(first);
-                }
-            }
-        }
-        let (ext, alerting) = self.openslo_ext(ext_node);
-        let (service, spos2) = service?;
-        self.check_name(&service, spos2, "service");
-        let mut slos = Vec::new();
-        let Some(objectives) = objectives else {
-            self.sink
-                .error(spos, "slo-required", "at least one objective is required");
-            return None;
-        };
-        let items = self.seq(objectives, "objectives")?;
-        if items.is_empty() {
-            self.sink
-                .error(objectives.pos(), "slo-required", "at least one objective is required");
-        }
-        for (idx, item) in items.iter().enumerate() {
-            let Some(mut oo) = self.obj(item, "an objective") else {
-                continue;
-            };
+        self.budgeting_method(budgeting.as_deref(), common.spos);
+        common.period = self.openslo_period(windows, "timeWindows", false, Self::v1alpha_window);
+        self.openslo_finish(root, common, |cx, mut oo| {
             let opos = oo.pos;
             oo.take("displayName");
             oo.take("value");
             oo.take("op");
             if let Some(t) = oo.take("timeSliceTarget") {
-                self.sink.error(
+                cx.sink.error(
                     t.pos(),
                     "slo-openslo",
                     "timeSliceTarget (Timeslices budgeting) is not supported",
@@ -1533,7 +1499,7 @@ impl Cx {
             let ratio = oo.take("ratioMetrics");
             let target = oo.take("target");
             oo.finish(
-                &mut self.sink,
+                &mut cx.sink,
                 "an objective",
                 &[
                     "displayName",
@@ -1545,30 +1511,130 @@ impl Cx {
                 ],
             );
             let objective = match target {
-                Some(t) => self.objective_ratio(t),
+                Some(t) => cx.objective_ratio(t),
                 None => {
-                    self.sink.error(opos, "slo-required", "target is required");
+                    cx.sink.error(opos, "slo-required", "target is required");
                     None
                 }
             };
             let sli = match ratio {
-                Some(r) => self.v1alpha_ratio(r),
+                Some(r) => cx.v1alpha_ratio(r),
                 None => {
-                    self.sink.error(opos, "slo-openslo", "missing ratioMetrics");
+                    cx.sink.error(opos, "slo-openslo", "missing ratioMetrics");
                     None
                 }
             };
-            let (Some(objective), Some(sli)) = (objective, sli) else {
+            // Both are decoded first, so that each reports its own errors.
+            Some((objective?, sli?))
+        })
+    }
+
+    /// What both OpenSLO versions read alike before their own keys: the top level,
+    /// `metadata` and the shared `spec` keys (service, description, budgetingMethod,
+    /// objectives, watchfire). Returns those, the `spec` mapping still open for the
+    /// version's own keys (its `finish` lists the shared ones too), and
+    /// `budgetingMethod`, which each version checks after its own errors.
+    fn openslo_envelope<'n>(
+        &mut self,
+        root: &'n Node,
+        format: SpecFormat,
+        meta_allowed: &[&str],
+    ) -> Option<(OpensloCommon<'n>, Obj<'n>, Option<String>)> {
+        let mut o = self.obj(root, "the OpenSLO SLO")?;
+        o.take("apiVersion");
+        o.take("kind");
+        let meta = o.take("metadata");
+        let spec = o.take("spec");
+        o.finish(
+            &mut self.sink,
+            "the OpenSLO SLO",
+            &["apiVersion", "kind", "metadata", "spec"],
+        );
+        let name = self.openslo_metadata(meta, root.pos(), meta_allowed)?;
+        let Some(spec) = spec else {
+            self.sink.error(root.pos(), "slo-required", "spec is required");
+            return None;
+        };
+        let mut so = self.obj(spec, "spec")?;
+        let spos = so.pos;
+        let service = self.required_string(so.take("service"), spos, "spec.service");
+        let description = self.string(so.take("description"), "description").unwrap_or_default();
+        let budgeting = self.string(so.take("budgetingMethod"), "budgetingMethod");
+        let common = OpensloCommon {
+            format,
+            name,
+            service,
+            description,
+            period: None,
+            objectives: so.take("objectives"),
+            ext: so.take("watchfire"),
+            spos,
+        };
+        Some((common, so, budgeting))
+    }
+
+    /// The SLO period from a time window list: the first window counts; more than
+    /// one (or, with `exactly_one`, none) is an error.
+    fn openslo_period(
+        &mut self,
+        node: Option<&Node>,
+        what: &str,
+        exactly_one: bool,
+        window: fn(&mut Self, &Node) -> Option<Dur>,
+    ) -> Option<Dur> {
+        let w = node?;
+        let items = self.seq(w, what)?;
+        let (ok, msg) = if exactly_one {
+            (items.len() == 1, "exactly one time window is supported")
+        } else {
+            (items.len() <= 1, "only one time window is supported")
+        };
+        if !ok {
+            self.sink.error(w.pos(), "slo-openslo", msg);
+        }
+        window(self, items.first()?)
+    }
+
+    /// The part both OpenSLO versions share once their own `spec` keys are read:
+    /// `watchfire`, the service name, the objectives list and the resulting spec.
+    /// `objective` decodes one objective mapping (its version's keys) into a target
+    /// and an SLI; it returns `None` after reporting why the objective is dropped.
+    fn openslo_finish<'n>(
+        &mut self,
+        root: &Node,
+        c: OpensloCommon<'n>,
+        mut objective: impl FnMut(&mut Self, Obj<'n>) -> Option<(Objective, Sli)>,
+    ) -> Option<SloSpec> {
+        let (ext, alerting) = self.openslo_ext(c.ext);
+        let (service, spos2) = c.service?;
+        self.check_name(&service, spos2, "service");
+        let Some(objectives) = c.objectives else {
+            self.sink
+                .error(c.spos, "slo-required", "at least one objective is required");
+            return None;
+        };
+        let items = self.seq(objectives, "objectives")?;
+        if items.is_empty() {
+            self.sink
+                .error(objectives.pos(), "slo-required", "at least one objective is required");
+        }
+        let mut slos = Vec::new();
+        for (idx, item) in items.iter().enumerate() {
+            let Some(oo) = self.obj(item, "an objective") else {
+                continue;
+            };
+            let opos = oo.pos;
+            let Some((target, sli)) = objective(self, oo) else {
                 continue;
             };
             slos.push(self.openslo_slo(
                 &service,
-                &name,
+                &c.name,
                 idx,
-                &description,
-                objective,
+                &c.description,
+                target,
                 sli,
-                period,
+                c.period,
                 &ext,
                 &alerting,
                 opos,
@@ -1578,7 +1644,7 @@ impl Cx {
             file: self.sink.file.clone(),
             doc_index: 0,
             pos: root.pos(),
-            format: SpecFormat::OpenSloV1Alpha,
+            format: c.format,
             service,
             labels: BTreeMap::new(),
             slos,
@@ -1827,32 +1893,16 @@ impl Cx {
     }
 
     fn openslo_v1(&mut self, root: &Node) -> Option<SloSpec> {
-        let mut o = self.obj(root, "the OpenSLO SLO")?;
-        o.take("apiVersion");
-        o.take("kind");
-        let meta = o.take("metadata");
-        let spec = o.take("spec");
-        o.finish(
-            &mut self.sink,
-            "the OpenSLO SLO",
-            &["apiVersion", "kind", "metadata", "spec"],
-        );
-        let name = self.openslo_metadata(meta, root.pos(), &["name", "displayName", "labels", "annotations"])?;
-        let Some(spec) = spec else {
-            self.sink.error(root.pos(), "slo-required", "spec is required");
-            return None;
-        };
-        let mut so = self.obj(spec, "spec")?;
-        let spos = so.pos;
-        let service = self.required_string(so.take("service"), spos, "spec.service");
-        let description = self.string(so.take("description"), "description").unwrap_or_default();
-        let budgeting = self.string(so.take("budgetingMethod"), "budgetingMethod");
+        let (mut common, mut so, budgeting) = self.openslo_envelope(
+            root,
+            SpecFormat::OpenSloV1,
+            &["name", "displayName", "labels", "annotations"],
+        )?;
+        let spos = common.spos;
         let indicator = so.take("indicator");
         let indicator_ref = so.take("indicatorRef");
         let window = so.take("timeWindow");
-        let objectives = so.take("objectives");
         let policies = so.take("alertPolicies");
-        let ext_node = so.take("watchfire");
         so.finish(
             &mut self.sink,
             "spec",
@@ -1876,18 +1926,7 @@ impl Cx {
             );
         }
         self.budgeting_method(budgeting.as_deref(), spos);
-        let mut period = None;
-        if let Some(w) = window {
-            if let Some(items) = self.seq(w, "timeWindow") {
-                if items.len() != 1 {
-                    self.sink
-                        .error(w.pos(), "slo-openslo", "exactly one time window is supported");
-                }
-                if let Some(first) = items.first() {
-                    period = self.v1_window(first);
-                }
-            }
-        }
+        common.period = self.openslo_period(window, "timeWindow", true, Self::v1_window);
         let sli_node: Option<Node> = match (indicator, indicator_ref) {
             (Some(i), None) => Some(i.clone()),
             (None, Some(r)) => {
@@ -1916,24 +1955,7 @@ impl Cx {
             }
         };
         let sli = sli_node.as_ref().and_then(|n| self.v1_indicator(n));
-        let (ext, alerting) = self.openslo_ext(ext_node);
-        let (service, spos2) = service?;
-        self.check_name(&service, spos2, "service");
-        let Some(objectives) = objectives else {
-            self.sink
-                .error(spos, "slo-required", "at least one objective is required");
-            return None;
-        };
-        let items = self.seq(objectives, "objectives")?;
-        if items.is_empty() {
-            self.sink
-                .error(objectives.pos(), "slo-required", "at least one objective is required");
-        }
-        let mut slos = Vec::new();
-        for (idx, item) in items.iter().enumerate() {
-            let Some(mut oo) = self.obj(item, "an objective") else {
-                continue;
-            };
+        self.openslo_finish(root, common, |cx, mut oo| {
             let opos = oo.pos;
             oo.take("displayName");
             oo.take("op");
@@ -1946,14 +1968,14 @@ impl Cx {
                 "compositeWeight",
             ] {
                 if let Some(n) = oo.take(k) {
-                    self.sink
+                    cx.sink
                         .error(n.pos(), "slo-openslo", format!("objectives[].{k} is not supported"));
                 }
             }
             let target = oo.take("target");
             let target_pct = oo.take("targetPercent");
             oo.finish(
-                &mut self.sink,
+                &mut cx.sink,
                 "an objective",
                 &[
                     "displayName",
@@ -1969,38 +1991,16 @@ impl Cx {
                 ],
             );
             let objective = match (target, target_pct) {
-                (Some(t), None) => self.objective_ratio(t),
-                (None, Some(p)) => self.objective_percent(p),
+                (Some(t), None) => cx.objective_ratio(t),
+                (None, Some(p)) => cx.objective_percent(p),
                 _ => {
-                    self.sink
+                    cx.sink
                         .error(opos, "slo-required", "an objective needs target or targetPercent");
                     None
                 }
             };
-            let (Some(objective), Some(sli)) = (objective, sli.clone()) else {
-                continue;
-            };
-            slos.push(self.openslo_slo(
-                &service,
-                &name,
-                idx,
-                &description,
-                objective,
-                sli,
-                period,
-                &ext,
-                &alerting,
-                opos,
-            ));
-        }
-        Some(SloSpec {
-            file: self.sink.file.clone(),
-            doc_index: 0,
-            pos: root.pos(),
-            format: SpecFormat::OpenSloV1,
-            service,
-            labels: BTreeMap::new(),
-            slos,
+            // One spec-level indicator serves every objective.
+            Some((objective?, sli.clone()?))
         })
     }
 

@@ -11,6 +11,11 @@ use watchfire::run::scheduler::SystemClock;
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 
+/// GET `url` and its JSON body.
+async fn get_json(c: &reqwest::Client, url: String) -> serde_json::Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 fn write(dir: &std::path::Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).expect("write fixture");
 }
@@ -70,14 +75,7 @@ fn api_endpoints() {
         let c = reqwest::Client::new();
         let base = format!("http://{addr}");
 
-        let rules: serde_json::Value = c
-            .get(format!("{base}/api/v1/rules"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let rules = get_json(&c, format!("{base}/api/v1/rules")).await;
         assert_eq!(rules["status"], "success");
         let r = &rules["data"]["groups"][0]["rules"];
         assert_eq!(r[0]["type"], "alerting");
@@ -88,14 +86,7 @@ fn api_endpoints() {
         assert_eq!(r[2]["health"], "err", "{r}");
         assert!(r[2]["lastError"].as_str().is_some_and(|e| !e.is_empty()));
 
-        let alerts: serde_json::Value = c
-            .get(format!("{base}/api/v1/alerts"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let alerts = get_json(&c, format!("{base}/api/v1/alerts")).await;
         let names: Vec<&str> = alerts["data"]["alerts"]
             .as_array()
             .unwrap()
@@ -136,14 +127,7 @@ fn api_endpoints() {
         assert_eq!(post(Some("s3cret"), r#"[{"labels":{}}]"#).await.unwrap().status(), 400);
 
         // Alertmanager API v2: the received alert with its receiver; silences need the token.
-        let v2: serde_json::Value = c
-            .get(format!("{base}/api/v2/alerts"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v2 = get_json(&c, format!("{base}/api/v2/alerts")).await;
         let xid = v2
             .as_array()
             .unwrap()
@@ -152,14 +136,7 @@ fn api_endpoints() {
             .unwrap_or_else(|| panic!("{v2}"));
         assert_eq!(xid["receivers"][0]["name"], "none");
         assert_eq!(xid["status"]["state"], "active");
-        let status: serde_json::Value = c
-            .get(format!("{base}/api/v2/status"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let status = get_json(&c, format!("{base}/api/v2/status")).await;
         assert_eq!(status["cluster"]["status"], "disabled");
         let silence = r#"{"matchers":[{"name":"alertname","value":"GpuXid","isRegex":false}],"startsAt":"2020-01-01T00:00:00Z","endsAt":"2999-01-01T00:00:00Z","createdBy":"me","comment":"c"}"#;
         let post_silence = |tok: Option<&str>| {
@@ -172,46 +149,18 @@ fn api_endpoints() {
         assert_eq!(post_silence(None).await.unwrap().status(), 401);
         let created: serde_json::Value = post_silence(Some("s3cret")).await.unwrap().json().await.unwrap();
         let id = created["silenceID"].as_str().unwrap().to_string();
-        let v2: serde_json::Value = c
-            .get(format!("{base}/api/v2/alerts?filter=alertname%3D%22GpuXid%22"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v2 = get_json(&c, format!("{base}/api/v2/alerts?filter=alertname%3D%22GpuXid%22")).await;
         assert_eq!(v2.as_array().unwrap().len(), 1, "{v2}");
         assert_eq!(v2[0]["status"]["state"], "suppressed");
         assert_eq!(v2[0]["status"]["silencedBy"][0], id.as_str());
         // Grafana's views: alert groups by receiver, and the receivers.
-        let groups: serde_json::Value = c
-            .get(format!("{base}/api/v2/alerts/groups?filter=alertname%3DGpuXid"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let groups = get_json(&c, format!("{base}/api/v2/alerts/groups?filter=alertname%3DGpuXid")).await;
         assert_eq!(groups[0]["receiver"]["name"], "none", "{groups}");
         assert_eq!(groups[0]["alerts"][0]["labels"]["node"], "n1", "{groups}");
-        let receivers: serde_json::Value = c
-            .get(format!("{base}/api/v2/receivers"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let receivers = get_json(&c, format!("{base}/api/v2/receivers")).await;
         assert_eq!(receivers, serde_json::json!([{"name": "none"}]));
         // An update by id (only the comment changes) keeps the id.
-        let mut upd: serde_json::Value = c
-            .get(format!("{base}/api/v2/silence/{id}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let mut upd = get_json(&c, format!("{base}/api/v2/silence/{id}")).await;
         upd["comment"] = "longer maintenance".into();
         let r: serde_json::Value = c
             .post(format!("{base}/api/v2/silences"))
@@ -224,14 +173,7 @@ fn api_endpoints() {
             .await
             .unwrap();
         assert_eq!(r["silenceID"], id.as_str());
-        let listed: serde_json::Value = c
-            .get(format!("{base}/api/v2/silences"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed = get_json(&c, format!("{base}/api/v2/silences")).await;
         assert_eq!(listed.as_array().unwrap().len(), 1);
         assert_eq!(listed[0]["comment"], "longer maintenance");
 

@@ -66,24 +66,12 @@ fn setup(bad_port: u16) -> Setup {
     let ok_l = TcpListener::bind("127.0.0.1:0").unwrap();
     let ok_port = ok_l.local_addr().unwrap().port();
     let ok = common::record_json(ok_l);
-    std::fs::write(
-        root.join("rules.yaml"),
-        "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: ops\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 52w\n  routes:\n    - matchers: [alertname=Always]\n      receiver: team\n\
-             receivers:\n  - name: team\n    webhook_configs:\n      - url: http://127.0.0.1:{bad_port}/hook\n  - name: ops\n    webhook_configs:\n      - url: http://127.0.0.1:{ok_port}/hook\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
-    )
-    .unwrap();
+    let rules = "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n";
+    let routes = format!(
+        "route:\n  receiver: ops\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 52w\n  routes:\n    - matchers: [alertname=Always]\n      receiver: team\n\
+         receivers:\n  - name: team\n    webhook_configs:\n      - url: http://127.0.0.1:{bad_port}/hook\n  - name: ops\n    webhook_configs:\n      - url: http://127.0.0.1:{ok_port}/hook\n"
+    );
+    let config = common::embedded_config(root, rules, &routes);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -91,7 +79,7 @@ fn setup(bad_port: u16) -> Setup {
         .unwrap();
     let t0 = 1_700_000_000_000i64;
     let clock = Arc::new(SimClock::new(t0));
-    let svc = common::service(&root.join("watchfire.yaml"), &rt, None, clock.clone());
+    let svc = common::service(&config, &rt, None, clock.clone());
     Setup {
         _dir: dir,
         rt,

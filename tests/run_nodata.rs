@@ -171,10 +171,7 @@ fn no_data_and_error_policies_through_the_scheduler() {
         ),
     )
     .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let clock = Arc::new(SimClock::new(base + M));
     let svc = common::service(
         &root.join("watchfire.yaml"),

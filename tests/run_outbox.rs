@@ -37,30 +37,15 @@ fn outbox_survives_a_receiver_outage_and_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    std::fs::write(
-        root.join("rules.yaml"),
-        "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Always]\n      receiver: hook\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rules = "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n";
+    let routes = format!(
+        "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Always]\n      receiver: hook\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
+    );
+    let config = common::embedded_config(root, rules, &routes);
+    let rt = common::runtime();
     let t0 = 1_700_000_000_000i64;
     let clock = Arc::new(SimClock::new(t0));
-    let make = |clock: Arc<SimClock>| common::service(&root.join("watchfire.yaml"), &rt, None, clock);
+    let make = |clock: Arc<SimClock>| common::service(&config, &rt, None, clock);
 
     // The receiver is down: notifications wait in the outbox, attempts are retried with
     // backoff, and the built-in alert fires.
@@ -114,32 +99,17 @@ fn a_backlog_is_delivered_in_order_per_group() {
     let port = common::free_port();
     let t0 = 1_700_000_000_000i64;
     // `Ends` fires from t0 and resolves 150 s later; `Stays` keeps firing.
-    std::fs::write(
-        root.join("rules.yaml"),
-        format!(
-            "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {}\n      - alert: Stays\n        expr: vector(1)\n",
-            t0 / 1000 + 150
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: ['alertname=~\"Ends|Stays\"']\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: none\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
-    )
-    .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rules = format!(
+        "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {}\n      - alert: Stays\n        expr: vector(1)\n",
+        t0 / 1000 + 150
+    );
+    let routes = format!(
+        "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: ['alertname=~\"Ends|Stays\"']\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: none\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/hook\n"
+    );
+    let config = common::embedded_config(root, &rules, &routes);
+    let rt = common::runtime();
     let clock = Arc::new(SimClock::new(t0));
-    let svc = common::service(&root.join("watchfire.yaml"), &rt, None, clock.clone());
+    let svc = common::service(&config, &rt, None, clock.clone());
 
     // The receiver is down for 9 minutes: Ends fires and resolves meanwhile; its firing
     // notification has been retried more often, so it waits longer for its next attempt than

@@ -152,10 +152,7 @@ fn fires_resolves_and_survives_a_source_outage() {
         return;
     }
     let mut env = setup();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let base = env.base_ms;
     let clock = Arc::new(SimClock::new(base + 5 * M));
     let svc = service(&env, &rt, Arc::clone(&clock));
@@ -290,10 +287,7 @@ fn alert_state_survives_a_restart_without_a_second_page() {
         return;
     }
     let env = setup();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let base = env.base_ms;
     let clock = Arc::new(SimClock::new(base + 5 * M));
     let svc = service(&env, &rt, Arc::clone(&clock));
@@ -344,10 +338,7 @@ fn real_clock_loop_queries_prometheus_from_blocking_threads() {
         "groups:\n  - name: live\n    interval: 1s\n    rules:\n      - alert: HotGPU\n        expr: gpu_temp > 90\n      - record: up:count\n        expr: count(up)\n",
     )
     .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let svc = Arc::new(common::service(
         &env.root.join("watchfire.yaml"),
         &rt,

@@ -39,10 +39,7 @@ fn api_endpoints() {
         "watchfire.yaml",
         "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nexternal_labels: {cluster: c1}\n",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let svc = Arc::new(common::service(
         &root.join("watchfire.yaml"),
         &rt,

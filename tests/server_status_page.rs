@@ -94,10 +94,7 @@ links:
         "watchfire.yaml",
         "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nowners_file: owners.yaml\nevaluation_interval: 1s\nexternal_labels: {cluster: eks-ml-prod}\n",
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let svc = Arc::new(common::service(
         &root.join("watchfire.yaml"),
         &rt,

@@ -246,3 +246,25 @@ pub fn service(
     });
     watchfire::run::scheduler::Service::new(l.setup, l.groups, l.notify, state, clock)
 }
+
+/// A multi-threaded runtime with IO and timers, as `watchfire run` uses.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Writes `rules.yaml`, `routes.yaml` and a `watchfire.yaml` with one embedded source, those two
+/// files and `state_dir: state` into `root`; returns the configuration file's path.
+pub fn embedded_config(root: &std::path::Path, rules: &str, routes: &str) -> std::path::PathBuf {
+    std::fs::write(root.join("rules.yaml"), rules).unwrap();
+    std::fs::write(root.join("routes.yaml"), routes).unwrap();
+    let config = root.join("watchfire.yaml");
+    std::fs::write(
+        &config,
+        "sources:\n  - {name: local, type: embedded}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nstate_dir: state\n",
+    )
+    .unwrap();
+    config
+}

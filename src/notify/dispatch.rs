@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::labels::Labels;
 
-use super::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint, FingerprintHash};
+use super::alert::{alert_order, fingerprint_of, labelset_string, Alert, Fingerprint, FingerprintHash};
 use super::route::{Route, RouteOpts};
 
 /// How often empty groups are dropped (the dispatcher's cleanup ticker).
@@ -21,7 +21,6 @@ pub const CLEANUP_INTERVAL: chrono::Duration = chrono::Duration::seconds(30);
 #[derive(Clone, Debug)]
 pub struct AggrGroup {
     pub route_key: String,
-    pub route_id: String,
     pub opts: RouteOpts,
     pub labels: Labels,
     /// Shared with the alert store: joining a group copies no alert. Hashed, not ordered: a
@@ -48,7 +47,8 @@ pub fn group_key(route_key: &str, labels: &Labels) -> String {
 #[derive(Clone, Debug)]
 pub struct Flush {
     pub group_key: String,
-    pub route_id: String,
+    /// The group it came from, for [`Dispatcher::flush_done`].
+    pub group: GroupId,
     pub receiver: String,
     pub group_labels: Labels,
     pub opts: RouteOpts,
@@ -60,7 +60,7 @@ pub struct Flush {
 
 /// A group's identity: its route's rank (routes order by rank as by id) and the fingerprint of
 /// its group labels.
-type GroupId = (u32, Fingerprint);
+pub type GroupId = (u32, Fingerprint);
 
 /// The dispatcher.
 #[derive(Clone, Debug)]
@@ -119,7 +119,6 @@ impl Dispatcher {
                 timers.insert((next_flush, id));
                 AggrGroup {
                     route_key: r.key().to_string(),
-                    route_id: r.id().to_string(),
                     next_flush,
                     opts: r.opts.clone(),
                     // The alert's labels are sorted, unique and non-empty; so is any subset.
@@ -194,7 +193,7 @@ impl Dispatcher {
         alerts.sort_by(alert_order);
         Some(Flush {
             group_key: g.group_key(),
-            route_id: g.route_id.clone(),
+            group: id,
             receiver: g.opts.receiver.clone(),
             group_labels: g.labels.clone(),
             opts: g.opts.clone(),
@@ -209,13 +208,7 @@ impl Dispatcher {
         if !success {
             return;
         }
-        let mut rank = None;
-        self.route.walk(&mut |r| {
-            if r.id() == flush.route_id {
-                rank = Some(r.rank());
-            }
-        });
-        let Some(g) = rank.and_then(|rank| self.groups.get_mut(&(rank, fingerprint(&flush.group_labels)))) else {
+        let Some(g) = self.groups.get_mut(&flush.group) else {
             return;
         };
         for a in &flush.alerts {

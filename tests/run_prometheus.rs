@@ -74,13 +74,7 @@ fn setup() -> Env {
     let root = dir.path().to_path_buf();
     let now_s = chrono::Utc::now().timestamp();
     let base_s = (now_s - 3 * 3600) / 3600 * 3600;
-    let mut om = String::from("# HELP gpu_temp GPU temperature.\n# TYPE gpu_temp gauge\n");
-    for i in 0..=240 {
-        let t = base_s + i * 15;
-        let v = if (600..1800).contains(&(i * 15)) { 95 } else { 50 };
-        om.push_str(&format!("gpu_temp{{gpu=\"0\"}} {v} {t}\n"));
-    }
-    om.push_str("# EOF\n");
+    let om = common::hot_gpu_openmetrics("gpu=\"0\"", base_s);
     let data = common::backfill(&root, &om);
     std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
     let port = common::free_port();

@@ -68,13 +68,7 @@ fn setup() -> Env {
     let root = dir.path();
     let now_s = chrono::Utc::now().timestamp();
     let base_s = (now_s - 3 * 3600) / 3600 * 3600;
-    let mut om = String::from("# HELP gpu_temp GPU temperature.\n# TYPE gpu_temp gauge\n");
-    for i in 0..=240 {
-        let t = base_s + i * 15;
-        let v = if (600..1800).contains(&(i * 15)) { 95 } else { 50 };
-        om.push_str(&format!("gpu_temp{{gpu=\"0\",node=\"n1\"}} {v} {t}\n"));
-    }
-    om.push_str("# EOF\n");
+    let om = common::hot_gpu_openmetrics("gpu=\"0\",node=\"n1\"", base_s);
     let (prom, port) = start_prometheus(root, &om);
 
     let moto = common::Moto::start();

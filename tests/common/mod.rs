@@ -268,3 +268,16 @@ pub fn embedded_config(root: &std::path::Path, rules: &str, routes: &str) -> std
     .unwrap();
     config
 }
+
+/// An hour of `gpu_temp{labels}` every 15 s from `base_s` as OpenMetrics text: 50, then 95 in
+/// [10m, 30m), then 50 again (the hot-GPU episode the Prometheus tests alert on).
+pub fn hot_gpu_openmetrics(labels: &str, base_s: i64) -> String {
+    let mut om = String::from("# HELP gpu_temp GPU temperature.\n# TYPE gpu_temp gauge\n");
+    for i in 0..=240 {
+        let t = base_s + i * 15;
+        let v = if (600..1800).contains(&(i * 15)) { 95 } else { 50 };
+        om.push_str(&format!("gpu_temp{{{labels}}} {v} {t}\n"));
+    }
+    om.push_str("# EOF\n");
+    om
+}

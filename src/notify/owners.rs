@@ -14,20 +14,32 @@
 //!       - namespace: "training|training-.*"   # anchored regular expressions
 //!         cluster: ".*"
 //!       - matchers: ['layer="ml-workflow"']   # Alertmanager matchers
+//! namespace_teams:            # teams named by namespace labels (optional)
+//!   metric: kube_namespace_labels   # default
+//!   label: label_team               # default; kube-state-metrics
+//!                                   # --metric-labels-allowlist=namespaces=[team]
 //! ```
 //!
 //! The same file carries the notification settings every team shares: `deny_labels` (labels
 //! never sent to external receivers) and `links` (diagnostic link templates, see
 //! [`super::links`]).
 //!
-//! Resolution is pure and ordered: the team label when it names a known team, then the first
-//! team (in file order) with a matching `owns` entry, then `default`.
+//! Resolution is ordered: the team label when it names a known team, then the team that the
+//! alert's namespace names in its labels (`namespace_teams`) when it is a known team, then the
+//! first team (in file order) with a matching `owns` entry, then `default`.
+//!
+//! Namespace labels are data, not configuration: whoever evaluates rules (`run`, `replay`, the
+//! notification tests) runs [`Owners::namespace_teams_query`] against its source about once a
+//! minute and hands the rows to [`Owners::observe_namespace_teams`]. A failed or empty query
+//! keeps what was last seen, so a kube-state-metrics gap does not move an alert to another team.
 //!
 //! Before routing, [`Owners::stamp`] writes the resolved team into the team label (as
 //! Alertmanager's `alert_relabel_configs` would), so an unchanged Alertmanager routing tree can
 //! send each team's pages to that team's receiver with `matchers: [team="..."]`.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 
 use regex::Regex;
 
@@ -185,8 +197,45 @@ pub enum Resolution {
     Label,
     /// An `owns` entry matched.
     Owns,
+    /// The alert's namespace is labelled with the team (`namespace_teams`).
+    NamespaceLabel,
     /// Nothing matched; the default owner.
     Default,
+}
+
+/// Where namespace labels name teams: `max by (cluster, namespace, LABEL) (METRIC{LABEL!=""})`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceTeams {
+    pub metric: String,
+    pub label: String,
+    /// The query, built once.
+    query: String,
+}
+
+impl NamespaceTeams {
+    pub fn new(metric: &str, label: &str) -> NamespaceTeams {
+        NamespaceTeams {
+            metric: metric.to_string(),
+            label: label.to_string(),
+            query: format!("max by (cluster, namespace, {label}) ({metric}{{{label}!=\"\"}})"),
+        }
+    }
+}
+
+/// How often namespace labels are read again (ms): they change with deployments, not alerts.
+const NAMESPACE_TEAMS_REFRESH_MS: i64 = 60_000;
+
+/// The namespace teams last observed, shared by the clones of one loaded owners file (the
+/// evaluator hands its copy around).
+#[derive(Clone, Debug, Default)]
+struct Observed(Arc<RwLock<ObservedTeams>>);
+
+#[derive(Debug, Default)]
+struct ObservedTeams {
+    /// (cluster, namespace) -> team; cluster "" where the series has none.
+    by_namespace: HashMap<(String, String), String>,
+    /// When it was last read (ms); `None` before the first read.
+    at_ms: Option<i64>,
 }
 
 /// A loaded owners file.
@@ -198,6 +247,8 @@ pub struct Owners {
     /// Links and the label deny-list.
     pub settings: NotificationSettings,
     pub path: Option<String>,
+    pub namespace_teams: Option<NamespaceTeams>,
+    observed: Observed,
 }
 
 impl Default for Owners {
@@ -208,6 +259,8 @@ impl Default for Owners {
             teams: Vec::new(),
             settings: NotificationSettings::default(),
             path: None,
+            namespace_teams: None,
+            observed: Observed::default(),
         }
     }
 }
@@ -234,7 +287,7 @@ impl Owners {
             return Ok(out);
         };
         let mut default_pos = Pos { line: 1, col: 1 };
-        let keys = ["team_label", "default", "teams", "links", "deny_labels"];
+        let keys = ["team_label", "default", "teams", "links", "deny_labels", "namespace_teams"];
         for (key, kpos, v) in r.map(&root, "the owners file", &keys)? {
             match key.as_str() {
                 "team_label" => {
@@ -252,6 +305,7 @@ impl Owners {
                 }
                 "links" => out.settings.links = NotificationSettings::decode_links(&r, v)?,
                 "deny_labels" => out.settings.deny_labels = r.strings(v, "deny_labels")?,
+                "namespace_teams" => out.namespace_teams = Some(decode_namespace_teams(&r, v)?),
                 _ => {
                     for t in r.seq(v, "teams")? {
                         let team = decode_team(&r, t)?;
@@ -281,6 +335,9 @@ impl Owners {
         if let Some(t) = labels.get(&self.team_label).and_then(|n| self.team(n)) {
             return Some((t, Resolution::Label));
         }
+        if let Some(t) = self.namespace_team(labels).and_then(|n| self.team(&n)) {
+            return Some((t, Resolution::NamespaceLabel));
+        }
         if let Some(t) = self.teams.iter().find(|t| t.owns.iter().any(|o| o.matches(labels))) {
             return Some((t, Resolution::Owns));
         }
@@ -301,6 +358,70 @@ impl Owners {
                 b.build()
             }
         }
+    }
+
+    /// The query whose rows name each namespace's team, when `namespace_teams` is configured
+    /// and the last read is a minute old (or from the future: a replay started again).
+    pub fn namespace_teams_query(&self, now_ms: i64) -> Option<&str> {
+        let nt = self.namespace_teams.as_ref()?;
+        let at = self.observed.0.read().ok()?.at_ms;
+        match at {
+            Some(t) if now_ms >= t && now_ms - t < NAMESPACE_TEAMS_REFRESH_MS => None,
+            _ => Some(nt.query.as_str()),
+        }
+    }
+
+    /// Records the rows of [`Self::namespace_teams_query`] read at `now_ms`. `None` (the query
+    /// failed) and an empty answer keep the teams seen before.
+    pub fn observe_namespace_teams<'l>(&self, now_ms: i64, rows: Option<impl IntoIterator<Item = &'l Labels>>) {
+        let Some(nt) = &self.namespace_teams else { return };
+        let Ok(mut obs) = self.observed.0.write() else { return };
+        obs.at_ms = Some(now_ms);
+        let mut seen = HashMap::new();
+        for l in rows.into_iter().flatten() {
+            if let (Some(ns), Some(team)) = (l.get("namespace"), l.get(&nt.label)) {
+                if !team.is_empty() {
+                    let key = (l.get("cluster").unwrap_or("").to_string(), ns.to_string());
+                    seen.insert(key, team.to_string());
+                }
+            }
+        }
+        if !seen.is_empty() {
+            obs.by_namespace = seen;
+        }
+    }
+
+    /// Reads the namespace teams when due: `query` runs an instant query at `now_ms` and gives
+    /// the labels of its series, or `None` when it failed.
+    pub fn refresh_namespace_teams(&self, now_ms: i64, query: impl FnOnce(&str) -> Option<Vec<Labels>>) {
+        if let Some(q) = self.namespace_teams_query(now_ms) {
+            let q = q.to_string();
+            let rows = query(&q);
+            self.observe_namespace_teams(now_ms, rows.as_ref());
+        }
+    }
+
+    /// The team the alert's namespace is labelled with: matched on cluster and namespace, or on
+    /// the namespace alone where the alert or the series has no cluster and only one team
+    /// claims that namespace name.
+    fn namespace_team(&self, labels: &Labels) -> Option<String> {
+        self.namespace_teams.as_ref()?;
+        let ns = labels.get("namespace").filter(|n| !n.is_empty())?;
+        let obs = self.observed.0.read().ok()?;
+        let cluster = labels.get("cluster").unwrap_or("");
+        if let Some(t) = obs.by_namespace.get(&(cluster.to_string(), ns.to_string())) {
+            return Some(t.clone());
+        }
+        let mut found: Option<&String> = None;
+        for ((c, n), t) in &obs.by_namespace {
+            if n == ns && (c.is_empty() || cluster.is_empty()) {
+                if found.is_some_and(|f| f != t) {
+                    return None;
+                }
+                found = Some(t);
+            }
+        }
+        found.cloned()
     }
 
     /// Every receiver name the owners file refers to, with the team and role.
@@ -356,6 +477,22 @@ fn decode_team(r: &Reader<'_>, node: &Node) -> Result<Team, FileError> {
         return Err(r.err(team.pos, "a team needs a name"));
     }
     Ok(team)
+}
+
+fn decode_namespace_teams(r: &Reader<'_>, node: &Node) -> Result<NamespaceTeams, FileError> {
+    let (mut metric, mut label) = ("kube_namespace_labels".to_string(), "label_team".to_string());
+    for (key, _, v) in r.map(node, "namespace_teams", &["metric", "label"])? {
+        let value = r.string(v, &key)?;
+        if !super::matchers::is_valid_label_name(&value) {
+            return Err(r.err(v.pos(), format!("namespace_teams.{key}: {value:?} is not a valid name")));
+        }
+        if key == "metric" {
+            metric = value;
+        } else {
+            label = value;
+        }
+    }
+    Ok(NamespaceTeams::new(&metric, &label))
 }
 
 fn decode_owns(r: &Reader<'_>, node: &Node) -> Result<OwnsEntry, FileError> {
@@ -426,6 +563,60 @@ teams:
         assert_eq!(t.name, "ml-training");
         let stamped = o.stamp(&l(&[("namespace", "training")]));
         assert_eq!(stamped.get("team"), Some("ml-training"));
+    }
+
+    #[test]
+    fn namespace_labels_name_the_team() {
+        let text = format!("{OWNERS}namespace_teams: {{label: label_owner}}\n");
+        let o = Owners::load_str(&text, "owners.yaml").unwrap();
+        assert_eq!(
+            o.namespace_teams_query(0),
+            Some("max by (cluster, namespace, label_owner) (kube_namespace_labels{label_owner!=\"\"})")
+        );
+        let rows = [
+            l(&[("cluster", "prod-1"), ("namespace", "llm"), ("label_owner", "serving")]),
+            l(&[("cluster", "prod-1"), ("namespace", "training"), ("label_owner", "serving")]),
+            l(&[("cluster", "prod-1"), ("namespace", "x"), ("label_owner", "nobody")]),
+        ];
+        o.observe_namespace_teams(0, Some(rows.iter()));
+        // Read again only a minute later, or when time goes back (a new replay).
+        assert_eq!(o.namespace_teams_query(59_999), None);
+        assert!(o.namespace_teams_query(60_000).is_some());
+        assert!(o.namespace_teams_query(-1).is_some());
+        let how = |pairs: &[(&str, &str)]| o.resolve(&l(pairs)).map(|(t, h)| (t.name.clone(), h));
+        assert_eq!(
+            how(&[("cluster", "prod-1"), ("namespace", "llm")]),
+            Some(("serving".into(), Resolution::NamespaceLabel))
+        );
+        // The namespace label wins over `owns`; the alert's own team label wins over both.
+        assert_eq!(
+            how(&[("cluster", "prod-1"), ("namespace", "training")]),
+            Some(("serving".into(), Resolution::NamespaceLabel))
+        );
+        assert_eq!(
+            how(&[("cluster", "prod-1"), ("namespace", "training"), ("team", "platform")]),
+            Some(("platform".into(), Resolution::Label))
+        );
+        // Another cluster's namespace of the same name, and unknown teams, fall through.
+        assert_eq!(
+            how(&[("cluster", "prod-2"), ("namespace", "training")]),
+            Some(("ml-training".into(), Resolution::Owns))
+        );
+        assert_eq!(
+            how(&[("cluster", "prod-1"), ("namespace", "x")]),
+            Some(("platform".into(), Resolution::Default))
+        );
+        // Without a cluster label, a namespace name one team claims.
+        assert_eq!(how(&[("namespace", "llm")]), Some(("serving".into(), Resolution::NamespaceLabel)));
+        // A failed or empty read keeps what was seen.
+        o.observe_namespace_teams(60_000, None::<&[Labels]>);
+        o.observe_namespace_teams(120_000, Some(&[] as &[Labels]));
+        assert_eq!(
+            how(&[("cluster", "prod-1"), ("namespace", "llm")]).map(|x| x.0),
+            Some("serving".into())
+        );
+        let e = Owners::load_str("namespace_teams: {label: 'a-b'}\n", "o.yaml").unwrap_err();
+        assert!(e.to_string().starts_with("o.yaml:1:26: namespace_teams.label"), "{e}");
     }
 
     #[test]

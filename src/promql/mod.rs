@@ -79,6 +79,17 @@ impl Engine {
         self.instant_query_text(src, &ast, expr, t)
     }
 
+    /// The series labels of an instant vector query at `t` (an error for other result types).
+    pub fn instant_vector_labels(&self, src: &dyn Queryable, expr: &str, t: i64) -> Result<Vec<Labels>, Error> {
+        match self.instant_query(src, expr, t)?.value {
+            Value::Vector(v) => Ok(v.into_iter().map(|s| s.metric).collect()),
+            other => Err(Error::Eval(format!(
+                "expected an instant vector, got a {}",
+                other.type_name()
+            ))),
+        }
+    }
+
     /// Evaluates a parsed expression at time `t`.
     pub fn instant_query_ast(&self, src: &dyn Queryable, ast: &Expr, t: i64) -> Result<QueryResult, Error> {
         self.instant_query_text(src, ast, &ast.to_string(), t)

@@ -178,16 +178,13 @@ impl FileConfig {
                     .join(", ")
             )]);
         }
-        let mut setup = Setup {
+        Ok(Setup {
             groups,
             routes,
             owners,
             external_labels: self.external_labels.clone(),
             external_url: self.external_url.clone(),
-            rules: Default::default(),
-        };
-        setup.index_rules();
-        Ok(setup)
+        })
     }
 }
 

@@ -38,14 +38,6 @@ pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// What a rule is, for links and summaries.
-#[derive(Clone, Debug)]
-pub struct RuleInfo {
-    pub expr: String,
-    pub file: String,
-    pub group: String,
-}
-
 /// Everything a replay needs, loaded.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -56,26 +48,9 @@ pub struct Setup {
     /// Labels added to every alert sent (Prometheus' external labels), where not set.
     pub external_labels: Labels,
     pub external_url: String,
-    /// By alert name.
-    pub rules: HashMap<String, RuleInfo>,
 }
 
 impl Setup {
-    /// Builds the rule index from the groups.
-    pub fn index_rules(&mut self) {
-        for g in &self.groups {
-            for r in g.rules() {
-                if let Some(a) = r.as_alerting() {
-                    self.rules.entry(a.name().to_string()).or_insert_with(|| RuleInfo {
-                        expr: a.expr_text().to_string(),
-                        file: g.file().display().to_string(),
-                        group: g.name().to_string(),
-                    });
-                }
-            }
-        }
-    }
-
     /// Number of rules over all groups.
     pub fn num_rules(&self) -> usize {
         self.groups.iter().map(|g| g.rules().len()).sum()
@@ -219,10 +194,17 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
             entry.0 += 1;
         }
         let now = ms_to_time(ts);
+        if !result.to_send.is_empty() {
+            setup
+                .owners
+                .refresh_namespace_teams(ts, |q| engine.instant_vector_labels(source, q, ts).ok());
+        }
         let mut alerts = Vec::new();
-        for (_, sent) in result.to_send {
+        for (ri, sent) in result.to_send {
+            // Links graph the expression of the rule that fired, not of its first namesake.
+            let expr = g.rules()[ri].as_alerting().map(|r| r.expr_text());
             for a in sent {
-                state.note_active(&a, setup, &mut alerts, now);
+                state.note_active(&a, setup, expr, &mut alerts, now);
             }
         }
         if !alerts.is_empty() {
@@ -255,16 +237,20 @@ struct DeliveryState {
 
 impl DeliveryState {
     /// Converts a rule alert into what Alertmanager receives (as Prometheus' notifier sends it).
-    fn note_active(&mut self, a: &RuleAlert, setup: &Setup, out: &mut Vec<notify::Alert>, now: DateTime<Utc>) {
+    fn note_active(
+        &mut self,
+        a: &RuleAlert,
+        setup: &Setup,
+        expr: Option<&str>,
+        out: &mut Vec<notify::Alert>,
+        now: DateTime<Utc>,
+    ) {
         let alert = notify::Alert::from_rule_alert(
             a,
             &setup.external_labels,
             Some(&setup.owners),
             &setup.external_url,
-            setup
-                .rules
-                .get(a.labels.get("alertname").unwrap_or(""))
-                .map(|r| r.expr.as_str()),
+            expr,
             now,
         );
         self.active_at.insert(alert.labels.clone(), a.active_at);

@@ -122,16 +122,9 @@ pub fn new_pages(o: &Outcome) -> Vec<&Delivery> {
 /// The alert names of a page incident: every firing notification of its group and receiver
 /// from the first page until the group resolves (alerts that join an open incident update the
 /// same PagerDuty incident rather than paging again).
-pub fn incident_names<'a>(o: &'a Outcome, first: &Delivery) -> Vec<&'a str> {
+pub fn incident_names<'a>(o: &'a Outcome, first: &'a Delivery) -> Vec<&'a str> {
     let mut names: Vec<&str> = Vec::new();
-    for d in o
-        .deliveries
-        .iter()
-        .filter(|d| d.at_ms >= first.at_ms && d.group_key == first.group_key && d.receiver == first.receiver)
-    {
-        if d.at_ms > first.at_ms && d.status == "resolved" {
-            break;
-        }
+    for d in incident_deliveries(o, first) {
         for n in d.alert_names() {
             if !names.contains(&n) {
                 names.push(n);
@@ -139,6 +132,31 @@ pub fn incident_names<'a>(o: &'a Outcome, first: &Delivery) -> Vec<&'a str> {
         }
     }
     names
+}
+
+/// The notifications of a page incident: its group's firing notifications to the same
+/// receiver from the first page until the group resolves.
+fn incident_deliveries<'a>(o: &'a Outcome, first: &'a Delivery) -> impl Iterator<Item = &'a Delivery> {
+    o.deliveries
+        .iter()
+        .filter(move |d| d.at_ms >= first.at_ms && d.group_key == first.group_key && d.receiver == first.receiver)
+        .take_while(move |d| d.at_ms == first.at_ms || d.status != "resolved")
+}
+
+/// Alert names that joined an open page incident after its first page, with when: PagerDuty
+/// gets them as updates of an incident someone may have acknowledged, so nobody is paged.
+pub fn incident_joins(o: &Outcome, first: &Delivery) -> Vec<(String, i64)> {
+    let mut seen: Vec<&str> = first.alert_names();
+    let mut out = Vec::new();
+    for d in incident_deliveries(o, first) {
+        for n in d.alert_names() {
+            if !seen.contains(&n) {
+                seen.push(n);
+                out.push((n.to_string(), d.at_ms));
+            }
+        }
+    }
+    out
 }
 
 /// Whether a delivery carries only `severity="info"` alerts (heartbeat, digest).
@@ -318,7 +336,10 @@ pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckR
     }
     let pages = new_pages(o);
     if !pages.is_empty() {
-        let _ = writeln!(s, "\nPages (first notification of each incident):");
+        let _ = writeln!(
+            s,
+            "\nPage incidents, one per receiver and dedup key as PagerDuty keeps them (first page, then alerts that joined the open incident without paging):"
+        );
         for d in pages {
             let delay = d
                 .first_active_ms
@@ -326,13 +347,22 @@ pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckR
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "  {}  {:<14} {:<14} {:<30} {}",
+                "  {}  {:<14} {:<14} {:<30} {}  dedup_key {}",
                 fmt_time(d.at_ms),
                 d.owner.as_deref().unwrap_or("-"),
                 d.namespace.as_deref().unwrap_or("-"),
                 delay,
-                incident_names(o, d).join(", "),
+                d.alert_names().join(", "),
+                &crate::notify::receivers::pagerduty::dedup_key(&d.group_key)[..12],
             );
+            for (name, at) in incident_joins(o, d) {
+                let _ = writeln!(
+                    s,
+                    "      + {name} joined at {} ({} after the first page): no new page",
+                    fmt_time(at),
+                    fmt_dur(at - d.at_ms)
+                );
+            }
         }
     }
     if !o.rule_errors.is_empty() {

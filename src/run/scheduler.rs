@@ -749,6 +749,11 @@ impl Service {
             }
         }
 
+        if !outcome.to_send.is_empty() {
+            if let Some(o) = setup.owners.as_ref() {
+                o.refresh_namespace_teams(ts, |q| setup.engine.instant_vector_labels(&view, q, ts).ok());
+            }
+        }
         let alerts: Vec<crate::notify::Alert> = outcome
             .to_send
             .iter()

@@ -3,7 +3,7 @@
 //! label deny-list) driven in the test's simulated time, with every receiver replaced by an
 //! in-memory recorder. The semantics are documented in the `unittest` module.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -126,8 +126,6 @@ struct Got {
 pub struct Sim<'a> {
     setup: &'a NotifySetup,
     notifier: Notifier,
-    /// Rule expressions by alert name, for Grafana links and generator URLs.
-    exprs: HashMap<String, String>,
     external_labels: Labels,
     external_url: String,
     mint: i64,
@@ -139,27 +137,10 @@ fn ms_to_time(ms: i64) -> DateTime<Utc> {
 }
 
 impl<'a> Sim<'a> {
-    pub fn new(
-        setup: &'a NotifySetup,
-        groups: &[Group],
-        external_labels: Labels,
-        external_url: &str,
-        mint: i64,
-    ) -> Self {
-        let mut exprs = HashMap::new();
-        for g in groups {
-            for r in g.rules() {
-                if let Some(a) = r.as_alerting() {
-                    exprs
-                        .entry(a.name().to_string())
-                        .or_insert_with(|| a.expr_text().to_string());
-                }
-            }
-        }
+    pub fn new(setup: &'a NotifySetup, external_labels: Labels, external_url: &str, mint: i64) -> Self {
         Sim {
             setup,
             notifier: Notifier::new(setup.routes.clone(), ms_to_time(mint)),
-            exprs,
             external_labels,
             external_url: external_url.to_string(),
             mint,
@@ -193,15 +174,22 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Hands the alerts a rule evaluation at `now_ms` made due to the pipeline, as Prometheus'
-    /// notifier sends them (external labels added where unset), with the owner stamped, then
-    /// runs what is due at once (a `group_wait: 0s` flush happens at `now_ms`).
-    pub fn put(&mut self, sent: &[(usize, Vec<RuleAlert>)], now_ms: i64) {
+    /// The owners file, for reading namespace teams before [`Sim::put`].
+    pub fn owners(&self) -> &Owners {
+        &self.setup.owners
+    }
+
+    /// Hands the alerts an evaluation of `group` at `now_ms` made due to the pipeline, as
+    /// Prometheus' notifier sends them (external labels added where unset, the generator URL
+    /// of the rule that fired), with the owner stamped, then runs what is due at once (a
+    /// `group_wait: 0s` flush happens at `now_ms`).
+    pub fn put(&mut self, group: &Group, sent: &[(usize, Vec<RuleAlert>)], now_ms: i64) {
         let now = ms_to_time(now_ms);
         let mut alerts = Vec::new();
-        for (_, list) in sent {
+        for (ri, list) in sent {
+            let expr = group.rules()[*ri].as_alerting().map(|r| r.expr_text());
             for a in list {
-                alerts.push(self.to_notify_alert(a, now));
+                alerts.push(self.to_notify_alert(a, expr, now));
             }
         }
         if !alerts.is_empty() {
@@ -210,15 +198,13 @@ impl<'a> Sim<'a> {
         self.advance(now_ms);
     }
 
-    fn to_notify_alert(&self, a: &RuleAlert, now: DateTime<Utc>) -> notify::Alert {
+    fn to_notify_alert(&self, a: &RuleAlert, expr: Option<&str>, now: DateTime<Utc>) -> notify::Alert {
         notify::Alert::from_rule_alert(
             a,
             &self.external_labels,
             Some(&self.setup.owners),
             &self.external_url,
-            self.exprs
-                .get(a.labels.get("alertname").unwrap_or(""))
-                .map(String::as_str),
+            expr,
             now,
         )
     }

@@ -398,13 +398,9 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         });
     }
     let mut sim = match ctx.notify {
-        Some(setup) if !tg.notification_test.is_empty() => Some(Sim::new(
-            setup,
-            &groups,
-            cfg.external_labels.clone(),
-            &tg.external_url,
-            mint,
-        )),
+        Some(setup) if !tg.notification_test.is_empty() => {
+            Some(Sim::new(setup, cfg.external_labels.clone(), &tg.external_url, mint))
+        }
         _ => None,
     };
 
@@ -421,7 +417,11 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         for g in &mut groups {
             let outcome = g.eval(ts, &engine, &input, ts, &mut outputs);
             if let Some(sim) = sim.as_mut() {
-                sim.put(&outcome.to_send, ts);
+                if !outcome.to_send.is_empty() {
+                    sim.owners()
+                        .refresh_namespace_teams(ts, |q| engine.instant_vector_labels(&input, q, ts).ok());
+                }
+                sim.put(g, &outcome.to_send, ts);
             }
             for (ri, e) in outcome.errors {
                 eval_errors.push(format!(

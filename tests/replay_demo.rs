@@ -232,3 +232,34 @@ fn cli_replays_recorded_data_as_json_and_compares_rule_changes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Two rules share an alert name; only the second fires. The Grafana link must graph the rule
+/// that fired, not the first rule of that name.
+#[test]
+fn links_graph_the_rule_that_fired() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fixture(dir.path());
+    let rules = RULES.replace("> 10", "> 1000")
+        + "      - alert: QueueBacklog\n        expr: queue_depth > 10\n        for: 2m\n        labels: {severity: page, layer: application, signal: second}\n        annotations: {summary: backlog, runbook_url: 'https://rb/q'}\n";
+    std::fs::write(dir.path().join("rules/q.yaml"), rules).unwrap();
+    std::fs::write(
+        dir.path().join("owners.yaml"),
+        format!("{OWNERS}links: {{grafana_url: https://grafana.example}}\n"),
+    )
+    .unwrap();
+    let cfg = FileConfig::load(&dir.path().join("watchfire.yaml")).unwrap();
+    let setup = cfg.build(None).unwrap();
+    let mut store = watchfire::tsdb::Store::new();
+    watchfire::tsdb::load_file(&mut store, &dir.path().join("data.om")).unwrap();
+    let opts = Options {
+        from_ms: 1_700_000_000_000,
+        to_ms: 1_700_000_000_000 + 59 * 60_000,
+        lookback_ms: None,
+    };
+    let o = replay::run(&setup, &store, &opts, &mut |_| {});
+    let page = new_pages(&o).into_iter().next().expect("the second rule pages");
+    let grafana = page.links.iter().find(|l| l.kind == "grafana").expect("a Grafana link");
+    let decoded = grafana.url.replace("%20", " ").replace("%3E", ">");
+    assert!(decoded.contains("queue_depth > 10\\\""), "{}", grafana.url);
+    assert!(!decoded.contains("> 1000"), "{}", grafana.url);
+}

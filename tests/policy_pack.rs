@@ -70,6 +70,7 @@ fn test_files() -> Vec<PathBuf> {
 struct Alert {
     file: String,
     name: String,
+    expr: String,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
 }
@@ -95,6 +96,7 @@ fn alerts() -> (Vec<Alert>, Vec<String>) {
                         alerts.push(Alert {
                             file: path.file_name().unwrap().to_string_lossy().into_owned(),
                             name: r.name.value.clone(),
+                            expr: r.expr.value.clone(),
                             labels,
                             annotations: r
                                 .annotations
@@ -152,6 +154,11 @@ fn every_alert_has_severity_layer_and_annotations() {
             if url != &format!("{RUNBOOK_BASE}{}", a.name) {
                 problems.push(format!("{who}: runbook_url {url} is not {RUNBOOK_BASE}{}", a.name));
             }
+        }
+        // The path that feeds it, for inhibition by path (rules/telemetry.yaml): a static label,
+        // or (TelemetryPathDown) set from the data by the expression.
+        if a.name != "Watchdog" && !a.labels.contains_key("telemetry") && !a.expr.contains("telemetry") {
+            problems.push(format!("{who}: no telemetry label naming the path that feeds it"));
         }
         // Run IDs and pod UIDs never become alert labels.
         for bad in ["uid", "pod_uid", "run_id", "pod"] {

@@ -250,7 +250,7 @@ fn links_graph_the_rule_that_fired() {
     let cfg = FileConfig::load(&dir.path().join("watchfire.yaml")).unwrap();
     let setup = cfg.build(None).unwrap();
     let mut store = watchfire::tsdb::Store::new();
-    watchfire::tsdb::load_file(&mut store, &dir.path().join("data.om")).unwrap();
+    watchfire::tsdb::load_file(&mut store, dir.path().join("data.om")).unwrap();
     let opts = Options {
         from_ms: 1_700_000_000_000,
         to_ms: 1_700_000_000_000 + 59 * 60_000,

@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use watchfire::replay::config::FileConfig;
+use watchfire::replay::scenario::{self, Scenario};
 use watchfire::replay::{self, demo, output, Options, Outcome, Setup};
 use watchfire::tsdb::{self, Store};
 
@@ -17,6 +18,10 @@ pub struct Args {
     /// timestamps; files or directories of them. Without it, the built-in 48-hour demo.
     #[arg(long, num_args = 1.., value_name = "PATH")]
     data: Vec<PathBuf>,
+    /// A scenario (scenarios/*.yaml): generate its cluster, replay it and check its expected
+    /// pages and notifications (with `--demo-out`: write its data instead).
+    #[arg(long, value_name = "FILE", conflicts_with = "data")]
+    scenario: Option<PathBuf>,
     /// Start: RFC 3339, unix seconds, or `+DURATION` after the first sample (default: first sample).
     #[arg(long, value_name = "TIME")]
     from: Option<String>,
@@ -32,10 +37,10 @@ pub struct Args {
     #[arg(long)]
     bench: bool,
     /// Exit 1 when a demo expectation fails (each incident pages its owner once, notify-only
-    /// conditions and the quiet day page nobody).
+    /// conditions and the quiet day page nobody), or a `--scenario` expectation fails.
     #[arg(long)]
     check: bool,
-    /// Write the demo data as OpenMetrics text to FILE and exit.
+    /// Write the demo data (or the `--scenario`'s) as OpenMetrics text to FILE and exit.
     #[arg(long, value_name = "FILE")]
     demo_out: Option<PathBuf>,
 }
@@ -121,8 +126,15 @@ fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
 }
 
 fn run_inner(args: Args) -> Result<i32, String> {
+    let scenario = match &args.scenario {
+        Some(p) => Some(Scenario::load_file(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
     if let Some(path) = &args.demo_out {
-        let store = demo::generate();
+        let store = match &scenario {
+            Some(s) => scenario::generate(s).map_err(|e| e.to_string())?.store,
+            None => demo::generate(),
+        };
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
         demo::write_openmetrics(&store, &mut w)
@@ -138,8 +150,11 @@ fn run_inner(args: Args) -> Result<i32, String> {
     }
     let cfg = load_config(args.config.as_deref())?;
     let setup = build(&cfg, None)?;
-    let is_demo = args.data.is_empty();
-    let (store, min, max) = if is_demo {
+    let is_demo = args.data.is_empty() && scenario.is_none();
+    let (store, min, max) = if let Some(s) = &scenario {
+        let data = scenario::generate(s).map_err(|e| e.to_string())?;
+        (data.store, data.first_ms, data.last_ms)
+    } else if is_demo {
         (demo::generate(), demo::START_MS, demo::END_MS - demo::STEP_MS)
     } else {
         load_data(&args.data)?
@@ -223,15 +238,29 @@ fn run_inner(args: Args) -> Result<i32, String> {
         }
     }
     let checks = is_demo.then(|| output::check_demo(&outcome, &demo::incidents(), demo::quiet_day()));
-    let failed = checks.as_ref().is_some_and(|c| c.iter().any(|x| !x.ok));
+    let report = match &scenario {
+        Some(s) => Some(scenario::check(s, &setup, &outcome).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let failed = checks.as_ref().is_some_and(|c| c.iter().any(|x| !x.ok)) || report.as_ref().is_some_and(|r| !r.ok());
     let mut tail = String::new();
     if args.format == Format::Text {
         tail = output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref());
-    } else if !outcome.rule_errors.is_empty() || failed {
-        eprint!(
-            "{}",
-            output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref())
-        );
+        if let Some(r) = &report {
+            tail.push('\n');
+            tail.push_str(&r.text());
+        }
+    } else {
+        if !outcome.rule_errors.is_empty() || failed {
+            eprint!(
+                "{}",
+                output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref())
+            );
+        }
+        // The JSON lines stay machine-readable on stdout; the scenario report goes to stderr.
+        if let Some(r) = &report {
+            eprint!("{}", r.text());
+        }
     }
     if let Some(dir) = &args.compare {
         let changed = build(&cfg, Some(dir))?;

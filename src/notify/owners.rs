@@ -287,7 +287,14 @@ impl Owners {
             return Ok(out);
         };
         let mut default_pos = Pos { line: 1, col: 1 };
-        let keys = ["team_label", "default", "teams", "links", "deny_labels", "namespace_teams"];
+        let keys = [
+            "team_label",
+            "default",
+            "teams",
+            "links",
+            "deny_labels",
+            "namespace_teams",
+        ];
         for (key, kpos, v) in r.map(&root, "the owners file", &keys)? {
             match key.as_str() {
                 "team_label" => {
@@ -575,7 +582,11 @@ teams:
         );
         let rows = [
             l(&[("cluster", "prod-1"), ("namespace", "llm"), ("label_owner", "serving")]),
-            l(&[("cluster", "prod-1"), ("namespace", "training"), ("label_owner", "serving")]),
+            l(&[
+                ("cluster", "prod-1"),
+                ("namespace", "training"),
+                ("label_owner", "serving"),
+            ]),
             l(&[("cluster", "prod-1"), ("namespace", "x"), ("label_owner", "nobody")]),
         ];
         o.observe_namespace_teams(0, Some(rows.iter()));
@@ -607,7 +618,10 @@ teams:
             Some(("platform".into(), Resolution::Default))
         );
         // Without a cluster label, a namespace name one team claims.
-        assert_eq!(how(&[("namespace", "llm")]), Some(("serving".into(), Resolution::NamespaceLabel)));
+        assert_eq!(
+            how(&[("namespace", "llm")]),
+            Some(("serving".into(), Resolution::NamespaceLabel))
+        );
         // A failed or empty read keeps what was seen.
         o.observe_namespace_teams(60_000, None::<&[Labels]>);
         o.observe_namespace_teams(120_000, Some(&[] as &[Labels]));

@@ -557,7 +557,7 @@ fn control_plane(g: &mut Gen) {
                 &[
                     ("job", "apiserver"),
                     ("instance", "10.0.255.10:443"),
-                    ("verb", "create"),
+                    ("verb", "POST"),
                     ("resource", res),
                     ("code", code),
                     ("scope", "resource"),

@@ -17,6 +17,7 @@
 pub mod config;
 pub mod demo;
 pub mod output;
+pub mod scenario;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};

@@ -1,0 +1,782 @@
+//! The cluster a scenario describes, resolved into things with names and lifetimes: node lives
+//! (a replaced node ends and its successor, with a new name, takes the slot), pods with the
+//! GPUs they hold, exporter pods (a rollout deletes them and brings new ones), and what the
+//! events do at a given time. The exporters (`gen.rs`) only ask this model questions, so every
+//! path sees one consistent cluster.
+//!
+//! All times here are absolute (ms since the epoch).
+
+use crate::notify::owners::FileError;
+
+use super::spec::{
+    is_hardware_xid, throttle_bit, DownMode, Event, EventKind, Exporter, NodeRef, Scenario, WorkloadKind,
+};
+
+const M: i64 = 60_000;
+/// How long a recreated pod is Pending (scheduling, image pull) before it runs.
+const POD_START_MS: i64 = 2 * M;
+/// How long after a node joins its DaemonSet pods (the exporters) are scraped.
+const DAEMONSET_START_MS: i64 = M;
+/// How long after a hardware XID the NVIDIA device plugin withdraws the GPU from allocatable
+/// (its health check marks the device unhealthy; the kubelet then updates node status).
+pub const DEVICE_PLUGIN_DELAY_MS: i64 = 2 * M;
+
+/// FNV-1a: a stable hash of a name (the same on every machine and run).
+pub fn key(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Deterministic noise in [0, 1) for a key and a step (splitmix64).
+pub fn noise(key: u64, step: i64) -> f64 {
+    let mut z = key ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The characters Kubernetes uses in generated name suffixes (no vowels, no look-alikes).
+const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A generated-name suffix of `n` characters, e.g. the `x7k2p` of a pod name.
+pub fn suffix(seed: &str, n: usize) -> String {
+    let mut h = key(seed);
+    (0..n)
+        .map(|i| {
+            if i > 0 && i % 12 == 0 {
+                h = key(&format!("{seed}{i}"));
+            }
+            let c = NAME_CHARS[(h % NAME_CHARS.len() as u64) as usize];
+            h /= NAME_CHARS.len() as u64;
+            c as char
+        })
+        .collect()
+}
+
+/// A UUID-shaped identifier (pod uid, GPU UUID, system uuid).
+pub fn uuid(seed: &str) -> String {
+    let a = key(seed);
+    let b = key(&format!("{seed}/2"));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | (b >> 48) & 0x3fff,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// One node from its launch until it leaves (replaced) or the data ends.
+#[derive(Debug)]
+pub struct NodeLife {
+    pub slot: NodeRef,
+    pub name: String,
+    pub ip: String,
+    pub zone: String,
+    pub instance_id: String,
+    pub system_uuid: String,
+    pub from_ms: i64,
+    pub to_ms: i64,
+    pub created_ms: i64,
+    pub gpu_uuids: Vec<String>,
+}
+
+impl NodeLife {
+    pub fn alive(&self, t: i64) -> bool {
+        t >= self.from_ms && t < self.to_ms
+    }
+}
+
+/// What a pod belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodOwner {
+    /// Replica (or Job worker) `replica` of a scenario workload.
+    Workload {
+        namespace: usize,
+        workload: usize,
+        replica: usize,
+    },
+    /// An exporter's DaemonSet pod.
+    Exporter(Exporter),
+    /// kube-state-metrics.
+    KubeStateMetrics,
+    /// CoreDNS, replica `0` or `1`.
+    CoreDns(usize),
+}
+
+#[derive(Debug)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub ip: String,
+    /// Index into [`Cluster::nodes`].
+    pub node: usize,
+    pub owner: PodOwner,
+    pub created_by_kind: &'static str,
+    pub created_by_name: String,
+    pub container: String,
+    pub priority_class: String,
+    /// GPU indices on its node.
+    pub gpus: Vec<usize>,
+    pub cpu_request: f64,
+    pub created_ms: i64,
+    /// The pod exists (kube-state-metrics reports it) from here...
+    pub from_ms: i64,
+    /// ...is Running from here (Pending before)...
+    pub running_ms: i64,
+    /// ...and is gone from here.
+    pub to_ms: i64,
+}
+
+impl Pod {
+    pub fn exists(&self, t: i64) -> bool {
+        t >= self.from_ms && t < self.to_ms
+    }
+
+    pub fn running(&self, t: i64) -> bool {
+        t >= self.running_ms && t < self.to_ms
+    }
+}
+
+/// The scrape state of an exporter on a node.
+#[derive(Clone, Copy, Debug)]
+pub enum Scrape<'c> {
+    /// No target: no `up`, no series.
+    Absent,
+    /// The target is there but its scrape fails: `up` 0, no other series.
+    Failing(&'c Pod),
+    Ok(&'c Pod),
+}
+
+/// The resolved cluster.
+#[derive(Debug)]
+pub struct Cluster<'s> {
+    pub s: &'s Scenario,
+    pub nodes: Vec<NodeLife>,
+    pub pods: Vec<Pod>,
+    /// The VPC's second octet (10.x.0.0/16).
+    pub vpc: u8,
+}
+
+/// Hands out addresses per zone subnet (10.vpc.16·(zone+1).0/20), nodes and pods alike, as the
+/// VPC CNI does.
+struct Ipam {
+    vpc: u8,
+    next: [usize; 2],
+}
+
+impl Ipam {
+    fn take(&mut self, zone: usize) -> String {
+        let n = self.next[zone];
+        self.next[zone] += 1;
+        format!("10.{}.{}.{}", self.vpc, 16 * (zone + 1) + n / 250, 4 + n % 250)
+    }
+}
+
+fn zone_index(slot: NodeRef) -> usize {
+    slot.index % 2
+}
+
+/// Nodes and pods of one slot life, in creation order.
+struct Builder<'s> {
+    s: &'s Scenario,
+    ipam: Ipam,
+    nodes: Vec<NodeLife>,
+    pods: Vec<Pod>,
+}
+
+impl<'s> Cluster<'s> {
+    /// Resolves a scenario; a workload that does not fit its node group is an error at its
+    /// position.
+    pub fn build(s: &'s Scenario) -> Result<Cluster<'s>, FileError> {
+        let vpc = (key(&s.cluster) % 200 + 20) as u8;
+        let mut b = Builder {
+            s,
+            ipam: Ipam { vpc, next: [0, 0] },
+            nodes: Vec::new(),
+            pods: Vec::new(),
+        };
+        let placements = place_workloads(s)?;
+        // Node lives: generation 0 of every slot, then successors in time order.
+        let mut slots: Vec<NodeRef> = Vec::new();
+        for (g, group) in s.node_groups.iter().enumerate() {
+            for index in 0..group.count {
+                slots.push(NodeRef { group: g, index });
+            }
+        }
+        for &slot in &slots {
+            let ends = replacement_times(s, slot);
+            let mut from = s.start_ms;
+            for (generation, to) in ends.iter().copied().chain([s.end_ms()]).enumerate() {
+                b.node(slot, generation, from, to);
+                from = to;
+            }
+        }
+        let mut lives: Vec<usize> = (0..b.nodes.len()).collect();
+        lives.sort_by_key(|&i| (b.nodes[i].from_ms, i));
+        // System pods on the first slot of a CPU node group (else the first slot).
+        let system_slot = slots
+            .iter()
+            .copied()
+            .find(|sl| s.node_groups[sl.group].instance_type.gpus == 0)
+            .unwrap_or(slots[0]);
+        for &life in &lives {
+            let slot = b.nodes[life].slot;
+            if slot == system_slot {
+                b.system_pods(life);
+            }
+            for p in placements.iter().filter(|p| p.slot == slot) {
+                b.workload_pod(life, p);
+            }
+            if s.node_groups[slot.group].instance_type.gpus > 0 {
+                for &e in &s.telemetry {
+                    b.exporter_pods(life, e);
+                }
+            }
+        }
+        Ok(Cluster {
+            s,
+            nodes: b.nodes,
+            pods: b.pods,
+            vpc,
+        })
+    }
+
+    pub fn start_ms(&self) -> i64 {
+        self.s.start_ms
+    }
+
+    fn rel(&self, t: i64) -> i64 {
+        t - self.s.start_ms
+    }
+
+    /// Events active at `t`.
+    pub fn active(&self, t: i64) -> impl Iterator<Item = &'s Event> + '_ {
+        let rel = self.rel(t);
+        self.s.events.iter().filter(move |e| e.active(rel))
+    }
+
+    /// The absolute window of an event.
+    pub fn window(&self, e: &Event) -> (i64, i64) {
+        (self.s.start_ms + e.at_ms, self.s.start_ms + e.end_ms())
+    }
+
+    pub fn is_gpu_node(&self, node: usize) -> bool {
+        self.gpus(node) > 0
+    }
+
+    pub fn gpus(&self, node: usize) -> usize {
+        self.s.node_groups[self.nodes[node].slot.group].instance_type.gpus
+    }
+
+    /// The exporter pod of `e` on `node` at `t`, and whether its scrape works.
+    pub fn scrape(&self, e: Exporter, node: usize, t: i64) -> Scrape<'_> {
+        let Some(pod) = self
+            .pods
+            .iter()
+            .find(|p| p.node == node && p.owner == PodOwner::Exporter(e) && p.running(t))
+        else {
+            return Scrape::Absent;
+        };
+        let slot = self.nodes[node].slot;
+        let failing = self.active(t).any(|ev| match &ev.kind {
+            EventKind::ExporterDown {
+                exporter,
+                nodes,
+                mode: DownMode::ScrapeFail,
+            } => *exporter == e && nodes.contains(&slot),
+            _ => false,
+        });
+        if failing {
+            Scrape::Failing(pod)
+        } else {
+            Scrape::Ok(pod)
+        }
+    }
+
+    /// Whether the node condition is in its unhealthy state (pressure true, readiness false).
+    pub fn condition_bad(&self, node: usize, condition: &str, t: i64) -> bool {
+        let slot = self.nodes[node].slot;
+        self.active(t).any(|e| {
+            matches!(&e.kind, EventKind::NodeCondition { node: n, condition: c, .. } if *n == slot && *c == condition)
+        })
+    }
+
+    /// XID events on a GPU of this node life that have happened by `t`, in time order.
+    fn xids<'a>(&'a self, node: usize, gpu: usize, t: i64) -> impl Iterator<Item = (&'s Event, u32)> + 'a {
+        let life = &self.nodes[node];
+        self.s.events.iter().filter_map(move |e| match &e.kind {
+            EventKind::Xid {
+                node: n, gpu: g, xid, ..
+            } if *n == life.slot && *g == gpu => {
+                let at = self.s.start_ms + e.at_ms;
+                (at >= life.from_ms && at < life.to_ms && at <= t).then_some((e, *xid))
+            }
+            _ => None,
+        })
+    }
+
+    /// The last XID of a GPU seen since `since` (an exporter's start), with its time.
+    pub fn last_xid_since(&self, node: usize, gpu: usize, since: i64, t: i64) -> Option<(u32, i64)> {
+        self.xids(node, gpu, t)
+            .map(|(e, x)| (x, self.s.start_ms + e.at_ms))
+            .filter(|(_, at)| *at >= since)
+            .last()
+    }
+
+    /// Whether a hardware XID on this GPU is in effect (the GPU is broken until the event ends).
+    pub fn faulted(&self, node: usize, gpu: usize, t: i64) -> bool {
+        let rel = self.rel(t);
+        self.xids(node, gpu, t)
+            .any(|(e, x)| is_hardware_xid(x) && e.active(rel))
+    }
+
+    /// Whether the GPU has fallen off the bus (XID 79 in effect): NVML and DCGM cannot read it.
+    pub fn lost(&self, node: usize, gpu: usize, t: i64) -> bool {
+        let rel = self.rel(t);
+        self.xids(node, gpu, t).any(|(e, x)| x == 79 && e.active(rel))
+    }
+
+    /// When the GPU fell off the bus in this node life, if it did by `t` and still is.
+    pub fn lost_since(&self, node: usize, gpu: usize, t: i64) -> Option<i64> {
+        let rel = self.rel(t);
+        self.xids(node, gpu, t)
+            .find(|(e, x)| *x == 79 && e.active(rel))
+            .map(|(e, _)| self.s.start_ms + e.at_ms)
+    }
+
+    /// GPUs the device plugin has withdrawn from allocatable at `t`.
+    pub fn withdrawn(&self, node: usize, t: i64) -> usize {
+        (0..self.gpus(node))
+            .filter(|&g| {
+                self.xids(node, g, t).any(|(e, x)| {
+                    let (start, end) = self.window(e);
+                    is_hardware_xid(x) && t >= start + DEVICE_PLUGIN_DELAY_MS && t < end
+                })
+            })
+            .count()
+    }
+
+    /// Whether a pod is Running but not ready: its container crash-loops (a degraded
+    /// deployment's missing replicas, or a workload whose GPU broke).
+    pub fn crash_looping(&self, pod: &Pod, t: i64) -> bool {
+        if !pod.running(t) {
+            return false;
+        }
+        if pod.gpus.iter().any(|&g| self.faulted(pod.node, g, t)) {
+            return true;
+        }
+        let PodOwner::Workload {
+            namespace,
+            workload,
+            replica,
+        } = pod.owner
+        else {
+            return false;
+        };
+        self.active(t).any(|e| match e.kind {
+            EventKind::DeploymentDegraded {
+                namespace: n,
+                workload: w,
+                available,
+            } => n == namespace && w == workload && replica >= available,
+            _ => false,
+        })
+    }
+
+    /// Whether a pod is Running and ready.
+    pub fn ready(&self, pod: &Pod, t: i64) -> bool {
+        pod.running(t) && !self.crash_looping(pod, t)
+    }
+
+    /// The share of TDP a ready workload pod's GPUs draw at `t`.
+    pub fn load(&self, pod: &Pod, t: i64) -> f64 {
+        let PodOwner::Workload { namespace, .. } = pod.owner else {
+            return 0.0;
+        };
+        let slot = self.nodes[pod.node].slot;
+        for e in self.active(t) {
+            if let EventKind::LowPower {
+                namespace: ns,
+                node,
+                share,
+            } = e.kind
+            {
+                if ns.is_none_or(|n| n == namespace) && node.is_none_or(|n| n == slot) {
+                    return share;
+                }
+            }
+        }
+        // Typical board power against TDP per workload class (AWS guidance: training near
+        // the limit, serving well below it).
+        match self.s.namespaces[namespace].workload_class.as_deref() {
+            Some("training") => 0.85,
+            Some("serving") => 0.55,
+            Some("inference") => 0.5,
+            Some("evaluation") => 0.7,
+            _ => 0.6,
+        }
+    }
+
+    /// The clock throttle (clocks event) reasons of a GPU at `t`, as a bitmask.
+    pub fn throttle_mask(&self, node: usize, gpu: usize, t: i64, busy: bool) -> u64 {
+        let slot = self.nodes[node].slot;
+        let mut mask = if busy { 0 } else { throttle_bit("gpu_idle") };
+        for e in self.active(t) {
+            if let EventKind::Throttle {
+                node: n,
+                gpu: g,
+                reason,
+            } = e.kind
+            {
+                if n == slot && g == gpu {
+                    mask |= throttle_bit(reason);
+                }
+            }
+        }
+        mask
+    }
+
+    /// The pods of a scenario workload (a deployment or a job).
+    pub fn workload_pods(&self, namespace: usize, workload: usize) -> impl Iterator<Item = &Pod> {
+        self.pods.iter().filter(move |p| {
+            matches!(p.owner, PodOwner::Workload { namespace: n, workload: w, .. } if n == namespace && w == workload)
+        })
+    }
+}
+
+/// Where each replica of each workload runs: a node slot and its GPUs.
+struct Placement {
+    slot: NodeRef,
+    namespace: usize,
+    workload: usize,
+    replica: usize,
+    gpus: Vec<usize>,
+}
+
+/// First fit, in file order, over the node group's slots.
+fn place_workloads(s: &Scenario) -> Result<Vec<Placement>, FileError> {
+    let mut free: Vec<Vec<Vec<bool>>> = s
+        .node_groups
+        .iter()
+        .map(|g| vec![vec![true; g.instance_type.gpus]; g.count])
+        .collect();
+    let mut out = Vec::new();
+    let mut cpu_next = vec![0usize; s.node_groups.len()];
+    for (ni, ns) in s.namespaces.iter().enumerate() {
+        for (wi, w) in ns.workloads.iter().enumerate() {
+            for replica in 0..w.replicas {
+                let g = w.node_group;
+                let (index, gpus) = if w.gpus_per_replica == 0 {
+                    let i = cpu_next[g] % s.node_groups[g].count;
+                    cpu_next[g] += 1;
+                    (i, Vec::new())
+                } else {
+                    let slot = free[g]
+                        .iter()
+                        .position(|f| f.iter().filter(|x| **x).count() >= w.gpus_per_replica);
+                    let Some(i) = slot else {
+                        return Err(FileError {
+                            file: s.file.clone(),
+                            pos: w.pos,
+                            message: format!(
+                                "{}/{} does not fit: {} replicas of {} GPUs on node group {} ({} nodes of {} GPUs, shared with the workloads before it)",
+                                ns.name,
+                                w.name,
+                                w.replicas,
+                                w.gpus_per_replica,
+                                s.node_groups[g].name,
+                                s.node_groups[g].count,
+                                s.node_groups[g].instance_type.gpus
+                            ),
+                        });
+                    };
+                    let gpus: Vec<usize> = free[g][i]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f)
+                        .map(|(k, _)| k)
+                        .take(w.gpus_per_replica)
+                        .collect();
+                    for &k in &gpus {
+                        free[g][i][k] = false;
+                    }
+                    (i, gpus)
+                };
+                out.push(Placement {
+                    slot: NodeRef { group: g, index },
+                    namespace: ni,
+                    workload: wi,
+                    replica,
+                    gpus,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// When the nodes of a slot are replaced, ascending.
+fn replacement_times(s: &Scenario, slot: NodeRef) -> Vec<i64> {
+    let mut v: Vec<i64> = s
+        .events
+        .iter()
+        .filter(|e| e.kind.replaces() == Some(slot))
+        .map(|e| s.start_ms + e.end_ms())
+        .filter(|t| *t < s.end_ms())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+impl Builder<'_> {
+    fn node(&mut self, slot: NodeRef, generation: usize, from: i64, to: i64) {
+        let s = self.s;
+        let group = &s.node_groups[slot.group];
+        let zone = zone_index(slot);
+        let ip = self.ipam.take(zone);
+        let name = format!("ip-{}.{}.compute.internal", ip.replace('.', "-"), s.region);
+        let created_ms = if generation == 0 {
+            // Launched days before the data starts.
+            s.start_ms - (9 * 24 + slot.group as i64 * 5 + slot.index as i64) * 3_600_000
+        } else {
+            from
+        };
+        self.nodes.push(NodeLife {
+            slot,
+            ip,
+            zone: format!("{}{}", s.region, ["a", "b"][zone]),
+            instance_id: format!("i-0{:016x}", key(&format!("{}/{name}", s.cluster)) >> 4),
+            system_uuid: format!("ec2{}", &uuid(&name)[3..]),
+            from_ms: from,
+            to_ms: to,
+            created_ms,
+            gpu_uuids: (0..group.instance_type.gpus)
+                .map(|g| format!("GPU-{}", uuid(&format!("{name}/gpu{g}"))))
+                .collect(),
+            name,
+        });
+    }
+
+    fn life_start(&self, life: usize) -> (i64, i64) {
+        // Generation 0 runs from before the data; a successor's pods start when it joins.
+        let n = &self.nodes[life];
+        if n.from_ms == self.s.start_ms {
+            (n.from_ms, n.from_ms)
+        } else {
+            (n.from_ms, n.from_ms + POD_START_MS)
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pod(
+        &mut self,
+        life: usize,
+        namespace: &str,
+        name: String,
+        owner: PodOwner,
+        created_by: (&'static str, String),
+        container: &str,
+        priority_class: &str,
+        gpus: Vec<usize>,
+        cpu_request: f64,
+        window: (i64, i64, i64),
+    ) {
+        let zone = zone_index(self.nodes[life].slot);
+        let (from, running, to) = window;
+        let created_ms = if from == self.s.start_ms {
+            self.s.start_ms - 26 * 3_600_000 - (key(&name) % 600) as i64 * 60_000
+        } else {
+            from
+        };
+        self.pods.push(Pod {
+            namespace: namespace.to_string(),
+            uid: uuid(&format!("{}/{namespace}/{name}", self.s.cluster)),
+            ip: self.ipam.take(zone),
+            node: life,
+            owner,
+            created_by_kind: created_by.0,
+            created_by_name: created_by.1,
+            container: container.to_string(),
+            priority_class: priority_class.to_string(),
+            gpus,
+            cpu_request,
+            created_ms,
+            from_ms: from,
+            running_ms: running,
+            to_ms: to,
+            name,
+        });
+    }
+
+    fn system_pods(&mut self, life: usize) {
+        let (from, running) = self.life_start(life);
+        let to = self.nodes[life].to_ms;
+        let node = self.nodes[life].name.clone();
+        let rs = format!(
+            "kube-state-metrics-{}",
+            suffix(&format!("{}/ksm-rs", self.s.cluster), 10)
+        );
+        self.pod(
+            life,
+            "kube-system",
+            format!("{rs}-{}", suffix(&format!("{node}/ksm"), 5)),
+            PodOwner::KubeStateMetrics,
+            ("ReplicaSet", rs),
+            "kube-state-metrics",
+            "system-cluster-critical",
+            Vec::new(),
+            0.1,
+            (from, running, to),
+        );
+        let rs = format!("coredns-{}", suffix(&format!("{}/coredns-rs", self.s.cluster), 10));
+        for k in 0..2 {
+            self.pod(
+                life,
+                "kube-system",
+                format!("{rs}-{}", suffix(&format!("{node}/coredns{k}"), 5)),
+                PodOwner::CoreDns(k),
+                ("ReplicaSet", rs.clone()),
+                "coredns",
+                "system-cluster-critical",
+                Vec::new(),
+                0.1,
+                (from, running, to),
+            );
+        }
+    }
+
+    fn workload_pod(&mut self, life: usize, p: &Placement) {
+        let s = self.s;
+        let ns = &s.namespaces[p.namespace];
+        let w = &ns.workloads[p.workload];
+        let (from, running) = self.life_start(life);
+        let to = self.nodes[life].to_ms;
+        let seed = format!(
+            "{}/{}/{}/{}/{}",
+            s.cluster, ns.name, w.name, p.replica, self.nodes[life].name
+        );
+        let (name, created_by) = match w.kind {
+            WorkloadKind::Deployment => {
+                let rs = format!(
+                    "{}-{}",
+                    w.name,
+                    suffix(&format!("{}/{}/{}", s.cluster, ns.name, w.name), 10)
+                );
+                (format!("{rs}-{}", suffix(&seed, 5)), ("ReplicaSet", rs))
+            }
+            // An Indexed Job: one pod per completion index, recreated with a new suffix.
+            WorkloadKind::Job => (
+                format!("{}-{}-{}", w.name, p.replica, suffix(&seed, 5)),
+                ("Job", w.name.clone()),
+            ),
+        };
+        self.pod(
+            life,
+            &ns.name,
+            name,
+            PodOwner::Workload {
+                namespace: p.namespace,
+                workload: p.workload,
+                replica: p.replica,
+            },
+            created_by,
+            &w.name,
+            &w.priority_class,
+            p.gpus.clone(),
+            if p.gpus.is_empty() {
+                1.0
+            } else {
+                8.0 * p.gpus.len() as f64
+            },
+            (from, running, to),
+        );
+    }
+
+    /// An exporter's DaemonSet pods on one node life: one per stretch between rollouts and
+    /// vanishings (each comes back as a new pod with a new name and address).
+    fn exporter_pods(&mut self, life: usize, e: Exporter) {
+        let s = self.s;
+        let slot = self.nodes[life].slot;
+        let (life_from, life_to) = (self.nodes[life].from_ms, self.nodes[life].to_ms);
+        let mut gaps: Vec<(i64, i64)> = s
+            .events
+            .iter()
+            .filter(|ev| match &ev.kind {
+                EventKind::ExporterRollout { exporter, nodes } => {
+                    *exporter == e && nodes.as_ref().is_none_or(|n| n.contains(&slot))
+                }
+                EventKind::ExporterDown {
+                    exporter,
+                    nodes,
+                    mode: DownMode::Vanish,
+                } => *exporter == e && nodes.contains(&slot),
+                _ => false,
+            })
+            .map(|ev| (s.start_ms + ev.at_ms, s.start_ms + ev.end_ms()))
+            .filter(|(a, b)| *b > life_from && *a < life_to)
+            .collect();
+        gaps.sort_unstable();
+        let mut stretches = Vec::new();
+        let mut from = life_from;
+        for (a, b) in gaps {
+            if a > from {
+                stretches.push((from, a));
+            }
+            from = from.max(b);
+        }
+        if from < life_to {
+            stretches.push((from, life_to));
+        }
+        let (namespace, ds, container) = match e {
+            Exporter::Dcgm => ("gpu-operator", "nvidia-dcgm-exporter", "nvidia-dcgm-exporter"),
+            Exporter::NodeProbe => ("monitoring", "node-probe", "node-probe"),
+            Exporter::ContainerInsights => ("amazon-cloudwatch", "cloudwatch-agent", "cloudwatch-agent"),
+        };
+        let node = self.nodes[life].name.clone();
+        for (k, (from, to)) in stretches.into_iter().enumerate() {
+            let running = if from == s.start_ms {
+                from
+            } else {
+                from + DAEMONSET_START_MS
+            };
+            let name = format!("{ds}-{}", suffix(&format!("{node}/{ds}/{k}"), 5));
+            self.pod(
+                life,
+                namespace,
+                name,
+                PodOwner::Exporter(e),
+                ("DaemonSet", ds.to_string()),
+                container,
+                "system-node-critical",
+                Vec::new(),
+                0.1,
+                (from, running.min(to), to),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_look_like_kubernetes_names() {
+        let s = suffix("a", 5);
+        assert_eq!(s.len(), 5);
+        assert!(s.bytes().all(|b| NAME_CHARS.contains(&b)), "{s}");
+        assert_ne!(suffix("a", 5), suffix("b", 5));
+        let u = uuid("x");
+        assert_eq!(u.len(), 36);
+        assert_eq!(&u[14..15], "4");
+    }
+}

@@ -4,7 +4,12 @@
 //!
 //! Targets: on wikimedia, at most 0.3x promtool's time and 0.5x its peak memory; rulecheck on
 //! 2,000 rules under 1 s. `cargo bench --bench rules_vs_promtool` (REPS=N repetitions, ONLY=part).
-//! Needs ../shared/conformance and promtool; skips what is missing.
+//! Needs the conformance corpora (`WATCHFIRE_CONFORMANCE_DIR`, default ../shared/conformance) and
+//! promtool; skips what is missing, saying so.
+
+/// The tests' helpers for what they need from outside; here only for the corpora's root.
+#[path = "../tests/common/require.rs"]
+mod require;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -158,7 +163,7 @@ fn main() {
     };
     let watchfire = binary("watchfire");
     let rulecheck = binary("rulecheck");
-    let conf = root().join("../shared/conformance/promtool");
+    let conf = require::conformance_root().join("promtool");
     println!("rules_vs_promtool: median of {reps} run(s), peak RSS the largest");
 
     // The unit-test suites, as the conformance README runs them.

@@ -3,8 +3,10 @@
 //! the same webhook notifications: group keys, receivers, alert sets, statuses, timestamps,
 //! fingerprints, common labels — the whole version 4 payload.
 //!
-//! Needs `prometheus-alertmanager` (Debian's package); without it the test is skipped, except in
-//! CI (`CI=true`), where that is a failure.
+//! Needs `prometheus-alertmanager` (Debian's package); without it the test fails, unless
+//! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -242,11 +244,11 @@ fn normalize(list: &[(String, serde_json::Value)]) -> Seen {
 
 #[test]
 fn webhook_notifications_match_alertmanager_0_25() {
-    let Some(am) = find_alertmanager() else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("prometheus-alertmanager is required in CI (apt-get install prometheus-alertmanager)");
-        }
-        println!("SKIPPED: prometheus-alertmanager not installed");
+    let Some(am) = common::require(
+        find_alertmanager(),
+        "prometheus-alertmanager",
+        "apt-get install prometheus-alertmanager",
+    ) else {
         return;
     };
     let (rec_port, received) = start_recorder();

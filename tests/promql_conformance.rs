@@ -3,18 +3,18 @@
 //! the parser cannot read) stay under 15% of the cases that need no native histograms; at
 //! least 1490 cases pass (1494 with native histogram evaluation).
 
+mod common;
+
 use std::path::PathBuf;
 
 use watchfire::promql::Engine;
 use watchfire::promqltest::{run_file, RunOptions, Summary};
 
-fn conformance_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/promqltest")
-}
-
 #[test]
 fn prometheus_promqltest_suite() {
-    let dir = conformance_dir();
+    let Some(dir) = common::conformance_dir("promqltest") else {
+        return;
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("conformance data missing at {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

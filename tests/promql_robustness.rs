@@ -1,17 +1,18 @@
 //! The engine never panics: every expression from Prometheus' own test files, and thousands of
 //! mutations of them, are parsed and evaluated (instant and range) over a small store.
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use watchfire::labels::Labels;
 use watchfire::promql::Engine;
 use watchfire::tsdb::Store;
 
-fn expressions() -> Vec<String> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/promqltest");
+fn expressions(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("conformance data missing at {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
@@ -89,6 +90,9 @@ fn mutate(s: &str, rng: &mut Rng) -> String {
 
 #[test]
 fn engine_never_panics() {
+    let Some(dir) = common::conformance_dir("promqltest") else {
+        return;
+    };
     let mut store = Store::new();
     for (i, name) in ["http_requests", "foo", "metric", "testmetric", "data"]
         .iter()
@@ -107,7 +111,7 @@ fn engine_never_panics() {
     }
     let engine = Engine::default();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let base = expressions();
+    let base = expressions(&dir);
     assert!(
         base.len() > 1000,
         "expected Prometheus' test expressions, found {}",

@@ -1,6 +1,8 @@
 //! rulecheck's lints, each with a firing and a clean case, and the command line (formats, exit
 //! codes, discovery, `--base`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -404,7 +406,7 @@ fn cli_config_file() {
 
 #[test]
 fn cli_base_reports_only_changed_rules() {
-    if Command::new("git").arg("--version").output().is_err() {
+    if common::require_tool("git", "apt-get install git").is_none() {
         return;
     }
     let (_d, root) = repo();

@@ -2,8 +2,11 @@
 //! gets promtool's verdict, and every conformance rule file rulecheck accepts, promtool accepts.
 //!
 //! The verdicts of promtool 2.42 (`/usr/bin/promtool check rules FILE`, exit 0 = accepted) are
-//! recorded below; when promtool is installed the table is re-checked against it. With `CI=true`
-//! and no promtool, the test fails rather than silently trusting the table.
+//! recorded below and re-checked against the installed promtool. Without promtool the tests fail,
+//! unless `WATCHFIRE_TEST_OFFLINE=1` (never with `CI=true`): then they check rulecheck against the
+//! recorded table only, and the missing promtool is recorded in the skip log.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +14,7 @@ use std::process::Command;
 use watchfire::check::{check, Config, Targets};
 
 fn shared() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/promtool")
+    common::conformance_root().join("promtool")
 }
 
 /// (fixture under prometheus-promtool-testdata/, promtool 2.42 accepts it)
@@ -121,11 +124,7 @@ fn promtool() -> Option<PathBuf> {
 }
 
 fn require_promtool() -> Option<PathBuf> {
-    let p = promtool();
-    if p.is_none() && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but promtool is not installed: the fixture verdicts cannot be confirmed");
-    }
-    p
+    common::require(promtool(), "promtool", "apt-get install prometheus")
 }
 
 fn promtool_accepts(bin: &Path, files: &[PathBuf]) -> bool {
@@ -155,11 +154,9 @@ fn rulecheck_accepts(file: &Path, promtool_only: bool) -> bool {
 
 #[test]
 fn fixture_table_lists_every_fixture() {
-    let base = shared().join("prometheus-promtool-testdata");
-    if !base.exists() {
-        eprintln!("skipping: {} is not there", base.display());
+    let Some(base) = common::conformance_dir("promtool/prometheus-promtool-testdata") else {
         return;
-    }
+    };
     let mut on_disk = Vec::new();
     for v in ["v2.42.0", "latest"] {
         for e in std::fs::read_dir(base.join(v)).unwrap().flatten() {
@@ -174,11 +171,9 @@ fn fixture_table_lists_every_fixture() {
 
 #[test]
 fn fixture_verdicts_match_promtool() {
-    let base = shared().join("prometheus-promtool-testdata");
-    if !base.exists() {
-        eprintln!("skipping: {} is not there", base.display());
+    let Some(base) = common::conformance_dir("promtool/prometheus-promtool-testdata") else {
         return;
-    }
+    };
     let live = require_promtool();
     let mut agree = 0;
     let mut disagree = Vec::new();
@@ -243,11 +238,10 @@ fn conformance_rule_files() -> Vec<PathBuf> {
 
 #[test]
 fn conformance_rule_files_agree_with_promtool() {
-    let files = conformance_rule_files();
-    if files.is_empty() {
-        eprintln!("skipping: no conformance suites");
+    if common::conformance_dir("promtool").is_none() {
         return;
     }
+    let files = conformance_rule_files();
     assert!(files.len() > 200, "found only {} rule files", files.len());
     // promtool 2.42 accepts every one of them (checked file by file when it is installed).
     let live = require_promtool();

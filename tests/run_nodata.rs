@@ -8,8 +8,8 @@
 //! else 50; nothing after 20m, so from 25m on (the 5m lookback) its selectors select nothing.
 //! Prometheus is stopped from 12m to 15m.
 //!
-//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test when CI=true, and skip
-//! it with a message otherwise.
+//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test, unless
+//! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
 
 mod common;
 

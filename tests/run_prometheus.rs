@@ -3,8 +3,8 @@
 //! webhook; stopping Prometheus raises WatchfireSourceDown within two intervals and resolves
 //! nothing; restarting it recovers; alert state survives a process restart without a second page.
 //!
-//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test when CI=true, and skip
-//! it with a message otherwise.
+//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test, unless
+//! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
 
 mod common;
 

@@ -46,6 +46,9 @@ fn rows<'a>(dom: &'a str, class: &str) -> Vec<&'a str> {
 
 #[test]
 fn status_page_in_headless_chromium() {
+    if common::require_tool("chromium", "apt-get install chromium").is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(

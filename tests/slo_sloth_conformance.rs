@@ -11,6 +11,8 @@
 //! Inputs watchfire refuses on purpose are listed in `REFUSED`, each with the reason; the test
 //! checks that they are refused with the expected diagnostic.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +20,7 @@ use watchfire::slo::{self, GenerateOptions};
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn sloth_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/sloth")
+    common::conformance_root().join("sloth")
 }
 
 /// Differences between watchfire's default output and Sloth's, each justified.
@@ -390,10 +392,9 @@ fn compare(case: &str, ours: &[Yaml], theirs: &[Yaml], numbers_ok: bool) -> (Vec
 
 #[test]
 fn sloth_examples_and_golden_cases() {
-    let dir = sloth_dir();
-    if !dir.exists() {
-        panic!("{} is missing: the Sloth conformance files are required", dir.display());
-    }
+    let Some(dir) = common::conformance_dir("sloth") else {
+        return;
+    };
     let mut unexplained = Vec::new();
     let mut seen_kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut matched = 0;
@@ -484,7 +485,9 @@ fn sloth_examples_and_golden_cases() {
 
 #[test]
 fn refused_inputs_are_refused_with_a_reason() {
-    let dir = sloth_dir();
+    let Some(dir) = common::conformance_dir("sloth") else {
+        return;
+    };
     println!("Inputs watchfire refuses:");
     for (input, code, why) in REFUSED {
         let err = slo::load_file(dir.join(input)).expect_err(input);
@@ -497,7 +500,9 @@ fn refused_inputs_are_refused_with_a_reason() {
 /// Every file under examples/ and golden/testdata/in-* is either compared or refused.
 #[test]
 fn every_sloth_input_is_covered() {
-    let dir = sloth_dir();
+    let Some(dir) = common::conformance_dir("sloth") else {
+        return;
+    };
     let covered: Vec<String> = cases()
         .iter()
         .map(|c| c.input.to_string())
@@ -532,7 +537,10 @@ fn every_sloth_input_is_covered() {
 /// the duplicate sets must be reported. Differences are justified inline.
 #[test]
 fn sloth_validate_fixtures() {
-    let dir = sloth_dir().join("golden/testdata");
+    let Some(dir) = common::conformance_dir("sloth") else {
+        return;
+    };
+    let dir = dir.join("golden/testdata");
     let opts = GenerateOptions::default();
     // Sloth reads prometheus/v1 non-strictly and ignores a camelCase `pageAlert` / `ticketAlert`
     // (so the labels written there are silently dropped); watchfire reports the unknown key.

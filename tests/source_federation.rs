@@ -4,8 +4,8 @@
 //! Prometheus is pushed down, which Prometheus' own query log shows: the whole expression
 //! arrives as one instant query per evaluation.
 //!
-//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test when CI=true, and
-//! skip it with a message otherwise.
+//! Needs `/usr/bin/prometheus`, `promtool` and `moto_server`: missing ones fail the test, unless
+//! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
 
 mod common;
 mod cw_proxy;
@@ -62,8 +62,10 @@ struct Env {
 }
 
 /// gpu_temp{node="n1"} every 15s for an hour: 50, then 95 in [10m, 30m); gpu_xid_errors for
-/// n1 in CloudWatch: 1 in minutes 12..=14, 0 in the other minutes up to 40.
-fn setup() -> Env {
+/// n1 in CloudWatch: 1 in minutes 12..=14, 0 in the other minutes up to 40. `None` only when
+/// moto_server is missing and the skip is allowed (see `common::require`).
+fn setup() -> Option<Env> {
+    let moto = common::Moto::start()?;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let now_s = chrono::Utc::now().timestamp();
@@ -71,7 +73,6 @@ fn setup() -> Env {
     let om = common::hot_gpu_openmetrics("gpu=\"0\",node=\"n1\"", base_s);
     let (prom, port) = start_prometheus(root, &om);
 
-    let moto = common::Moto::start();
     let proxy = cw_proxy::CwProxy::start(&moto.endpoint);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -124,13 +125,13 @@ fn setup() -> Env {
         ),
     )
     .unwrap();
-    Env {
+    Some(Env {
         _moto: moto,
         _proxy: proxy,
         _prom: prom,
         dir,
         base,
-    }
+    })
 }
 
 fn root(env: &Env) -> PathBuf {
@@ -142,7 +143,7 @@ fn joins_across_sources_and_pushes_down_single_source_rules() {
     if !common::prometheus_present() {
         return;
     }
-    let env = setup();
+    let Some(env) = setup() else { return };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -3,6 +3,8 @@
 //! owner, links, deny-list, inhibition), failures with their messages and exit status 1, parse
 //! errors with file:line:col, JUnit output, and a plain promtool file that is unaffected.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -228,19 +230,16 @@ fn plain_promtool_file_is_unaffected() {
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SUCCESS: 2 passed, 0 failed"), "{t}");
     // promtool itself accepts the same file (and would reject the watchfire-only keys).
-    let promtool = Path::new("/usr/bin/promtool");
-    if !promtool.exists() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true but promtool is missing"
-        );
-        eprintln!("skipping the promtool half: /usr/bin/promtool not installed");
+    let Some(promtool) = common::require_tool("/usr/bin/promtool", "apt-get install prometheus") else {
         return;
-    }
-    let o = Command::new(promtool).args(["test", "rules"]).arg(&p).output().unwrap();
+    };
+    let o = Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(&p)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    let o = Command::new(promtool)
+    let o = Command::new(&promtool)
         .args(["test", "rules"])
         .arg(fixtures().join("pass_test.yaml"))
         .output()

@@ -8,6 +8,11 @@ use std::rc::Rc;
 use super::value::{IntKind, UintKind, Value};
 use super::*;
 
+/// The integration tests' policy for missing tools (a failure, or with WATCHFIRE_TEST_OFFLINE=1 a
+/// recorded skip).
+#[path = "../../tests/common/require.rs"]
+mod require;
+
 const EXT_URL: &str = "http://testhost:9090/path/prefix";
 
 struct MockQuerier(Vec<QuerySample>);
@@ -1353,15 +1358,18 @@ const CONFORMANCE: &[&str] = &[
     r#"{{ with $x := "v" }}{{ $x }}{{ $.Labels | printf "%T" }}{{ end }}"#,
 ];
 
-/// Compares [`CONFORMANCE`] expansions with Prometheus' own through `promtool test rules`, when
-/// promtool is installed (CI installs it; elsewhere this test does nothing).
+/// Compares [`CONFORMANCE`] expansions with Prometheus' own through `promtool test rules`
+/// (promtool is required: see `tests/common/require.rs` for `WATCHFIRE_TEST_OFFLINE=1`).
 #[test]
 fn conformance_with_promtool() {
     use serde_json::json;
-    let Ok(version) = std::process::Command::new("promtool").arg("--version").output() else {
-        eprintln!("promtool not installed; skipping");
+    if require::require_tool("promtool", "apt-get install prometheus").is_none() {
         return;
-    };
+    }
+    let version = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .expect("run promtool --version");
     if !version.status.success() {
         return;
     }

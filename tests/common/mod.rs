@@ -6,6 +6,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
+mod require;
+pub use require::*;
+
 /// A local webhook receiver: records the JSON body of every POST it gets on `l` and answers 200.
 pub fn record_json(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
     let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -42,7 +45,7 @@ pub fn record_json(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
 }
 
 /// A moto server (AWS APIs on loopback) on a free port, killed on drop. Needs `moto_server` on PATH
-/// (`pip install 'moto[server]'`, which `.ci/run` does); a missing binary fails the test.
+/// (`pip install 'moto[server]'`, which `scripts/test` does); see [`require`] when it is missing.
 pub struct Moto {
     child: std::process::Child,
     /// `http://127.0.0.1:PORT`
@@ -50,14 +53,16 @@ pub struct Moto {
 }
 
 impl Moto {
-    pub fn start() -> Moto {
+    /// `None` only when moto_server is missing and the skip is allowed (see [`require`]).
+    pub fn start() -> Option<Moto> {
+        let bin = require_tool("moto_server", "pip install 'moto[server]'")?;
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new("moto_server")
+        let child = std::process::Command::new(bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("moto_server not found: pip install 'moto[server]'");
+            .expect("start moto_server");
         let endpoint = format!("http://127.0.0.1:{port}");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -71,7 +76,7 @@ impl Moto {
         std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
         std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
         std::env::set_var("AWS_REGION", "us-east-1");
-        Moto { child, endpoint }
+        Some(Moto { child, endpoint })
     }
 }
 
@@ -150,17 +155,11 @@ pub fn start_watchfire(config: &std::path::Path, args: &[&str], env: &[(&str, &s
     )
 }
 
-/// Whether Debian's prometheus and promtool are installed; panics when CI=true and they are not
-/// (tests needing them are skipped only on a developer machine without them).
+/// Whether Debian's prometheus and promtool are installed; missing, see [`require`] (a failure,
+/// or with `WATCHFIRE_TEST_OFFLINE=1` a recorded skip and `false`).
 pub fn prometheus_present() -> bool {
-    let ok = std::path::Path::new("/usr/bin/prometheus").exists() && std::path::Path::new("/usr/bin/promtool").exists();
-    if !ok {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("prometheus/promtool not installed (apt-get install prometheus); required when CI=true");
-        }
-        eprintln!("skipping: /usr/bin/prometheus or promtool missing (apt-get install prometheus)");
-    }
-    ok
+    require_tool("/usr/bin/prometheus", "apt-get install prometheus").is_some()
+        && require_tool("/usr/bin/promtool", "apt-get install prometheus").is_some()
 }
 
 /// Backfills OpenMetrics text into a TSDB at `root/tsdb` with `promtool tsdb

@@ -20,6 +20,8 @@ const DAEMONSET_START_MS: i64 = M;
 /// How long after a hardware XID the NVIDIA device plugin withdraws the GPU from allocatable
 /// (its health check marks the device unhealthy; the kubelet then updates node status).
 pub const DEVICE_PLUGIN_DELAY_MS: i64 = 2 * M;
+/// The share of step time a healthy training job waits on its input pipeline.
+pub const STEADY_DATA_WAIT: f64 = 0.05;
 
 /// FNV-1a: a stable hash of a name (the same on every machine and run).
 pub fn key(s: &str) -> u64 {
@@ -108,6 +110,8 @@ pub enum PodOwner {
     KubeStateMetrics,
     /// CoreDNS, replica `0` or `1`.
     CoreDns(usize),
+    /// The OpenTelemetry Collector (`otel_collector: true`).
+    Collector,
 }
 
 #[derive(Debug)]
@@ -396,11 +400,70 @@ impl<'s> Cluster<'s> {
         pod.running(t) && !self.crash_looping(pod, t)
     }
 
+    /// The workload events (queueing, stall, input-bound) active at `t` on `pod`'s workload.
+    fn workload_events<'a>(&'a self, pod: &Pod, t: i64) -> impl Iterator<Item = &'s EventKind> + 'a {
+        let owner = match pod.owner {
+            PodOwner::Workload {
+                namespace, workload, ..
+            } => Some((namespace, workload)),
+            _ => None,
+        };
+        self.active(t).map(|e| &e.kind).filter(move |k| {
+            let of = match k {
+                EventKind::ServerQueueing { namespace, workload }
+                | EventKind::TrainingStall { namespace, workload }
+                | EventKind::DataloaderBound {
+                    namespace, workload, ..
+                } => Some((*namespace, *workload)),
+                _ => None,
+            };
+            of.is_some() && of == owner
+        })
+    }
+
+    /// How long a server-queueing event on the pod's deployment has been going at `t`.
+    pub fn queueing_for(&self, pod: &Pod, t: i64) -> Option<i64> {
+        self.s.events.iter().find_map(|e| match e.kind {
+            EventKind::ServerQueueing { namespace, workload }
+                if e.active(self.rel(t))
+                    && matches!(pod.owner, PodOwner::Workload { namespace: n, workload: w, .. } if n == namespace && w == workload) =>
+            {
+                Some(self.rel(t) - e.at_ms)
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether the pod's training job makes no progress at `t` (Running, GPUs held, no steps).
+    pub fn stalled(&self, pod: &Pod, t: i64) -> bool {
+        self.workload_events(pod, t)
+            .any(|k| matches!(k, EventKind::TrainingStall { .. }))
+    }
+
+    /// The share of step time the pod's training job waits on its input pipeline at `t`.
+    pub fn data_wait_share(&self, pod: &Pod, t: i64) -> f64 {
+        self.workload_events(pod, t)
+            .find_map(|k| match k {
+                EventKind::DataloaderBound { share, .. } => Some(*share),
+                _ => None,
+            })
+            .unwrap_or(STEADY_DATA_WAIT)
+    }
+
+    /// How long collector backpressure has been going at `t`.
+    pub fn backpressure_for(&self, t: i64) -> Option<i64> {
+        self.active(t)
+            .find(|e| matches!(e.kind, EventKind::CollectorBackpressure))
+            .map(|e| self.rel(t) - e.at_ms)
+    }
+
     /// The share of TDP a ready workload pod's GPUs draw at `t`.
     pub fn load(&self, pod: &Pod, t: i64) -> f64 {
         let PodOwner::Workload { namespace, .. } = pod.owner else {
             return 0.0;
         };
+        // An input-bound job computes only while it is not waiting for data.
+        let duty = (1.0 - self.data_wait_share(pod, t)) / (1.0 - STEADY_DATA_WAIT);
         let slot = self.nodes[pod.node].slot;
         for e in self.active(t) {
             if let EventKind::LowPower {
@@ -416,13 +479,14 @@ impl<'s> Cluster<'s> {
         }
         // Typical board power against TDP per workload class (AWS guidance: training near
         // the limit, serving well below it).
-        match self.s.namespaces[namespace].workload_class.as_deref() {
-            Some("training") => 0.85,
-            Some("serving") => 0.55,
-            Some("inference") => 0.5,
-            Some("evaluation") => 0.7,
-            _ => 0.6,
-        }
+        duty.min(1.0)
+            * match self.s.namespaces[namespace].workload_class.as_deref() {
+                Some("training") => 0.85,
+                Some("serving") => 0.55,
+                Some("inference") => 0.5,
+                Some("evaluation") => 0.7,
+                _ => 0.6,
+            }
     }
 
     /// The clock throttle (clocks event) reasons of a GPU at `t`, as a bitmask.
@@ -649,6 +713,24 @@ impl Builder<'_> {
                 "system-cluster-critical",
                 Vec::new(),
                 0.1,
+                (from, running, to),
+            );
+        }
+        if self.s.otel_collector {
+            let rs = format!(
+                "otel-collector-{}",
+                suffix(&format!("{}/otel-collector-rs", self.s.cluster), 10)
+            );
+            self.pod(
+                life,
+                "monitoring",
+                format!("{rs}-{}", suffix(&format!("{node}/otel-collector"), 5)),
+                PodOwner::Collector,
+                ("ReplicaSet", rs),
+                "otel-collector",
+                "system-cluster-critical",
+                Vec::new(),
+                0.5,
                 (from, running, to),
             );
         }

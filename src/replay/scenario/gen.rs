@@ -20,6 +20,8 @@ use crate::labels::Labels;
 use crate::tsdb::notation::STALE_NAN_BITS;
 use crate::tsdb::{SeriesId, Store};
 
+mod apps;
+
 use super::cluster::{key, noise, Cluster, NodeLife, PodOwner, Scrape};
 use super::spec::{xid_class, DcgmFields, DcgmNames, Exporter, WorkloadKind, NODE_CONDITIONS, THROTTLE_REASONS};
 
@@ -127,6 +129,14 @@ pub fn generate(c: &Cluster<'_>) -> Store {
         g.container_insights();
     }
     g.aws_usage();
+    g.vllm();
+    g.training_progress();
+    if s.control_plane_logs {
+        g.control_plane_logs();
+    }
+    if s.otel_collector {
+        g.otel_collector();
+    }
     g.out.store
 }
 
@@ -327,10 +337,10 @@ impl Gen<'_, '_> {
                         v.push(None);
                         continue;
                     }
-                    let share = holder
-                        .map(|p| &c.pods[p])
-                        .filter(|p| c.ready(p, t))
-                        .map(|p| c.load(p, t));
+                    let ready = holder.map(|p| &c.pods[p]).filter(|p| c.ready(p, t));
+                    // A stalled job holds its GPUs and their memory, and computes nothing.
+                    let stalled = ready.is_some_and(|p| c.stalled(p, t));
+                    let share = ready.filter(|_| !stalled).map(|p| c.load(p, t));
                     let busy = share.is_some();
                     let mask = c.throttle_mask(ni, gpu, t, busy);
                     let step_noise = noise(k, i as i64);
@@ -355,6 +365,11 @@ impl Gen<'_, '_> {
                             temp_c: 28.0 + 3.0 * step_noise,
                             sm_mhz: 345.0,
                             mem_mhz: if it.memory_temp { it.mem_mhz } else { 405.0 },
+                            fb_used_mib: if stalled {
+                                (it.fb_mib * (0.55 + 0.35 * 0.85)).round()
+                            } else {
+                                0.0
+                            },
                             ..Phys::default()
                         },
                     };
@@ -419,7 +434,8 @@ impl Gen<'_, '_> {
             ("monitoring", Some(Exporter::NodeProbe)),
             ("amazon-cloudwatch", Some(Exporter::ContainerInsights)),
         ] {
-            if e.is_none_or(|e| s.has(e)) && !all.iter().any(|(n, _, _)| *n == sys) {
+            let present = e.is_none_or(|e| s.has(e)) || (sys == "monitoring" && s.otel_collector);
+            if present && !all.iter().any(|(n, _, _)| *n == sys) {
                 all.push((sys, None, None));
             }
         }
@@ -646,6 +662,14 @@ impl Gen<'_, '_> {
                 Box::new(|o: &PodOwner| *o == PodOwner::KubeStateMetrics),
             ),
         ];
+        if s.otel_collector {
+            deployments.push((
+                "monitoring".into(),
+                "otel-collector".into(),
+                1.0,
+                Box::new(|o: &PodOwner| *o == PodOwner::Collector),
+            ));
+        }
         for (ni, ns) in s.namespaces.iter().enumerate() {
             for (wi, w) in ns.workloads.iter().enumerate() {
                 if w.kind == WorkloadKind::Deployment {

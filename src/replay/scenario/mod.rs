@@ -10,7 +10,9 @@
 //! - [`spec`]: the file format (positioned errors, unknown keys rejected);
 //! - [`cluster`]: nodes, pods and exporter pods with their lifetimes, and the events' effects;
 //! - [`gen`]: kube-state-metrics, the API server, DCGM-Exporter, node-probe, Container
-//!   Insights and AWS/Usage, with `up`, target labels, staleness and CloudWatch periods;
+//!   Insights and AWS/Usage, with `up`, target labels, staleness and CloudWatch periods; and
+//!   (`gen/apps.rs`) vLLM, training progress, EKS control-plane log metric filters and the
+//!   OpenTelemetry Collector;
 //! - [`check`]: the expectations and the report.
 //!
 //! `watchfire replay --scenario FILE [--check]` (and through it tests/replay_scenarios.rs) uses

@@ -264,6 +264,10 @@ pub struct Workload {
     /// Index into [`Scenario::node_groups`].
     pub node_group: usize,
     pub priority_class: String,
+    /// A Deployment serving a model with vLLM (`server: vllm`): its `model_name`.
+    pub vllm_model: Option<String>,
+    /// A Job whose workers export training progress (`progress: true`).
+    pub progress: bool,
     pub pos: Pos,
 }
 
@@ -345,6 +349,22 @@ pub enum EventKind {
         gpu: usize,
         reason: &'static str,
     },
+    /// A vLLM deployment's replicas stay up and ready but requests queue.
+    ServerQueueing { namespace: usize, workload: usize },
+    /// A training job's steps stop while its pods stay Running with their GPUs.
+    TrainingStall { namespace: usize, workload: usize },
+    /// A training job waits on its input pipeline for `share` of its step time.
+    DataloaderBound {
+        namespace: usize,
+        workload: usize,
+        share: f64,
+    },
+    /// The EKS authenticator rejects `rate` requests a minute (control-plane logs).
+    AuthFailureStorm { rate: f64 },
+    /// Access entries / policies change (one CloudWatch period of 3 changes).
+    AccessPolicyChange,
+    /// The OpenTelemetry Collector's export queue fills and it drops points.
+    CollectorBackpressure,
 }
 
 impl EventKind {
@@ -357,6 +377,12 @@ impl EventKind {
             EventKind::Xid { .. } => "xid",
             EventKind::LowPower { .. } => "low-power",
             EventKind::Throttle { .. } => "throttle",
+            EventKind::ServerQueueing { .. } => "server-queueing",
+            EventKind::TrainingStall { .. } => "training-stall",
+            EventKind::DataloaderBound { .. } => "dataloader-bound",
+            EventKind::AuthFailureStorm { .. } => "auth-failure-storm",
+            EventKind::AccessPolicyChange => "access-policy-change",
+            EventKind::CollectorBackpressure => "collector-backpressure",
         }
     }
 
@@ -444,6 +470,10 @@ pub struct Scenario {
     pub step_ms: i64,
     pub telemetry: Vec<Exporter>,
     pub dcgm: DcgmOptions,
+    /// EKS control-plane log metric filters through the CloudWatch source.
+    pub control_plane_logs: bool,
+    /// An OpenTelemetry Collector Deployment in `monitoring`, scraped as `otel-collector`.
+    pub otel_collector: bool,
     pub node_groups: Vec<NodeGroup>,
     pub namespaces: Vec<Namespace>,
     pub events: Vec<Event>,
@@ -647,6 +677,8 @@ impl Parser<'_> {
                 "step",
                 "gpu_telemetry",
                 "dcgm",
+                "control_plane_logs",
+                "otel_collector",
                 "node_groups",
                 "namespaces",
                 "events",
@@ -671,6 +703,8 @@ impl Parser<'_> {
             step_ms: 60_000,
             telemetry: Vec::new(),
             dcgm: DcgmOptions::default(),
+            control_plane_logs: false,
+            otel_collector: false,
             node_groups: Vec::new(),
             namespaces: Vec::new(),
             events: Vec::new(),
@@ -722,6 +756,12 @@ impl Parser<'_> {
                 return Err(r.err(n.pos(), "dcgm: options given but gpu_telemetry has no dcgm-exporter"));
             }
             s.dcgm = self.dcgm(n)?;
+        }
+        if let Some(n) = f.get("control_plane_logs") {
+            s.control_plane_logs = r.bool(n, "control_plane_logs")?;
+        }
+        if let Some(n) = f.get("otel_collector") {
+            s.otel_collector = r.bool(n, "otel_collector")?;
         }
         for n in r.seq(f.need(r, "node_groups")?, "node_groups")? {
             let g = self.node_group(n)?;
@@ -854,11 +894,28 @@ impl Parser<'_> {
             WorkloadKind::Deployment => ("a deployment", "replicas", "gpus_per_replica", "serving-critical"),
             WorkloadKind::Job => ("a job", "workers", "gpus_per_worker", "training-high"),
         };
-        let f = self.fields(
-            node,
-            what,
-            &["name", count_key, gpus_key, "node_group", "priority_class"],
-        )?;
+        let extra: &[&str] = match kind {
+            WorkloadKind::Deployment => &["server", "model_name"],
+            WorkloadKind::Job => &["progress"],
+        };
+        let mut allowed = vec!["name", count_key, gpus_key, "node_group", "priority_class"];
+        allowed.extend_from_slice(extra);
+        let f = self.fields(node, what, &allowed)?;
+        let vllm_model = match (f.get("server"), f.get("model_name")) {
+            (Some(n), model) => {
+                self.one_of(n, "server", &[("vllm", ())])?;
+                let Some(model) = model else {
+                    return Err(r.err(f.pos, "a `server: vllm` deployment needs `model_name`"));
+                };
+                Some(self.string(model, "model_name")?)
+            }
+            (None, Some(n)) => return Err(r.err(n.pos(), "model_name needs `server: vllm`")),
+            (None, None) => None,
+        };
+        let progress = match f.get("progress") {
+            Some(n) => r.bool(n, "progress")?,
+            None => false,
+        };
         let group_node = f.need(r, "node_group")?;
         let group_name = self.string(group_node, "node_group")?;
         let node_group = s.node_groups.iter().position(|g| g.name == group_name).ok_or_else(|| {
@@ -882,6 +939,8 @@ impl Parser<'_> {
                 Some(n) => self.string(n, "priority_class")?,
                 None => default_priority.into(),
             },
+            vllm_model,
+            progress,
             pos: node.pos(),
         })
     }
@@ -953,24 +1012,35 @@ impl Parser<'_> {
             "xid" => &["node", "gpu", "xid", "replace_node"],
             "low-power" => &["namespace", "node", "share"],
             "throttle" => &["node", "gpu", "reason"],
+            "server-queueing" => &["namespace", "deployment"],
+            "training-stall" => &["namespace", "job"],
+            "dataloader-bound" => &["namespace", "job", "share"],
+            "auth-failure-storm" => &["rate"],
+            "access-policy-change" | "collector-backpressure" => &[],
             _ => {
                 return Err(r.err(
                     kind_node.pos(),
                     format!(
-                        "kind {kind:?}: expected exporter-rollout, exporter-down, deployment-degraded, node-condition, xid, low-power or throttle"
+                        "kind {kind:?}: expected exporter-rollout, exporter-down, deployment-degraded, node-condition, xid, low-power, throttle, server-queueing, training-stall, dataloader-bound, auth-failure-storm, access-policy-change or collector-backpressure"
                     ),
                 ))
             }
         };
         let mut allowed = vec!["id", "kind", "at", "for"];
         allowed.extend_from_slice(extra);
-        let article = if kind.starts_with(['e', 'x']) { "an" } else { "a" };
+        let article = if kind.starts_with(['e', 'x', 'a']) { "an" } else { "a" };
         let f = self.fields(node, &format!("{article} {kind} event"), &allowed)?;
         let id = self.string(f.need(r, "id")?, "id")?;
         let at_node = f.need(r, "at")?;
         let at_ms = self.duration(at_node, "at")?;
-        let for_node = f.need(r, "for")?;
-        let for_ms = self.duration(for_node, "for")?;
+        // An access policy change is one CloudWatch period unless `for` says otherwise.
+        let (for_ms, for_node) = match (f.get("for"), kind.as_str()) {
+            (None, "access-policy-change") => (60_000, at_node),
+            _ => {
+                let n = f.need(r, "for")?;
+                (self.duration(n, "for")?, n)
+            }
+        };
         if for_ms <= 0 {
             return Err(r.err(for_node.pos(), "for must be positive"));
         }
@@ -1102,6 +1172,54 @@ impl Parser<'_> {
                 }
                 EventKind::LowPower { namespace, node, share }
             }
+            "server-queueing" => {
+                let (namespace, workload) = self.workload_ref(&f, s, WorkloadKind::Deployment)?;
+                if s.namespaces[namespace].workloads[workload].vllm_model.is_none() {
+                    return Err(r.err(f.pos, "server-queueing needs a deployment with `server: vllm`"));
+                }
+                EventKind::ServerQueueing { namespace, workload }
+            }
+            "training-stall" | "dataloader-bound" => {
+                let (namespace, workload) = self.workload_ref(&f, s, WorkloadKind::Job)?;
+                if !s.namespaces[namespace].workloads[workload].progress {
+                    return Err(r.err(f.pos, format!("{kind} needs a job with `progress: true`")));
+                }
+                if kind == "training-stall" {
+                    EventKind::TrainingStall { namespace, workload }
+                } else {
+                    let share_node = f.need(r, "share")?;
+                    let share = self.float(share_node, "share")?;
+                    if !(share > 0.0 && share < 1.0) {
+                        return Err(r.err(share_node.pos(), "share (of step time) must be in (0, 1)"));
+                    }
+                    EventKind::DataloaderBound {
+                        namespace,
+                        workload,
+                        share,
+                    }
+                }
+            }
+            "auth-failure-storm" | "access-policy-change" => {
+                if !s.control_plane_logs {
+                    return Err(r.err(f.pos, format!("{kind} needs `control_plane_logs: true`")));
+                }
+                if kind == "access-policy-change" {
+                    EventKind::AccessPolicyChange
+                } else {
+                    let rate_node = f.need(r, "rate")?;
+                    let rate = self.float(rate_node, "rate")?;
+                    if !(rate > 0.0 && rate <= 1e6) {
+                        return Err(r.err(rate_node.pos(), "rate (failures a minute) must be in (0, 1000000]"));
+                    }
+                    EventKind::AuthFailureStorm { rate }
+                }
+            }
+            "collector-backpressure" => {
+                if !s.otel_collector {
+                    return Err(r.err(f.pos, "collector-backpressure needs `otel_collector: true`"));
+                }
+                EventKind::CollectorBackpressure
+            }
             _ => {
                 let node = self.gpu_node_ref(f.need(r, "node")?, s)?;
                 let gpu = self.gpu_index(f.need(r, "gpu")?, s, node)?;
@@ -1131,6 +1249,31 @@ impl Parser<'_> {
             kind,
             pos: node.pos(),
         })
+    }
+
+    /// `namespace` and `deployment` / `job` of an event: the namespace and workload indices.
+    fn workload_ref(&self, f: &Fields<'_>, s: &Scenario, kind: WorkloadKind) -> Result<(usize, usize), FileError> {
+        let r = &self.r;
+        let ns_node = f.need(r, "namespace")?;
+        let ns_name = self.string(ns_node, "namespace")?;
+        let namespace = s
+            .namespaces
+            .iter()
+            .position(|n| n.name == ns_name)
+            .ok_or_else(|| r.err(ns_node.pos(), format!("namespace {ns_name:?} is not defined")))?;
+        let key = if kind == WorkloadKind::Deployment {
+            "deployment"
+        } else {
+            "job"
+        };
+        let w_node = f.need(r, key)?;
+        let w_name = self.string(w_node, key)?;
+        let workload = s.namespaces[namespace]
+            .workloads
+            .iter()
+            .position(|w| w.kind == kind && w.name == w_name)
+            .ok_or_else(|| r.err(w_node.pos(), format!("{ns_name} has no {key} {w_name:?}")))?;
+        Ok((namespace, workload))
     }
 
     fn expectation(&self, node: &Node, s: &Scenario) -> Result<Expectation, FileError> {
@@ -1295,7 +1438,7 @@ expect:
         // Unknown keys, at the key.
         assert_eq!(
             err(&GOOD.replace("cluster: c1", "cluster: c1\nclsuter: c2")),
-            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, node_groups, namespaces, events, expect)"
+            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, control_plane_logs, otel_collector, node_groups, namespaces, events, expect)"
         );
         // A node slot beyond the group.
         let e = err(&GOOD.replace("node: p5/1", "node: p5/2"));

@@ -217,6 +217,18 @@ fn run_inner(args: Args) -> Result<i32, String> {
             o.deliveries.len(),
             (to_ms - from_ms) as f64 / 1000.0 / secs
         );
+        // Where the time goes: the rule groups that cost the most.
+        let mut groups = o.group_wall.clone();
+        groups.sort_by(|a, b| b.1.cmp(&a.1));
+        println!("costliest rule groups:");
+        for (name, d) in groups.iter().take(8) {
+            println!(
+                "  {:<32} {:>8.3}s  {:>5.1}%",
+                name,
+                d.as_secs_f64(),
+                100.0 * d.as_secs_f64() / secs
+            );
+        }
         return Ok(0);
     }
 

@@ -134,6 +134,8 @@ pub struct Outcome {
     /// Failed rule evaluations: (rule, count, first error).
     pub rule_errors: Vec<(String, u64, String)>,
     pub wall: std::time::Duration,
+    /// Time spent evaluating each rule group (name, file), in group order.
+    pub group_wall: Vec<(String, std::time::Duration)>,
     pub from_ms: i64,
     pub to_ms: i64,
 }
@@ -168,6 +170,7 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
         queue.push(Reverse((t, i)));
     }
     let mut last_progress: Option<i64> = None;
+    let mut group_wall = vec![std::time::Duration::ZERO; groups.len()];
     while let Some(Reverse((ts, gi))) = queue.pop() {
         if ts > opts.to_ms {
             break;
@@ -184,7 +187,9 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
             &mut outcome.deliveries,
         );
         let g = &mut groups[gi];
+        let group_started = std::time::Instant::now();
         let result = g.eval(ts, &engine, source, ts, &mut outputs);
+        group_wall[gi] += group_started.elapsed();
         outcome.group_evaluations += 1;
         outcome.rule_evaluations += g.rules().len() as u64;
         for (ri, e) in &result.errors {
@@ -224,6 +229,7 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
     progress(opts.to_ms);
     outcome.rule_errors = errors.into_iter().map(|(k, (n, e))| (k, n, e)).collect();
     outcome.wall = started.elapsed();
+    outcome.group_wall = groups.iter().map(|g| g.name().to_string()).zip(group_wall).collect();
     outcome
 }
 

@@ -219,7 +219,7 @@ fn run_inner(args: Args) -> Result<i32, String> {
         );
         // Where the time goes: the rule groups that cost the most.
         let mut groups = o.group_wall.clone();
-        groups.sort_by(|a, b| b.1.cmp(&a.1));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.1));
         println!("costliest rule groups:");
         for (name, d) in groups.iter().take(8) {
             println!(

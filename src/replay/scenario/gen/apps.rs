@@ -65,7 +65,23 @@ fn app_up(c: &super::super::cluster::Cluster<'_>, p: &Pod, t: i64) -> Option<boo
     p.running(t).then(|| !c.crash_looping(p, t))
 }
 
+/// A pod's scrape target labels, as a PodMonitor writes them.
+fn pod_target<'a>(job: &'a str, instance: &'a str, namespace: &'a str, pod: &'a str) -> [(&'a str, &'a str); 4] {
+    [
+        ("job", job),
+        ("instance", instance),
+        ("namespace", namespace),
+        ("pod", pod),
+    ]
+}
+
 impl Sink {
+    /// The `up` series of an application pod's target: 1 while it runs, 0 while its container
+    /// crash-loops, absent otherwise.
+    fn app_up_series(&mut self, c: &super::super::cluster::Cluster<'_>, p: &Pod, target: &[(&str, &str)]) {
+        self.series("up", target, |t| app_up(c, p, t).map(|ok| f64::from(u8::from(ok))));
+    }
+
     /// A per-process counter: `inc(t)` added at every step while `alive(t)`; a process that is
     /// not alive restarts from zero. Written where `present(t)`; `floor` for integer counts.
     #[allow(clippy::too_many_arguments)]
@@ -183,14 +199,8 @@ impl Gen<'_, '_> {
                 continue;
             };
             let instance = format!("{}:8000", p.ip);
-            let target = [
-                ("job", "vllm"),
-                ("instance", instance.as_str()),
-                ("namespace", p.namespace.as_str()),
-                ("pod", p.name.as_str()),
-            ];
-            self.out
-                .series("up", &target, |t| app_up(c, p, t).map(|ok| f64::from(u8::from(ok))));
+            let target = pod_target("vllm", &instance, &p.namespace, &p.name);
+            self.out.app_up_series(c, p, &target);
             let alive = |t: i64| app_up(c, p, t) == Some(true);
             let mut l = target.to_vec();
             l.push(("model_name", model));
@@ -281,14 +291,8 @@ impl Gen<'_, '_> {
                 continue;
             }
             let instance = format!("{}:9090", p.ip);
-            let target = [
-                ("job", "training-metrics"),
-                ("instance", instance.as_str()),
-                ("namespace", p.namespace.as_str()),
-                ("pod", p.name.as_str()),
-            ];
-            self.out
-                .series("up", &target, |t| app_up(c, p, t).map(|ok| f64::from(u8::from(ok))));
+            let target = pod_target("training-metrics", &instance, &p.namespace, &p.name);
+            self.out.app_up_series(c, p, &target);
             let alive = |t: i64| app_up(c, p, t) == Some(true);
             let mut l = target.to_vec();
             l.push(("job_name", w.name.as_str()));
@@ -424,14 +428,8 @@ impl Gen<'_, '_> {
         let (start, step) = (self.v.start, self.v.step);
         for p in c.pods.iter().filter(|p| p.owner == PodOwner::Collector) {
             let instance = format!("{}:8888", p.ip);
-            let target = [
-                ("job", "otel-collector"),
-                ("instance", instance.as_str()),
-                ("namespace", "monitoring"),
-                ("pod", p.name.as_str()),
-            ];
-            self.out
-                .series("up", &target, |t| app_up(c, p, t).map(|ok| f64::from(u8::from(ok))));
+            let target = pod_target("otel-collector", &instance, "monitoring", &p.name);
+            self.out.app_up_series(c, p, &target);
             let alive = |t: i64| app_up(c, p, t) == Some(true);
             let k = key(&p.name);
             let i = |t: i64| (t - start) / step;

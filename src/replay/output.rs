@@ -227,11 +227,12 @@ pub fn check_demo(o: &Outcome, incidents: &[Incident], quiet: (i64, i64)) -> Vec
                         d.receiver,
                         fmt_time(d.at_ms)
                     ),
-                    (false, None) => "no page (no notification either: muted or below threshold)".to_string(),
+                    (false, None) => "NOT NOTIFIED: no page, and no notification either".to_string(),
                 };
+                // A notify condition must reach its owner: silence is a failure, not a pass.
                 out.push(CheckResult {
                     what: format!("{} [{}]", inc.title, inc.alertname),
-                    ok: !paged,
+                    ok: !paged && notified.is_some(),
                     detail,
                 });
             }

@@ -184,6 +184,20 @@ impl fmt::Display for Labels {
     }
 }
 
+/// A label name in the classic character set (`model.LabelNameRE`): `[a-zA-Z_][a-zA-Z0-9_]*`.
+pub fn is_valid_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A metric name in the classic character set: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+pub fn is_valid_metric_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
 /// Escapes a label value for the text form (backslash, quote, newline).
 pub fn escape_label_value(v: &str) -> String {
     let mut s = String::with_capacity(v.len());

@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: sources → engine (`promql`, over `tsdb` or a remote source) → rules → notify.
 
+pub mod alert;
 pub mod aws;
 pub mod check;
 pub mod duration;

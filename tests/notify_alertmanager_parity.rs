@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use watchfire::notify::duration::Duration as AmDuration;
+use watchfire::duration::Duration as AmDuration;
 use watchfire::notify::receivers::webhook;
 use watchfire::notify::{load_str, Notifier, PostableAlert};
 

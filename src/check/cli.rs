@@ -112,7 +112,7 @@ fn run_inner(args: Args) -> i32 {
     cfg.promtool_only |= args.promtool;
     cfg.disable.extend(args.disable.iter().cloned());
     if let Some(s) = &args.scrape_interval {
-        match crate::rules::duration::Duration::parse(s) {
+        match crate::duration::Duration::parse(s) {
             Ok(d) if d.ms() > 0 => cfg.scrape_interval_ms = d.ms(),
             _ => {
                 eprintln!("rulecheck: invalid --scrape-interval {s:?}");

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::rules::yaml::{self as ryaml, Node};
+use crate::yaml::strict::{self as ryaml, Node};
 
 /// The checks' settings (the shipped policy unless configured).
 #[derive(Clone, Debug)]
@@ -141,9 +141,7 @@ impl Config {
             };
             let dur = || -> Result<i64, String> {
                 let s = one()?;
-                crate::rules::duration::Duration::parse(&s)
-                    .map(|d| d.ms())
-                    .map_err(|e| at(&e))
+                crate::duration::Duration::parse(&s).map(|d| d.ms()).map_err(|e| at(&e))
             };
             match k.value.as_str() {
                 "rules" | "paths" => cfg.rules = list()?.iter().map(|p| dir.join(p)).collect(),

@@ -55,7 +55,7 @@ impl Ctx<'_> {
         Diagnostic::new(&self.file, line, col, sev, code, msg).with_span(self.span)
     }
 
-    fn at(&self, pos: crate::rules::yaml::Pos, sev: Severity, code: &str, msg: String) -> Diagnostic {
+    fn at(&self, pos: crate::yaml::strict::Pos, sev: Severity, code: &str, msg: String) -> Diagnostic {
         Diagnostic::new(&self.file, pos.line, pos.col, sev, code, msg).with_span(self.span)
     }
 }
@@ -145,7 +145,7 @@ fn raw_counter(e: &Expr) -> Option<String> {
 }
 
 fn fmt_ms(ms: i64) -> String {
-    crate::rules::duration::Duration::from_ms(ms).to_string()
+    crate::duration::Duration::from_ms(ms).to_string()
 }
 
 fn is_recording_name(n: &str) -> bool {
@@ -373,7 +373,7 @@ fn lint_rule(
 
     // Policy: required labels and their values, required annotations.
     if alert {
-        let mut labels: HashMap<&str, (&str, Option<crate::rules::yaml::Pos>)> =
+        let mut labels: HashMap<&str, (&str, Option<crate::yaml::strict::Pos>)> =
             ctx.group_labels.iter().map(|(k, v)| (*k, (*v, None))).collect();
         for l in &r.labels {
             labels.insert(&l.name.value, (&l.value.value, Some(l.value.pos)));

@@ -109,7 +109,7 @@ fn load_data(paths: &[PathBuf]) -> Result<(Store, i64, i64), String> {
 /// RFC 3339, unix seconds, or `+DURATION` after `base`.
 fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
     if let Some(d) = s.strip_prefix('+') {
-        let d = watchfire::rules::Duration::parse(d).map_err(|e| format!("{flag} {s}: {e}"))?;
+        let d = watchfire::duration::Duration::parse(d).map_err(|e| format!("{flag} {s}: {e}"))?;
         return Ok(base.saturating_add(d.ms()));
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {

@@ -39,7 +39,7 @@ pub fn run(a: Args) -> i32 {
     o.jobs = a.jobs;
     o.closed_windows = a.promql_compat == "2";
     if let Some(d) = a.lookback_delta {
-        match watchfire::rules::Duration::parse(&d) {
+        match watchfire::duration::Duration::parse(&d) {
             Ok(d) => o.lookback_ms = Some(d.ms()),
             Err(e) => return super::fail(format!("--lookback-delta: {e}")),
         }

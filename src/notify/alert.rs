@@ -2,199 +2,16 @@
 //! fingerprint, merge rules, and the alert store (`provider/mem`) that merges re-sent alerts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 
 use crate::labels::Labels;
 
-use super::duration::Duration;
+use crate::alert::FNV_PRIME;
+pub use crate::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint};
 
-/// An alert's identity: the FNV-1a hash of its sorted labels (`model.Fingerprint`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Fingerprint(pub u64);
-
-impl fmt::Display for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
-}
-
-const FNV_OFFSET: u64 = 14695981039346656037;
-const FNV_PRIME: u64 = 1099511628211;
-const SEPARATOR: u8 = 0xff;
-
-/// `model.LabelSet.Fingerprint()`.
-pub fn fingerprint(labels: &Labels) -> Fingerprint {
-    fingerprint_of(labels.iter())
-}
-
-/// [`fingerprint`] of labels sorted by name (a subset of a label set, say), without building
-/// the set.
-pub fn fingerprint_of<'a>(labels: impl Iterator<Item = &'a crate::labels::Label>) -> Fingerprint {
-    let mut h = FNV_OFFSET;
-    let mut add = |b: u8| {
-        h ^= b as u64;
-        h = h.wrapping_mul(FNV_PRIME);
-    };
-    for l in labels {
-        for b in l.name.bytes() {
-            add(b);
-        }
-        add(SEPARATOR);
-        for b in l.value.bytes() {
-            add(b);
-        }
-        add(SEPARATOR);
-    }
-    Fingerprint(h)
-}
-
-/// `model.LabelSet.String()`: `{a="1", b="2"}`, entries sorted as strings, values Go-quoted.
-pub fn labelset_string(labels: &Labels) -> String {
-    let mut parts: Vec<String> = labels
-        .iter()
-        .map(|l| format!("{}={}", l.name, super::yaml::go_quote(&l.value)))
-        .collect();
-    parts.sort();
-    format!("{{{}}}", parts.join(", "))
-}
-
-/// An alert.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Alert {
-    pub labels: Labels,
-    pub annotations: BTreeMap<String, String>,
-    pub starts_at: DateTime<Utc>,
-    /// `None` is Go's zero time: no end known.
-    pub ends_at: Option<DateTime<Utc>>,
-    pub generator_url: String,
-    /// When Alertmanager last received it.
-    pub updated_at: DateTime<Utc>,
-    /// Whether `ends_at` was set by Alertmanager (`resolve_timeout`), not by the sender.
-    pub timeout: bool,
-}
-
-impl Alert {
-    /// What Prometheus' notifier sends for a rule's alert: the external labels added where the
-    /// alert lacks them, the owner stamped (as `watchfire run` routes), `startsAt` the firing
-    /// time (else when it became active), `endsAt` its resolution or validity, and a generator
-    /// URL graphing the rule's expression when an external URL is known; annotations as
-    /// rendered, empty ones included, as Prometheus sends them. Used by `run`, `replay` and the
-    /// notification tests alike, so the three send the same alerts.
-    pub fn from_rule_alert(
-        a: &crate::rules::Alert,
-        external_labels: &Labels,
-        owners: Option<&super::owners::Owners>,
-        external_url: &str,
-        expr: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Alert {
-        let mut b = crate::labels::LabelsBuilder::new(&a.labels);
-        for l in external_labels.iter() {
-            if !a.labels.has(&l.name) {
-                b.set(&l.name, &l.value);
-            }
-        }
-        let mut labels = b.build();
-        if let Some(o) = owners {
-            labels = o.stamp(&labels);
-        }
-        let ms = |t: i64| DateTime::from_timestamp_millis(t).unwrap_or_default();
-        Alert {
-            labels,
-            annotations: a.annotations.clone(),
-            starts_at: ms(a.starts_at().unwrap_or(a.active_at)),
-            ends_at: a.ends_at().map(ms),
-            generator_url: match expr {
-                Some(e) if !external_url.is_empty() => format!(
-                    "{}/graph?g0.expr={}&g0.tab=1",
-                    external_url.trim_end_matches('/'),
-                    crate::url::encode(e)
-                ),
-                _ => String::new(),
-            },
-            updated_at: now,
-            timeout: false,
-        }
-    }
-
-    pub fn fingerprint(&self) -> Fingerprint {
-        fingerprint(&self.labels)
-    }
-
-    /// `alertname`, or "".
-    pub fn name(&self) -> &str {
-        self.labels.get("alertname").unwrap_or("")
-    }
-
-    /// `ResolvedAt`: the activity range ended at or before `t`.
-    pub fn resolved_at(&self, t: DateTime<Utc>) -> bool {
-        matches!(self.ends_at, Some(e) if e <= t)
-    }
-
-    /// `types.Alert.Merge`: `o` is the newer report (by `updated_at`).
-    pub fn merge(&self, o: &Alert) -> Alert {
-        if o.updated_at < self.updated_at {
-            return o.merge(self);
-        }
-        let mut res = o.clone();
-        if self.starts_at < o.starts_at {
-            res.starts_at = self.starts_at;
-        }
-        let after = |a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>| match (a, b) {
-            (Some(a), Some(b)) => a > b,
-            (Some(_), None) => true,
-            _ => false,
-        };
-        // `Resolved()` in Go reads the wall clock; here the newer report's time stands in.
-        let now = o.updated_at;
-        if o.resolved_at(now) {
-            if self.resolved_at(now) && after(self.ends_at, o.ends_at) {
-                res.ends_at = self.ends_at;
-            }
-        } else if after(self.ends_at, o.ends_at) && !self.timeout {
-            res.ends_at = self.ends_at;
-        }
-        res
-    }
-}
-
-/// `types.AlertSlice` order: by `job`, then `instance` (alerts with the label first), then by
-/// label set (`LabelSet.Before`).
-pub fn alert_order(a: &Alert, b: &Alert) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    for key in ["job", "instance"] {
-        match (a.labels.get(key), b.labels.get(key)) {
-            (None, None) => continue,
-            (None, Some(_)) => return Ordering::Greater,
-            (Some(_), None) => return Ordering::Less,
-            (Some(x), Some(y)) if x != y => return x.cmp(y),
-            _ => {}
-        }
-    }
-    labelset_before(&a.labels, &b.labels)
-}
-
-/// `model.LabelSet.Before` as an ordering.
-fn labelset_before(a: &Labels, b: &Labels) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    if a.len() != b.len() {
-        return a.len().cmp(&b.len());
-    }
-    let mut names: Vec<&str> = a.iter().map(|l| &*l.name).chain(b.iter().map(|l| &*l.name)).collect();
-    names.sort_unstable();
-    for n in names {
-        match (a.get(n), b.get(n)) {
-            (None, _) => return Ordering::Less,
-            (_, None) => return Ordering::Greater,
-            (Some(x), Some(y)) if x != y => return x.cmp(y),
-            _ => {}
-        }
-    }
-    Ordering::Equal
-}
+use crate::duration::Duration;
 
 /// Go's `time.Time` JSON form (RFC 3339 with trimmed nanoseconds); `None` is the zero time.
 pub fn go_time_json(t: Option<DateTime<Utc>>) -> String {
@@ -277,8 +94,8 @@ impl ReceivedAlert {
             return Err("start time must be before end time".into());
         }
         for l in self.labels.iter() {
-            if !super::matchers::is_valid_label_name(&l.name) {
-                return Err(format!("invalid name {}", super::yaml::go_quote(&l.name)));
+            if !crate::labels::is_valid_label_name(&l.name) {
+                return Err(format!("invalid name {}", crate::yaml::v2::go_quote(&l.name)));
             }
         }
         Ok(Alert {
@@ -784,7 +601,7 @@ mod tests {
     fn fingerprint_matches_prometheus_model() {
         // model.LabelSet{"foo": "bar"}.Fingerprint() == 0x0e5b4da2b0b24f8b? Checked against
         // the FNV-1a definition: empty set is the offset basis.
-        assert_eq!(fingerprint(&Labels::empty()).0, FNV_OFFSET);
+        assert_eq!(fingerprint(&Labels::empty()).0, crate::alert::FNV_OFFSET);
         let a = fingerprint(&Labels::from_pairs([("a", "1"), ("b", "2")]));
         let b = fingerprint(&Labels::from_pairs([("b", "2"), ("a", "1")]));
         assert_eq!(a, b);

@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 
 use crate::labels::Matcher;
 
-use super::duration::{parse_duration, Duration};
 use super::integrations::{self, decode_http_config, parse_am_url, HttpClientConfig, IntegrationConfig, Val};
 use super::maintenance::{decode_route_extensions, RouteExtensions};
-use super::matchers::{is_valid_label_name, new_matcher, parse_matchers, sort as sort_matchers};
+use super::matchers::{new_matcher, parse_matchers, sort as sort_matchers};
 use super::timeinterval::{decode_named, NamedTimeInterval};
-use super::yaml::{self, go_quote, DResult, Decoder, Fail, Issue, Node, Pos};
+use crate::duration::{parse_alertmanager as parse_duration, Duration};
+use crate::labels::is_valid_label_name;
+use crate::yaml::v2::{self as yaml, go_quote, DResult, Decoder, Fail, Issue, Node, Pos};
 
 /// Why a configuration file could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -389,7 +390,7 @@ fn decode_global(d: &mut Decoder, node: &Node) -> DResult<GlobalConfig> {
         match k {
             "resolve_timeout" => {
                 g.resolve_timeout = if v.is_null() {
-                    Duration(0)
+                    Duration::ZERO
                 } else {
                     decode_duration(d, v)?.unwrap_or_default()
                 }
@@ -604,10 +605,10 @@ fn decode_route(d: &mut Decoder, node: &Node) -> DResult<Option<RouteConfig>> {
         }
     }
     r.group_by = if group_by.is_empty() { None } else { Some(group_by) };
-    if r.group_interval == Some(Duration(0)) {
+    if r.group_interval == Some(Duration::ZERO) {
         return Err(Fail::new(group_interval_pos, "group_interval cannot be zero"));
     }
-    if r.repeat_interval == Some(Duration(0)) {
+    if r.repeat_interval == Some(Duration::ZERO) {
         return Err(Fail::new(repeat_interval_pos, "repeat_interval cannot be zero"));
     }
     let mut m: Vec<(String, String)> = match_eq.into_iter().map(|(k, v, _)| (k, v)).collect();

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use super::duration::parse_go_duration;
-use super::yaml::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use crate::duration::parse_go_ns as parse_go_duration;
+use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node, Pos};
 
 /// A decoded field value.
 #[derive(Clone, Debug, PartialEq)]
@@ -1231,7 +1231,7 @@ fn canonical_mime_header_key(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::yaml::parse;
+    use crate::yaml::v2::parse;
 
     fn dec(kind: &'static str, y: &str) -> Result<IntegrationConfig, String> {
         let n = parse(y).unwrap().unwrap();

@@ -28,8 +28,8 @@ use regex::Regex;
 
 use crate::labels::Labels;
 
-use super::owners::{FileError, Reader};
-use super::yaml::Node;
+use crate::yaml::v2::Node;
+use crate::yaml::{FileError, Reader};
 
 /// One rendered link.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +53,13 @@ impl Link {
 /// first). Links are rendered from the redacted labels, so a denied label cannot leak through a
 /// URL either. The rule's expression comes from the alert's generator URL (`g0.expr`), which
 /// watchfire's rules and Prometheus' both set. The notification log keeps using the original
-/// alerts; only the delivered copy is changed.
-pub fn outgoing(n: &super::Notification, owners: &super::owners::Owners) -> super::Notification {
-    let settings = &owners.settings;
+/// alerts; only the delivered copy is changed. `owner_of` names the owner of a label set
+/// (`Owners::outgoing` passes its resolution).
+pub fn outgoing(
+    n: &super::Notification,
+    settings: &NotificationSettings,
+    owner_of: &dyn Fn(&Labels) -> Option<String>,
+) -> super::Notification {
     let mut out = n.clone();
     out.group_labels = settings.redact(&n.group_labels);
     // The group key spells out the group labels: a group by a denied label must not leak it
@@ -76,7 +80,7 @@ pub fn outgoing(n: &super::Notification, owners: &super::owners::Owners) -> supe
         .or(out.alerts.first());
     let empty = BTreeMap::new();
     let labels = lead.map_or_else(|| out.group_labels.clone(), |a| a.labels.clone());
-    let owner = owners.resolve(&labels).map(|(t, _)| t.name.clone());
+    let owner = owner_of(&labels);
     let expr = lead.and_then(|a| expr_from_generator_url(&a.generator_url));
     out.links = settings.links.render(&LinkContext {
         labels: &labels,
@@ -167,8 +171,8 @@ impl NotificationSettings {
                 "run_tracking" => l.run_tracking = Some(r.string(lv, &k)?).filter(|s| !s.is_empty()),
                 _ => {
                     let s = r.string(lv, &k)?;
-                    let d =
-                        crate::rules::Duration::parse(&s).map_err(|e| r.err(lv.pos(), format!("range_before: {e}")))?;
+                    let d = crate::duration::Duration::parse(&s)
+                        .map_err(|e| r.err(lv.pos(), format!("range_before: {e}")))?;
                     l.range_before_ms = d.ms();
                 }
             }

@@ -20,9 +20,9 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
-use super::duration::{parse_duration, Duration};
 use super::timeinterval::Location;
-use super::yaml::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use crate::duration::{parse_alertmanager as parse_duration, Duration};
+use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node, Pos};
 
 /// The `watchfire:` extensions of one route.
 #[derive(Clone, Debug, Default)]
@@ -209,7 +209,7 @@ fn decode_window(d: &mut Decoder, node: &Node) -> DResult<Option<MaintenanceWind
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::yaml::parse;
+    use crate::yaml::v2::parse;
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

@@ -251,16 +251,6 @@ pub fn all_match<'a>(ms: &[Matcher], get: impl Fn(&str) -> Option<&'a str>) -> b
     ms.iter().all(|m| m.matches(get(&m.name).unwrap_or("")))
 }
 
-/// `model.LabelNameRE`: `^[a-zA-Z_][a-zA-Z0-9_]*$`.
-pub fn is_valid_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
-        _ => return false,
-    }
-    chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,6 @@
 pub mod alert;
 pub mod config;
 pub mod dispatch;
-pub mod duration;
 pub mod inhibit;
 pub mod integrations;
 pub mod links;
@@ -24,7 +23,6 @@ pub mod route;
 pub mod routes_cli;
 pub mod silence;
 pub mod timeinterval;
-pub mod yaml;
 
 pub use alert::{Alert, PostableAlert};
 pub use config::{load_file, load_str, Config, ConfigError};

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 
-use super::duration::Duration;
+use crate::duration::Duration;
 
 /// One integration of one receiver (`nflogpb.Receiver`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -230,7 +230,7 @@ impl Notifier {
             ) else {
                 continue;
             };
-            let expiry = super::duration::Duration(flush.opts.repeat_interval.as_millis() * 2);
+            let expiry = crate::duration::Duration::from_millis(flush.opts.repeat_interval.as_millis() * 2);
             if !target.send_resolved && firing.is_empty() {
                 // Nothing to send, but the log records that all is resolved.
                 self.nflog.log(
@@ -279,9 +279,9 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::duration::Duration;
     use crate::notify::alert::PostableAlert;
     use crate::notify::config::load_str;
-    use crate::notify::duration::Duration;
     use crate::notify::silence::{Silence, SilenceMatcher};
 
     fn t0() -> DateTime<Utc> {

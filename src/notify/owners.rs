@@ -47,111 +47,8 @@ use crate::labels::{Labels, LabelsBuilder, Matcher};
 
 use super::links::NotificationSettings;
 use super::matchers::parse_matchers;
-use super::yaml::{self, Node, Pos};
-
-/// An error in a watchfire YAML file, with its position.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{pos}: {message}")]
-pub struct FileError {
-    pub file: String,
-    pub pos: Pos,
-    pub message: String,
-}
-
-/// Strict reading helpers over [`yaml::Node`] for watchfire's own files: unknown keys, wrong
-/// types and bad values are errors with `file:line:col`.
-#[derive(Clone, Copy, Debug)]
-pub struct Reader<'a> {
-    pub file: &'a str,
-}
-
-impl<'a> Reader<'a> {
-    pub fn err(&self, pos: Pos, message: impl Into<String>) -> FileError {
-        FileError {
-            file: self.file.to_string(),
-            pos,
-            message: message.into(),
-        }
-    }
-
-    /// Parses text into a root node (`None` for an empty document).
-    pub fn parse(&self, text: &str) -> Result<Option<Node>, FileError> {
-        yaml::parse(text).map_err(|e| self.err(e.pos, format!("YAML syntax error: {}", e.message)))
-    }
-
-    /// A mapping's entries as (key, key position, value); `allowed` keys only.
-    pub fn map<'n>(
-        &self,
-        node: &'n Node,
-        what: &str,
-        allowed: &[&str],
-    ) -> Result<Vec<(String, Pos, &'n Node)>, FileError> {
-        let Node::Map(entries, _) = node else {
-            if node.is_null() {
-                return Ok(Vec::new());
-            }
-            return Err(self.err(node.pos(), format!("{what} must be a mapping")));
-        };
-        let mut out: Vec<(String, Pos, &Node)> = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            let Some(key) = k.as_scalar() else {
-                return Err(self.err(k.pos(), format!("{what}: keys must be strings")));
-            };
-            if !allowed.is_empty() && !allowed.contains(&key.value.as_str()) {
-                return Err(self.err(
-                    key.pos,
-                    format!(
-                        "unknown key {:?} in {what} (expected one of: {})",
-                        key.value,
-                        allowed.join(", ")
-                    ),
-                ));
-            }
-            if out.iter().any(|(n, _, _)| *n == key.value) {
-                return Err(self.err(key.pos, format!("key {:?} repeated in {what}", key.value)));
-            }
-            out.push((key.value.clone(), key.pos, v));
-        }
-        Ok(out)
-    }
-
-    pub fn string(&self, node: &Node, what: &str) -> Result<String, FileError> {
-        match node {
-            Node::Scalar(s) if !node.is_null() => Ok(s.value.clone()),
-            _ => Err(self.err(node.pos(), format!("{what} must be a string"))),
-        }
-    }
-
-    pub fn bool(&self, node: &Node, what: &str) -> Result<bool, FileError> {
-        match node.resolve() {
-            Some(yaml::Resolved::Bool(b)) => Ok(b),
-            _ => Err(self.err(node.pos(), format!("{what} must be true or false"))),
-        }
-    }
-
-    /// A string or a list of strings.
-    pub fn strings(&self, node: &Node, what: &str) -> Result<Vec<String>, FileError> {
-        match node {
-            Node::Seq(items, _) => items.iter().map(|i| self.string(i, what)).collect(),
-            n if n.is_null() => Ok(Vec::new()),
-            n => Ok(vec![self.string(n, what)?]),
-        }
-    }
-
-    pub fn seq<'n>(&self, node: &'n Node, what: &str) -> Result<Vec<&'n Node>, FileError> {
-        match node {
-            Node::Seq(items, _) => Ok(items.iter().collect()),
-            n if n.is_null() => Ok(Vec::new()),
-            n => Err(self.err(n.pos(), format!("{what} must be a list"))),
-        }
-    }
-
-    /// An anchored regular expression (as Alertmanager and Prometheus anchor theirs).
-    pub fn regex(&self, node: &Node, what: &str) -> Result<Regex, FileError> {
-        let s = self.string(node, what)?;
-        Regex::new(&format!("^(?:{s})$")).map_err(|e| self.err(node.pos(), format!("{what}: invalid regex: {e}")))
-    }
-}
+use crate::yaml::v2::{Node, Pos};
+use crate::yaml::{FileError, Reader};
 
 /// A team's receivers by severity class.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -299,7 +196,7 @@ impl Owners {
             match key.as_str() {
                 "team_label" => {
                     out.team_label = r.string(v, "team_label")?;
-                    if !super::matchers::is_valid_label_name(&out.team_label) {
+                    if !crate::labels::is_valid_label_name(&out.team_label) {
                         return Err(r.err(
                             v.pos(),
                             format!("team_label {:?} is not a valid label name", out.team_label),
@@ -352,6 +249,19 @@ impl Owners {
             .as_deref()
             .and_then(|d| self.team(d))
             .map(|t| (t, Resolution::Default))
+    }
+
+    /// What leaves for a receiver: `n` redacted and with its diagnostic links, by this file's
+    /// deny-list and link settings ([`super::links::outgoing`]).
+    pub fn outgoing(&self, n: &super::Notification) -> super::Notification {
+        super::links::outgoing(n, &self.settings, &|labels| {
+            self.resolve(labels).map(|(t, _)| t.name.clone())
+        })
+    }
+
+    /// Stamps an outgoing alert's owner in place (see [`Owners::stamp`]).
+    pub fn stamp_alert(&self, alert: &mut crate::alert::Alert) {
+        alert.labels = self.stamp(&alert.labels);
     }
 
     /// The labels with the team label set to the resolved owner (unchanged when the alert
@@ -490,7 +400,7 @@ fn decode_namespace_teams(r: &Reader<'_>, node: &Node) -> Result<NamespaceTeams,
     let (mut metric, mut label) = ("kube_namespace_labels".to_string(), "label_team".to_string());
     for (key, _, v) in r.map(node, "namespace_teams", &["metric", "label"])? {
         let value = r.string(v, &key)?;
-        if !super::matchers::is_valid_label_name(&value) {
+        if !crate::labels::is_valid_label_name(&value) {
             return Err(r.err(v.pos(), format!("namespace_teams.{key}: {value:?} is not a valid name")));
         }
         if key == "metric" {

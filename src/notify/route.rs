@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use crate::labels::{Labels, Matcher};
 
 use super::config::RouteConfig;
-use super::duration::Duration;
 use super::maintenance::MaintenanceWindow;
 use super::matchers::{all_match, matchers_string, new_matcher, sort as sort_matchers};
+use crate::duration::Duration;
 
 /// A route's effective options (`dispatch.RouteOpts`).
 #[derive(Clone, Debug)]

@@ -134,7 +134,7 @@ impl Silences {
         let mut compiled = Vec::new();
         let mut all_empty = true;
         for (i, m) in s.matchers.iter().enumerate() {
-            if !super::matchers::is_valid_label_name(&m.name) {
+            if !crate::labels::is_valid_label_name(&m.name) {
                 return inv(format!("invalid label matcher {i}: invalid label name {:?}", m.name));
             }
             let c = m

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Timelike, Utc};
 
-use super::yaml::{go_quote, DResult, Decoder, Fail, Node};
+use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node};
 
 /// A `[start, end)` range of minutes of the day.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +138,7 @@ impl TimeInterval {
 pub struct NamedTimeInterval {
     pub name: String,
     pub time_intervals: Vec<TimeInterval>,
-    pub pos: super::yaml::Pos,
+    pub pos: crate::yaml::v2::Pos,
 }
 
 impl NamedTimeInterval {
@@ -427,7 +427,7 @@ pub fn decode_named(d: &mut Decoder, node: &Node, mute: bool) -> DResult<Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::notify::yaml::parse;
+    use crate::yaml::v2::parse;
 
     fn ti(yaml: &str) -> Result<TimeInterval, String> {
         let n = parse(yaml).unwrap().unwrap();

@@ -252,14 +252,8 @@ impl DeliveryState {
         out: &mut Vec<notify::Alert>,
         now: DateTime<Utc>,
     ) {
-        let alert = notify::Alert::from_rule_alert(
-            a,
-            &setup.external_labels,
-            Some(&setup.owners),
-            &setup.external_url,
-            expr,
-            now,
-        );
+        let mut alert = a.outgoing(&setup.external_labels, &setup.external_url, expr, now);
+        setup.owners.stamp_alert(&mut alert);
         self.active_at.insert(alert.labels.clone(), a.active_at);
         out.push(alert);
     }
@@ -317,7 +311,7 @@ fn build_delivery(setup: &Setup, state: &mut DeliveryState, n: &Notification, in
         .filter_map(|a| state.active_at.get(&a.labels).copied())
         .min();
     // Exactly what `watchfire run` hands its receivers: denied labels removed, links rendered.
-    let sent = notify::links::outgoing(n, &setup.owners);
+    let sent = setup.owners.outgoing(n);
     Delivery {
         at_ms: at.timestamp_millis(),
         receiver: n.receiver.clone(),

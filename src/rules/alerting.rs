@@ -156,6 +156,44 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// What Prometheus' notifier sends for this alert: the external labels added where the
+    /// alert lacks them, `startsAt` the firing time (else when it became active), `endsAt` its
+    /// resolution or validity, and a generator URL graphing the rule's expression when an
+    /// external URL is known; annotations as rendered, empty ones included, as Prometheus sends
+    /// them. `run`, `replay` and the notification tests all build their alerts here (then stamp
+    /// the owner, as `watchfire run` routes), so the three send the same alerts.
+    pub fn outgoing(
+        &self,
+        external_labels: &Labels,
+        external_url: &str,
+        expr: Option<&str>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> crate::alert::Alert {
+        let mut b = LabelsBuilder::new(&self.labels);
+        for l in external_labels.iter() {
+            if !self.labels.has(&l.name) {
+                b.set(&l.name, &l.value);
+            }
+        }
+        let ms = |t: i64| chrono::DateTime::from_timestamp_millis(t).unwrap_or_default();
+        crate::alert::Alert {
+            labels: b.build(),
+            annotations: self.annotations.clone(),
+            starts_at: ms(self.starts_at().unwrap_or(self.active_at)),
+            ends_at: self.ends_at().map(ms),
+            generator_url: match expr {
+                Some(e) if !external_url.is_empty() => format!(
+                    "{}/graph?g0.expr={}&g0.tab=1",
+                    external_url.trim_end_matches('/'),
+                    crate::url::encode(e)
+                ),
+                _ => String::new(),
+            },
+            updated_at: now,
+            timeout: false,
+        }
+    }
+
     /// Whether the alert is due to be sent at `ts` (never while pending; at once after it
     /// resolved; otherwise every `resend_delay`).
     pub fn needs_sending(&self, ts: i64, resend_delay: i64) -> bool {

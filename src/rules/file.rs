@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 use crate::promql::{self, Expr};
 
-use super::duration::Duration;
 use super::template;
-use super::yaml::{self, DecodeError, MapReader, Node, Pos, Scalar};
+use crate::duration::Duration;
+use crate::labels::{is_valid_label_name, is_valid_metric_name};
+use crate::yaml::strict::{self as yaml, DecodeError, MapReader, Node, Pos, Scalar};
 
 /// A value with the position it was read from.
 #[derive(Clone, Debug, PartialEq)]
@@ -502,20 +503,6 @@ fn label_defs(m: &MapReader<'_>, key: &str, derrs: &mut Vec<DecodeError>) -> Vec
             value: Spanned::new(if v.is_null() { String::new() } else { v.value.clone() }, v.pos),
         })
         .collect()
-}
-
-/// A label name in the classic character set: `[a-zA-Z_][a-zA-Z0-9_]*`.
-pub fn is_valid_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// A metric name in the classic character set: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
-pub fn is_valid_metric_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
 /// `promtool check rules`' only lint: rules with the same name and the same labels (group

@@ -6,17 +6,14 @@
 //! `replay` and `test` drive the same code with real or simulated clocks.
 
 pub mod alerting;
-pub mod duration;
 pub mod eval;
 pub mod file;
 pub mod group;
 pub mod recording;
 pub mod storage;
 pub mod template;
-pub mod yaml;
 
 pub use alerting::{Alert, AlertState, AlertingRule};
-pub use duration::Duration;
 pub use eval::{EvalContext, Health, OutputSample, RuleError};
 pub use file::{load_file, LoadError, LoadOptions, RuleFile, RuleGroup};
 pub use group::{EvalOutcome, Group, GroupConfig, GroupRule};

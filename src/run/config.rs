@@ -48,84 +48,11 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration as StdDuration;
 
 use crate::labels::Labels;
-use crate::notify::owners::{FileError, Reader};
-use crate::notify::yaml::{Node, Pos};
-use crate::rules::duration::Duration;
-
-/// The kind of a source.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum SourceKind {
-    #[default]
-    Prometheus,
-    CloudWatch,
-    Embedded,
-}
-
-/// AMP SigV4 signing settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SigV4Config {
-    pub region: String,
-    pub service: String,
-}
-
-/// One data source.
-#[derive(Clone, Debug)]
-pub struct SourceConfig {
-    pub name: String,
-    pub kind: SourceKind,
-    pub url: String,
-    pub timeout: StdDuration,
-    pub retries: u32,
-    pub headers: Vec<(String, String)>,
-    pub sigv4: Option<SigV4Config>,
-    /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
-    pub metrics: Vec<regex::Regex>,
-    /// CloudWatch: region (empty: the mapping's, then the default chain's).
-    pub region: String,
-    /// CloudWatch: endpoint override (empty: AWS's own).
-    pub endpoint: String,
-    /// CloudWatch: the mapping file (relative paths resolve against the configuration file).
-    pub mapping_file: Option<PathBuf>,
-}
-
-impl Default for SourceConfig {
-    fn default() -> Self {
-        SourceConfig {
-            name: String::new(),
-            kind: SourceKind::Prometheus,
-            url: String::new(),
-            timeout: StdDuration::from_secs(30),
-            retries: 2,
-            headers: Vec::new(),
-            sigv4: None,
-            metrics: Vec::new(),
-            region: String::new(),
-            endpoint: String::new(),
-            mapping_file: None,
-        }
-    }
-}
-
-impl PartialEq for SourceConfig {
-    fn eq(&self, o: &Self) -> bool {
-        // Regexes compare by their text.
-        let res = |v: &[regex::Regex]| v.iter().map(|r| r.as_str().to_string()).collect::<Vec<_>>();
-        self.name == o.name
-            && self.kind == o.kind
-            && self.url == o.url
-            && self.timeout == o.timeout
-            && self.retries == o.retries
-            && self.headers == o.headers
-            && self.sigv4 == o.sigv4
-            && res(&self.metrics) == res(&o.metrics)
-            && self.region == o.region
-            && self.endpoint == o.endpoint
-            && self.mapping_file == o.mapping_file
-    }
-}
+use crate::source::config::{self as source_config, SourceConfig};
+use crate::yaml::v2::{Node, Pos};
+use crate::yaml::{FileError, Reader};
 
 /// A shard: this replica evaluates groups with `hash % total == index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -360,7 +287,7 @@ fn load_str_with(
             "sources" => {
                 saw_sources = Some(kpos);
                 for s in r.seq(v, "sources")? {
-                    let sc = source(&r, s)?;
+                    let sc = source_config::decode(&r, s)?;
                     if cfg.sources.iter().any(|o| o.name == sc.name) {
                         return Err(r.err(s.pos(), format!("source name {:?} repeated", sc.name)));
                     }
@@ -372,17 +299,17 @@ fn load_str_with(
             "routes_file" => cfg.routes_file = Some(PathBuf::from(r.string(v, "routes_file")?)),
             "owners_file" => cfg.owners_file = Some(PathBuf::from(r.string(v, "owners_file")?)),
             "evaluation_interval" => {
-                cfg.evaluation_interval_ms = duration(&r, v, "evaluation_interval")?;
+                cfg.evaluation_interval_ms = r.duration_ms(v, "evaluation_interval", "30s or 1m")?;
                 if cfg.evaluation_interval_ms <= 0 {
                     return Err(r.err(v.pos(), "evaluation_interval must be greater than 0"));
                 }
             }
-            "query_offset" => cfg.query_offset_ms = duration(&r, v, "query_offset")?,
-            "resend_delay" => cfg.resend_delay_ms = duration(&r, v, "resend_delay")?,
+            "query_offset" => cfg.query_offset_ms = r.duration_ms(v, "query_offset", "30s or 1m")?,
+            "resend_delay" => cfg.resend_delay_ms = r.duration_ms(v, "resend_delay", "30s or 1m")?,
             "external_labels" => {
                 let mut pairs = BTreeMap::new();
                 for (k, kp, lv) in r.map(v, "external_labels", &[])? {
-                    if !crate::rules::file::is_valid_label_name(&k) {
+                    if !crate::labels::is_valid_label_name(&k) {
                         return Err(r.err(kp, format!("external_labels: {k:?} is not a valid label name")));
                     }
                     pairs.insert(k, r.string(lv, "an external label value")?);
@@ -409,158 +336,6 @@ fn load_str_with(
         ));
     }
     Ok(cfg)
-}
-
-fn duration(r: &Reader<'_>, v: &Node, what: &str) -> Result<i64, FileError> {
-    let s = r.string(v, what)?;
-    Duration::parse(&s)
-        .map(|d| d.ms())
-        .map_err(|e| r.err(v.pos(), format!("{what}: {e} (expected a duration such as 30s or 1m)")))
-}
-
-fn source(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
-    let entries = r.map(
-        node,
-        "a source",
-        &[
-            "name",
-            "type",
-            "url",
-            "timeout",
-            "retries",
-            "headers",
-            "sigv4",
-            "metrics",
-            "region",
-            "endpoint",
-            "mapping_file",
-        ],
-    )?;
-    let mut name = None;
-    let mut kind = None;
-    let mut sc = SourceConfig::default();
-    // Keys that only some types take, with their position, checked once the type is known.
-    let mut given: Vec<(String, Pos)> = Vec::new();
-    for (k, kp, v) in entries {
-        given.push((k.clone(), kp));
-        match k.as_str() {
-            "name" => {
-                let n = r.string(v, "source name")?;
-                if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-                    return Err(r.err(v.pos(), format!("source name {n:?} must be [a-zA-Z0-9_-]+")));
-                }
-                name = Some(n);
-            }
-            "type" => {
-                kind = Some(match r.string(v, "source type")?.as_str() {
-                    "prometheus" => SourceKind::Prometheus,
-                    "cloudwatch" => SourceKind::CloudWatch,
-                    "embedded" => SourceKind::Embedded,
-                    other => {
-                        return Err(r.err(
-                            v.pos(),
-                            format!("unknown source type {other:?} (expected prometheus, cloudwatch or embedded)"),
-                        ))
-                    }
-                })
-            }
-            "url" | "endpoint" => {
-                let u = r.string(v, &format!("source {k}"))?;
-                if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err(r.err(v.pos(), format!("source {k} {u:?} must start with http:// or https://")));
-                }
-                let u = u.trim_end_matches('/').to_string();
-                if k == "url" {
-                    sc.url = u;
-                } else {
-                    sc.endpoint = u;
-                }
-            }
-            "timeout" => {
-                let ms = duration(r, v, "timeout")?;
-                if ms <= 0 {
-                    return Err(r.err(v.pos(), "timeout must be greater than 0"));
-                }
-                sc.timeout = StdDuration::from_millis(ms as u64);
-            }
-            "retries" => {
-                let s = r.string(v, "retries")?;
-                sc.retries = s
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| *n <= 10)
-                    .ok_or_else(|| r.err(v.pos(), "retries must be a whole number from 0 to 10"))?;
-            }
-            "headers" => {
-                for (hk, _, hv) in r.map(v, "headers", &[])? {
-                    sc.headers.push((hk, r.string(hv, "a header value")?));
-                }
-            }
-            "sigv4" => {
-                let mut region = None;
-                let mut service = "aps".to_string();
-                for (sk, _, sv) in r.map(v, "sigv4", &["region", "service"])? {
-                    match sk.as_str() {
-                        "region" => region = Some(r.string(sv, "sigv4 region")?),
-                        _ => service = r.string(sv, "sigv4 service")?,
-                    }
-                }
-                let region = region.ok_or_else(|| r.err(v.pos(), "sigv4 needs a region, e.g. us-east-1"))?;
-                sc.sigv4 = Some(SigV4Config { region, service });
-            }
-            "metrics" => {
-                let items: Vec<&Node> = match v {
-                    Node::Seq(items, _) => items.iter().collect(),
-                    other => vec![other],
-                };
-                for item in items {
-                    sc.metrics.push(r.regex(item, "a metrics pattern")?);
-                }
-            }
-            "region" => {
-                let reg = r.string(v, "region")?;
-                if reg.is_empty()
-                    || !reg
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                {
-                    return Err(r.err(v.pos(), format!("region {reg:?} must look like us-west-2")));
-                }
-                sc.region = reg;
-            }
-            "mapping_file" => sc.mapping_file = Some(PathBuf::from(r.string(v, "mapping_file")?)),
-            _ => {}
-        }
-    }
-    sc.name = name.ok_or_else(|| r.err(node.pos(), "a source needs a name"))?;
-    sc.kind = kind.ok_or_else(|| r.err(node.pos(), "a source needs a type (prometheus, cloudwatch or embedded)"))?;
-    let (type_name, allowed): (&str, &[&str]) = match sc.kind {
-        SourceKind::Prometheus => (
-            "prometheus",
-            &["url", "timeout", "retries", "headers", "sigv4", "metrics"],
-        ),
-        SourceKind::CloudWatch => ("cloudwatch", &["region", "endpoint", "mapping_file", "timeout"]),
-        SourceKind::Embedded => ("embedded", &[]),
-    };
-    for (k, p) in &given {
-        if !matches!(k.as_str(), "name" | "type") && !allowed.contains(&k.as_str()) {
-            return Err(r.err(*p, format!("source {:?}: type {type_name} takes no {k}", sc.name)));
-        }
-    }
-    let has = |k: &str| given.iter().any(|(g, _)| g == k);
-    match sc.kind {
-        SourceKind::Prometheus if !has("url") => {
-            return Err(r.err(node.pos(), format!("source {:?}: type prometheus needs a url", sc.name)))
-        }
-        SourceKind::CloudWatch if !has("mapping_file") => {
-            return Err(r.err(
-                node.pos(),
-                format!("source {:?}: type cloudwatch needs a mapping_file", sc.name),
-            ))
-        }
-        _ => {}
-    }
-    Ok(sc)
 }
 
 fn http(
@@ -612,6 +387,7 @@ fn http(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::SourceKind;
 
     fn load(s: &str) -> Result<RunConfig, FileError> {
         load_str(s, "w.yaml", &|k| (k == "TOK").then(|| "secret".to_string()))
@@ -659,7 +435,7 @@ mod tests {
             (cw.region.as_str(), cw.endpoint.as_str()),
             ("us-west-2", "http://127.0.0.1:5000")
         );
-        assert_eq!(cw.timeout, StdDuration::from_secs(10));
+        assert_eq!(cw.timeout, std::time::Duration::from_secs(10));
         assert!(c.sources[0].metrics[0].is_match("DCGM_FI_DEV_XID_ERRORS"));
         assert!(!c.sources[0].metrics[1].is_match("upx"), "anchored");
         let cases = [

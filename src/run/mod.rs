@@ -6,56 +6,21 @@ pub mod config;
 pub mod scheduler;
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use crate::labels::Matcher;
 use crate::notify::owners::Owners;
 use crate::promql::Engine;
 use crate::rules::file::{self, LoadOptions};
 use crate::rules::{Group, GroupConfig};
 use crate::source::cloudwatch::{CloudWatchSource, Mapping};
+use crate::source::embedded::SharedStore;
 use crate::source::federated::{Federated, Member, MemberSource};
 use crate::source::prometheus::PrometheusSource;
-use crate::source::{Queryable, SeriesData, SourceError};
-use crate::tsdb::Store;
+use crate::source::Queryable;
 
-use config::{RunConfig, SourceKind};
+use crate::source::SourceKind;
+use config::RunConfig;
 use scheduler::Setup;
-
-/// The embedded store as a shared, writable source.
-#[derive(Default)]
-pub struct SharedStore(pub RwLock<Store>);
-
-impl Queryable for SharedStore {
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
-        match self.0.read() {
-            Ok(s) => s.select(matchers, mint, maxt),
-            Err(_) => Err(SourceError::Unavailable {
-                source_name: "embedded".into(),
-                message: "store lock poisoned".into(),
-            }),
-        }
-    }
-
-    fn select_histograms(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-    ) -> Result<Vec<crate::source::HistogramSeriesData>, SourceError> {
-        match self.0.read() {
-            Ok(s) => s.select_histograms(matchers, mint, maxt),
-            Err(_) => Err(SourceError::Unavailable {
-                source_name: "embedded".into(),
-                message: "store lock poisoned".into(),
-            }),
-        }
-    }
-
-    fn has_histograms(&self) -> bool {
-        self.0.read().map(|s| s.has_histograms()).unwrap_or(false)
-    }
-}
 
 /// Everything a configuration yields.
 pub struct Loaded {

@@ -493,7 +493,7 @@ struct IngestQueue {
 const MAX_QUEUED_ALERTS: usize = 100_000;
 
 fn resolve_timeout_ms(n: Option<&Notifier>) -> i64 {
-    n.map_or(-1, |n| n.config().global.resolve_timeout.0 as i64)
+    n.map_or(-1, |n| n.config().global.resolve_timeout.ms())
 }
 
 /// How long built-in and rule alerts stay valid without a re-send.
@@ -936,7 +936,7 @@ impl Service {
         // Receivers get the deny-listed labels removed and the diagnostic links; the
         // notification log keeps the alerts as routed.
         let store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
-            let sent = owners.map(|o| crate::notify::links::outgoing(note, o));
+            let sent = owners.map(|o| o.outgoing(note));
             match st.outbox_push(sent.as_ref().unwrap_or(note), now) {
                 Ok(_) => {
                     if let Err(e) = st.nflog_put(note) {
@@ -1010,7 +1010,7 @@ impl Service {
         let no_routes = || "no routes_file configured: watchfire cannot route received alerts".to_string();
         let timeout = match self.resolve_timeout_ms.load(Ordering::SeqCst) {
             ms if ms < 0 => return Err(no_routes()),
-            ms => crate::notify::duration::Duration(ms as u64),
+            ms => crate::duration::Duration::from_ms(ms),
         };
         // Validation and owner stamping outside the hub lock, so concurrent POSTs only
         // serialize on routing and grouping.
@@ -1483,7 +1483,7 @@ fn restore_silences(state: &StateStore, now: i64) -> Silences {
 }
 
 fn restore_nflog(n: &mut Notifier, state: &StateStore, now: i64) {
-    let keep = crate::notify::duration::Duration(120 * 3600 * 1000);
+    let keep = crate::duration::Duration::from_ms(120 * 3600 * 1000);
     match state.nflog_all(now - 120 * 3600 * 1000) {
         Ok(rows) => {
             for r in rows {
@@ -1495,14 +1495,11 @@ fn restore_nflog(n: &mut Notifier, state: &StateStore, now: i64) {
 }
 
 fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64) -> crate::notify::Alert {
-    crate::notify::Alert::from_rule_alert(
-        a,
-        &setup.external_labels,
-        setup.owners.as_ref(),
-        &setup.external_url,
-        Some(expr),
-        ms_to_time(now),
-    )
+    let mut alert = a.outgoing(&setup.external_labels, &setup.external_url, Some(expr), ms_to_time(now));
+    if let Some(o) = setup.owners.as_ref() {
+        o.stamp_alert(&mut alert);
+    }
+    alert
 }
 
 fn trim_store(s: &Store, mint: i64) -> Store {
@@ -1562,7 +1559,7 @@ mod tests {
     fn setup() -> Setup {
         Setup {
             engine: Engine::default(),
-            source: Arc::new(crate::run::SharedStore::default()),
+            source: Arc::new(crate::source::embedded::SharedStore::default()),
             source_name: "local".into(),
             owners: None,
             external_labels: Labels::empty(),

@@ -2,6 +2,8 @@
 
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::Matcher;
+use std::sync::RwLock;
+
 use crate::tsdb::Store;
 
 impl Queryable for Store {
@@ -45,5 +47,40 @@ impl Queryable for Store {
 
     fn has_histograms(&self) -> bool {
         Store::has_histograms(self)
+    }
+}
+
+/// The embedded store as a shared, writable source.
+#[derive(Default)]
+pub struct SharedStore(pub RwLock<Store>);
+
+impl Queryable for SharedStore {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        match self.0.read() {
+            Ok(s) => s.select(matchers, mint, maxt),
+            Err(_) => Err(SourceError::Unavailable {
+                source_name: "embedded".into(),
+                message: "store lock poisoned".into(),
+            }),
+        }
+    }
+
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        match self.0.read() {
+            Ok(s) => s.select_histograms(matchers, mint, maxt),
+            Err(_) => Err(SourceError::Unavailable {
+                source_name: "embedded".into(),
+                message: "store lock poisoned".into(),
+            }),
+        }
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.0.read().map(|s| s.has_histograms()).unwrap_or(false)
     }
 }

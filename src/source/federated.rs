@@ -30,10 +30,10 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{Expr, VectorSelector};
 
 use super::cloudwatch::CloudWatchSource;
+use super::embedded::SharedStore;
 use super::prometheus::PrometheusSource;
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
-use crate::run::SharedStore;
 
 /// One member source.
 pub enum MemberSource {
@@ -338,7 +338,7 @@ impl Queryable for Federated {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::config::SourceConfig;
+    use crate::source::SourceConfig;
 
     fn prom(name: &str, rt: &tokio::runtime::Runtime) -> Arc<PrometheusSource> {
         let cfg = SourceConfig {

@@ -2,11 +2,14 @@
 //! matchers, with their samples in [mint, maxt]", so the engine never knows which one it reads.
 
 pub mod cloudwatch;
+pub mod config;
 pub mod embedded;
 pub mod federated;
 pub mod prometheus;
 
 use crate::labels::{Labels, Matcher};
+
+pub use config::{SigV4Config, SourceConfig, SourceKind};
 
 /// One series with its samples in time order; values may be Prometheus staleness markers.
 #[derive(Clone, Debug, PartialEq)]

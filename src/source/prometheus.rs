@@ -24,9 +24,9 @@ use std::time::{Duration as StdDuration, SystemTime};
 
 use serde::Deserialize;
 
+use super::config::{SigV4Config, SourceConfig};
 use super::{Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, Matcher};
-use crate::run::config::{SigV4Config, SourceConfig};
 
 /// A Prometheus-compatible query API.
 pub struct PrometheusSource {
@@ -479,7 +479,7 @@ mod tests {
             .unwrap();
         let cfg = SourceConfig {
             name: "amp".into(),
-            kind: crate::run::config::SourceKind::Prometheus,
+            kind: crate::source::SourceKind::Prometheus,
             url: "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1".into(),
             timeout: StdDuration::from_secs(1),
             retries: 0,
@@ -558,7 +558,7 @@ mod tests {
     fn source(url: &str, retries: u32, rt: &tokio::runtime::Runtime) -> PrometheusSource {
         let cfg = SourceConfig {
             name: "p".into(),
-            kind: crate::run::config::SourceKind::Prometheus,
+            kind: crate::source::SourceKind::Prometheus,
             url: url.into(),
             timeout: StdDuration::from_millis(300),
             retries,

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::rules::duration::Duration;
+use crate::duration::Duration;
 use crate::rules::file::Spanned;
-use crate::rules::yaml::{self, DecodeError, MapReader, Node, Pos};
+use crate::yaml::strict::{self as yaml, DecodeError, MapReader, Node, Pos};
 
 /// One unit-test file.
 #[derive(Clone, Debug, Default)]

@@ -217,7 +217,7 @@ pub(crate) fn go_labels_string(pairs: &[(String, String)]) -> String {
         if i > 0 {
             s.push_str(", ");
         }
-        if crate::rules::file::is_valid_label_name(n) {
+        if crate::labels::is_valid_label_name(n) {
             s.push_str(n);
         } else {
             s.push_str(&go_quote(n));

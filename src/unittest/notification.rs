@@ -8,12 +8,12 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use crate::duration::Duration;
 use crate::labels::Labels;
 use crate::notify::links::Link;
 use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
 use crate::rules::alerting::Alert as RuleAlert;
-use crate::rules::duration::Duration;
 use crate::rules::Group;
 
 use super::format::{ExpNotification, NotificationTestCase, TestFile};
@@ -199,25 +199,20 @@ impl<'a> Sim<'a> {
     }
 
     fn to_notify_alert(&self, a: &RuleAlert, expr: Option<&str>, now: DateTime<Utc>) -> notify::Alert {
-        notify::Alert::from_rule_alert(
-            a,
-            &self.external_labels,
-            Some(&self.setup.owners),
-            &self.external_url,
-            expr,
-            now,
-        )
+        let mut alert = a.outgoing(&self.external_labels, &self.external_url, expr, now);
+        self.setup.owners.stamp_alert(&mut alert);
+        alert
     }
 
     /// What a receiver gets, exactly as `watchfire run` hands it over
-    /// ([`notify::links::outgoing`]: deny-listed labels removed, links rendered), plus the owner
+    /// ([`notify::owners::Owners::outgoing`]: deny-listed labels removed, links rendered), plus the owner
     /// and summary of the first firing alert (else the first alert).
     fn record(&self, n: &Notification, integrations: Vec<String>) -> Got {
         let at = n.at;
         let lead = n.alerts.iter().find(|a| !a.resolved_at(at)).or(n.alerts.first());
         let lead_labels = lead.map_or_else(|| n.group_labels.clone(), |a| a.labels.clone());
         let owner = self.setup.owners.resolve(&lead_labels).map(|(t, _)| t.name.clone());
-        let sent = notify::links::outgoing(n, &self.setup.owners);
+        let sent = self.setup.owners.outgoing(n);
         Got {
             at_ms: at.timestamp_millis() - self.mint,
             receiver: n.receiver.clone(),

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::rules::duration::Duration;
+use crate::duration::Duration;
 
 /// Which kind of test case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

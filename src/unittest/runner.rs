@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::duration::{go_duration_string, Duration};
 use crate::labels::Labels;
 use crate::promql::{Engine, EngineOptions, Value};
-use crate::rules::duration::{go_duration_string, Duration};
 use crate::rules::file::{self, LoadOptions, RuleFile};
 use crate::rules::group::{Group, GroupConfig};
 use crate::rules::storage::Layered;

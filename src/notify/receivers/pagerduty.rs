@@ -344,7 +344,7 @@ mod tests {
         };
         n.put_alerts(
             [p.clone()
-                .into_alert(t0, crate::notify::duration::Duration::from_secs(300))
+                .into_alert(t0, crate::duration::Duration::from_secs(300))
                 .unwrap()],
             t0,
         );
@@ -353,8 +353,7 @@ mod tests {
             let t2 = t0 + chrono::Duration::seconds(2);
             let r = PostableAlert { ends_at: Some(t2), ..p };
             n.put_alerts(
-                [r.into_alert(t2, crate::notify::duration::Duration::from_secs(300))
-                    .unwrap()],
+                [r.into_alert(t2, crate::duration::Duration::from_secs(300)).unwrap()],
                 t2,
             );
             notes = n.advance(t0 + chrono::Duration::seconds(3), &mut |_| true);

@@ -538,7 +538,7 @@ mod tests {
             };
             n.put_alerts(
                 [mk(node, summary, ends)
-                    .into_alert(t0, crate::notify::duration::Duration::from_secs(300))
+                    .into_alert(t0, crate::duration::Duration::from_secs(300))
                     .unwrap()],
                 t0,
             );

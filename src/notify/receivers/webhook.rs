@@ -97,8 +97,7 @@ mod tests {
                 ..Default::default()
             };
             n.put_alerts(
-                [p.into_alert(t0, crate::notify::duration::Duration::from_secs(300))
-                    .unwrap()],
+                [p.into_alert(t0, crate::duration::Duration::from_secs(300)).unwrap()],
                 t0,
             );
         }

@@ -14,9 +14,9 @@
 
 use std::fmt::Write as _;
 
-use crate::notify::owners::FileError;
 use crate::replay::output::{fmt_dur, fmt_time, info_only};
 use crate::replay::{DeliveredAlert, Delivery, Outcome, Setup};
+use crate::yaml::FileError;
 
 use super::spec::{Expect, Scenario};
 

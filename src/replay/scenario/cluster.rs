@@ -6,7 +6,7 @@
 //!
 //! All times here are absolute (ms since the epoch).
 
-use crate::notify::owners::FileError;
+use crate::yaml::FileError;
 
 use super::spec::{
     is_hardware_xid, throttle_bit, DownMode, Event, EventKind, Exporter, NodeRef, Scenario, WorkloadKind,

@@ -25,8 +25,8 @@ pub mod spec;
 
 use std::path::Path;
 
-use crate::notify::owners::FileError;
 use crate::tsdb::Store;
+use crate::yaml::FileError;
 
 use super::{Options, Outcome, Setup};
 

@@ -6,8 +6,8 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::notify::owners::{FileError, Reader};
-use crate::notify::yaml::{Node, Pos, Resolved};
+use crate::yaml::v2::{Node, Pos, Resolved};
+use crate::yaml::{FileError, Reader};
 
 /// A GPU telemetry path (`gpu_telemetry:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -625,14 +625,12 @@ impl Parser<'_> {
 
     fn duration(&self, node: &Node, what: &str) -> Result<i64, FileError> {
         let s = self.string(node, what)?;
-        crate::rules::duration::Duration::parse(&s)
-            .map(|d| d.ms())
-            .map_err(|e| {
-                self.r.err(
-                    node.pos(),
-                    format!("{what}: {e} (expected a duration such as 90m or 2h10m)"),
-                )
-            })
+        crate::duration::Duration::parse(&s).map(|d| d.ms()).map_err(|e| {
+            self.r.err(
+                node.pos(),
+                format!("{what}: {e} (expected a duration such as 90m or 2h10m)"),
+            )
+        })
     }
 
     fn uint(&self, node: &Node, what: &str, min: usize, max: usize) -> Result<usize, FileError> {

@@ -1,11 +1,17 @@
 //! Positioned YAML: a small node tree with a 1-based line:col on every node, built on
-//! yaml-rust2's event parser. Shared by the rule-file (`rules::yaml`), SLO (`slo::yaml`) and
-//! Alertmanager (`notify::yaml`) readers, which keep their own null rules, scalar resolution
+//! yaml-rust2's event parser. Shared by the rule-file (`yaml::strict`), SLO (`slo::yaml`) and
+//! Alertmanager (`yaml::v2`) readers, which keep their own null rules, scalar resolution
 //! and decoders on top of it.
 //!
 //! The readers disagree on details that users can see (which documents are read, how merge keys
 //! are applied, which errors come first and what they say); [`Options`] names each of them so
 //! that every reader keeps its behaviour.
+
+mod reader;
+pub mod strict;
+pub mod v2;
+
+pub use reader::{FileError, Reader};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -56,7 +62,7 @@ pub struct Scalar {
 
 impl Scalar {
     /// YAML's null: `~`, `null` (any usual case) or nothing at all, when not quoted or tagged.
-    /// (`notify::yaml` follows yaml.v2's narrower rule instead.)
+    /// (`yaml::v2` follows yaml.v2's narrower rule instead.)
     pub fn is_null(&self) -> bool {
         self.style == Style::Plain
             && self.tag.is_none()

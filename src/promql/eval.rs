@@ -15,7 +15,7 @@ use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, Subq
 use super::value::{is_stale_nan, Sample, Series, Value};
 use super::{Annotations, Error};
 use crate::labels::{Labels, Matcher, METRIC_NAME};
-use crate::source::{HistogramSeriesData, Queryable, SeriesData};
+use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
 use crate::tsdb::FloatHistogram;
 
 /// Series fetched for one selector, shared by every step of the query.

@@ -9,6 +9,7 @@ mod histogram;
 mod info;
 pub mod mathx;
 mod native;
+mod queryable;
 mod value;
 
 pub use value::{is_stale_nan, stale_nan, QueryResult, Sample, Series, Value, STALE_NAN_BITS};
@@ -19,7 +20,7 @@ use promql_parser::parser::value::ValueType;
 pub use promql_parser::parser::Expr;
 
 use crate::labels::Labels;
-use crate::source::{Queryable, SourceError};
+pub use queryable::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use eval::Evaluator;
 
 /// Errors of parsing and evaluation.

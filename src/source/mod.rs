@@ -1,5 +1,6 @@
 //! Where series come from. Every source answers the same question, "which series match these
-//! matchers, with their samples in [mint, maxt]", so the engine never knows which one it reads.
+//! matchers, with their samples in [mint, maxt]" (the engine's [`Queryable`]), so the engine never
+//! knows which one it reads.
 
 pub mod cloudwatch;
 pub mod config;
@@ -7,67 +8,6 @@ pub mod embedded;
 pub mod federated;
 pub mod prometheus;
 
-use crate::labels::{Labels, Matcher};
-
 pub use config::{SigV4Config, SourceConfig, SourceKind};
-
-/// One series with its samples in time order; values may be Prometheus staleness markers.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SeriesData {
-    pub labels: Labels,
-    pub samples: Vec<(i64, f64)>,
-}
-
-/// One series' native histogram samples in time order (see [`Queryable::select_histograms`]).
-#[derive(Clone, Debug)]
-pub struct HistogramSeriesData {
-    pub labels: Labels,
-    pub samples: Vec<(i64, std::sync::Arc<crate::tsdb::FloatHistogram>)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("source {source_name} unavailable: {message}")]
-    Unavailable { source_name: String, message: String },
-    #[error("query limit exceeded: {0}")]
-    Limit(String),
-}
-
-/// A source of series that the PromQL engine can read.
-pub trait Queryable: Send + Sync {
-    /// Series matching all matchers, with their samples whose timestamps lie in [mint, maxt]
-    /// (both ends inclusive; the engine applies PromQL's left-open windows itself).
-    /// Series with no sample in the range may be omitted.
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError>;
-
-    /// Native histogram samples of the matching series in [mint, maxt], like `select` (a
-    /// series may have float samples, histogram samples or both). Sources without native
-    /// histograms keep this default.
-    fn select_histograms(
-        &self,
-        _matchers: &[Matcher],
-        _mint: i64,
-        _maxt: i64,
-    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
-        Ok(Vec::new())
-    }
-
-    /// Whether `select_histograms` can return anything at all; lets the engine skip the
-    /// histogram lane entirely for float-only sources.
-    fn has_histograms(&self) -> bool {
-        false
-    }
-
-    /// Evaluates a whole expression at `t` in the source itself (pushdown), when the source
-    /// can answer it entirely; `None` means "evaluate it locally over `select`". Wrappers that
-    /// add data of their own must return `None` for expressions reading it. A vector comes back
-    /// as (labels, value) pairs, a scalar as one pair with empty labels.
-    fn pushdown(&self, _expr: &crate::promql::Expr, _t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
-        None
-    }
-
-    /// Requests sent so far, per underlying source: (source name, `select` or `pushdown`, count).
-    fn requests(&self) -> Vec<(String, &'static str, u64)> {
-        Vec::new()
-    }
-}
+// The interface every source implements is the engine's; re-exported for the drivers.
+pub use crate::promql::{HistogramSeriesData, Queryable, SeriesData, SourceError};

@@ -927,14 +927,14 @@ mod tests {
 
     struct Failing;
 
-    impl crate::source::Queryable for Failing {
+    impl crate::promql::Queryable for Failing {
         fn select(
             &self,
             _: &[crate::labels::Matcher],
             _: i64,
             _: i64,
-        ) -> Result<Vec<crate::source::SeriesData>, crate::source::SourceError> {
-            Err(crate::source::SourceError::Unavailable {
+        ) -> Result<Vec<crate::promql::SeriesData>, crate::promql::SourceError> {
+            Err(crate::promql::SourceError::Unavailable {
                 source_name: "amp".into(),
                 message: "timeout".into(),
             })

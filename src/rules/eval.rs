@@ -3,7 +3,7 @@
 
 use crate::labels::Labels;
 use crate::promql::{Engine, Expr, Value};
-use crate::source::Queryable;
+use crate::promql::Queryable;
 
 use crate::template::{Querier, QuerySample};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::labels::Labels;
 use crate::promql::{stale_nan, Engine};
-use crate::source::Queryable;
+use crate::promql::Queryable;
 use crate::tsdb::Store;
 
 use super::alerting::{Alert, AlertingRule, DEFAULT_RESEND_DELAY_MS};

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::labels::{Labels, Matcher};
-use crate::source::{Queryable, SeriesData, SourceError};
+use crate::promql::{Queryable, SeriesData, SourceError};
 use crate::tsdb::Store;
 
 /// Rule outputs over a source.
@@ -72,7 +72,7 @@ impl Queryable for Layered<'_> {
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<crate::source::HistogramSeriesData>, SourceError> {
+    ) -> Result<Vec<crate::promql::HistogramSeriesData>, SourceError> {
         let base_maxt = maxt.min(self.base_maxt);
         if mint > base_maxt {
             return Ok(Vec::new());

@@ -13,7 +13,7 @@ use super::num::Dur;
 use super::spec::{PeriodSli, Sli, SloSpec};
 use super::SloError;
 use crate::promql::{Engine, Value};
-use crate::source::Queryable;
+use crate::promql::Queryable;
 
 /// Where the report reads its numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use watchfire::rules::file::{load_file, LoadOptions, RuleKind};
+use watchfire::rules::{load_file, LoadOptions, RuleKind};
 use watchfire::unittest::{run_files, Options};
 
 const SEVERITIES: &[&str] = &["page", "notify", "info"];

@@ -10,8 +10,8 @@
 use std::path::Path;
 
 use watchfire::labels::Labels;
-use watchfire::notify::owners::Owners;
-use watchfire::replay::config::FileConfig;
+use watchfire::notify::Owners;
+use watchfire::replay::FileConfig;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn root() -> &'static Path {

@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::run::{Service, SimClock};
 use watchfire::state::{StateStore, OUTBOX_MAX_ATTEMPTS};
 
 const M: i64 = 60_000;

@@ -18,7 +18,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::run::{Service, SimClock};
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;

@@ -7,7 +7,7 @@ mod common;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use watchfire::run::scheduler::SimClock;
+use watchfire::run::SimClock;
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;

@@ -17,8 +17,8 @@ use common::Prometheus;
 
 use watchfire::labels::Matcher;
 use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SimClock};
-use watchfire::source::prometheus::PrometheusSource;
+use watchfire::run::{Service, SimClock};
+use watchfire::source::PrometheusSource;
 use watchfire::source::SourceError;
 use watchfire::state::StateStore;
 
@@ -337,7 +337,7 @@ fn real_clock_loop_queries_prometheus_from_blocking_threads() {
         &env.root.join("watchfire.yaml"),
         &rt,
         Some(StateStore::in_memory().unwrap()),
-        Arc::new(watchfire::run::scheduler::SystemClock),
+        Arc::new(watchfire::run::SystemClock),
     ));
     let task = rt.spawn(Arc::clone(&svc).run_groups());
     std::thread::sleep(Duration::from_millis(2600));

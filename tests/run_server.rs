@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use watchfire::run::scheduler::SystemClock;
+use watchfire::run::SystemClock;
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use watchfire::run::scheduler::SystemClock;
+use watchfire::run::SystemClock;
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 

@@ -15,8 +15,8 @@ use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
 use watchfire::labels::Matcher;
 use watchfire::promql::is_stale_nan;
 use watchfire::run::config;
-use watchfire::run::scheduler::SimClock;
-use watchfire::source::cloudwatch::{CloudWatchSource, Mapping};
+use watchfire::run::SimClock;
+use watchfire::source::{CloudWatchSource, Mapping};
 use watchfire::source::Queryable;
 use watchfire::state::StateStore;
 

@@ -20,7 +20,7 @@ use aws_sdk_cloudwatch::types::{Dimension, MetricDatum};
 use watchfire::labels::Matcher;
 use watchfire::promql::is_stale_nan;
 use watchfire::run::config;
-use watchfire::run::scheduler::{Service, SimClock};
+use watchfire::run::{Service, SimClock};
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;

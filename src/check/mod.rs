@@ -8,11 +8,11 @@
 //! unguarded. See [`config`] for `rulecheck.yaml`, [`cli`] for the command line.
 
 pub mod cli;
-pub mod config;
-pub mod git;
-pub mod labelflow;
-pub mod lints;
-pub mod output;
+pub(crate) mod config;
+pub(crate) mod git;
+pub(crate) mod labelflow;
+pub(crate) mod lints;
+pub(crate) mod output;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

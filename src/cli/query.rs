@@ -9,8 +9,8 @@ use watchfire::labels::Labels;
 use watchfire::promql::{Engine, EngineOptions, QueryResult, Value};
 use watchfire::promqltest::format::{format_api_timestamp, format_float, format_secs3};
 use watchfire::promqltest::parse_duration;
-use watchfire::tsdb::notation::{self, SeriesValue};
-use watchfire::tsdb::{openmetrics, Store};
+use watchfire::tsdb::{self as notation, SeriesValue};
+use watchfire::tsdb::Store;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -162,7 +162,7 @@ pub(crate) fn load_data(store: &mut Store, path: &Path) -> Result<(), String> {
     if is_notation(&text) {
         return load_notation(store, path, &text);
     }
-    let stats = openmetrics::load_file(store, path).map_err(|e| {
+    let stats = watchfire::tsdb::load_file(store, path).map_err(|e| {
         let msg = e.to_string();
         let name = path.display().to_string();
         if msg.starts_with(&name) {

@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use clap::Parser;
 
 use watchfire::run::config::{self, RunConfig, Shard};
-use watchfire::run::scheduler::{Service, SystemClock};
+use watchfire::run::{Service, SystemClock};
 use watchfire::server::{self, AppState, Auth};
 use watchfire::state::StateStore;
 

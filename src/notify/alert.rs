@@ -9,7 +9,7 @@ use chrono::{DateTime, Datelike, Timelike, Utc};
 use crate::labels::Labels;
 
 use crate::alert::FNV_PRIME;
-pub use crate::alert::{alert_order, fingerprint, fingerprint_of, labelset_string, Alert, Fingerprint};
+pub use crate::alert::{alert_order, fingerprint_of, labelset_string, Alert, Fingerprint};
 
 use crate::duration::Duration;
 
@@ -601,9 +601,9 @@ mod tests {
     fn fingerprint_matches_prometheus_model() {
         // model.LabelSet{"foo": "bar"}.Fingerprint() == 0x0e5b4da2b0b24f8b? Checked against
         // the FNV-1a definition: empty set is the offset basis.
-        assert_eq!(fingerprint(&Labels::empty()).0, crate::alert::FNV_OFFSET);
-        let a = fingerprint(&Labels::from_pairs([("a", "1"), ("b", "2")]));
-        let b = fingerprint(&Labels::from_pairs([("b", "2"), ("a", "1")]));
+        assert_eq!(crate::alert::fingerprint(&Labels::empty()).0, crate::alert::FNV_OFFSET);
+        let a = crate::alert::fingerprint(&Labels::from_pairs([("a", "1"), ("b", "2")]));
+        let b = crate::alert::fingerprint(&Labels::from_pairs([("b", "2"), ("a", "1")]));
         assert_eq!(a, b);
         assert_eq!(a.to_string().len(), 16);
     }

@@ -6,26 +6,27 @@
 //! Everything but the receivers is pure: time comes in as an argument, so `replay` and tests
 //! drive the production code in simulated time.
 
-pub mod alert;
-pub mod config;
-pub mod dispatch;
-pub mod inhibit;
+pub(crate) mod alert;
+pub(crate) mod config;
+pub(crate) mod dispatch;
+pub(crate) mod inhibit;
 pub mod integrations;
-pub mod links;
-pub mod maintenance;
-pub mod matchers;
-pub mod mute;
-pub mod nflog;
-pub mod notifier;
-pub mod owners;
+pub(crate) mod links;
+pub(crate) mod maintenance;
+pub(crate) mod matchers;
+pub(crate) mod mute;
+pub(crate) mod nflog;
+pub(crate) mod notifier;
+pub(crate) mod owners;
 pub mod receivers;
-pub mod route;
-pub mod routes_cli;
-pub mod silence;
-pub mod timeinterval;
+pub(crate) mod route;
+pub(crate) mod routes_cli;
+pub(crate) mod silence;
+pub(crate) mod timeinterval;
 
 pub use alert::{Alert, PostableAlert};
 pub use config::{load_file, load_str, Config, ConfigError};
 pub use notifier::{Notification, Notifier};
 pub use route::{Route, RouteOpts};
 pub use routes_cli::{parse_label_args, routes_show, routes_test, RoutesError};
+pub use owners::Owners;

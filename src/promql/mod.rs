@@ -7,7 +7,7 @@ mod fastpath;
 mod functions;
 mod histogram;
 mod info;
-pub mod mathx;
+pub(crate) mod mathx;
 mod native;
 mod queryable;
 mod value;

@@ -6,10 +6,10 @@
 //! it selects or in its expected result, start timestamps, a query promql-parser cannot parse
 //! (while Prometheus can), or an [`Error::Unsupported`] from the engine.
 
-pub mod ast;
-pub mod compare;
+pub(crate) mod ast;
+pub(crate) mod compare;
 pub mod format;
-pub mod script;
+pub(crate) mod script;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -14,10 +14,11 @@
 //!   arguments, with its incident manifest;
 //! - [`output`]: the timeline (text or JSON lines), the summary and `--compare`.
 
-pub mod config;
+pub(crate) mod config;
 pub mod demo;
 pub mod output;
 pub mod scenario;
+pub use config::FileConfig;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};

@@ -5,13 +5,13 @@
 //! Time is injected everywhere: a group is evaluated at the timestamp it is given, so `run`,
 //! `replay` and `test` drive the same code with real or simulated clocks.
 
-pub mod alerting;
-pub mod eval;
-pub mod file;
-pub mod group;
-pub mod recording;
-pub mod storage;
-pub mod template;
+pub(crate) mod alerting;
+pub(crate) mod eval;
+pub(crate) mod file;
+pub(crate) mod group;
+pub(crate) mod recording;
+pub(crate) mod storage;
+pub(crate) mod template;
 
 pub use alerting::{Alert, AlertState, AlertingRule};
 pub use eval::{EvalContext, Health, OutputSample, RuleError};
@@ -19,3 +19,4 @@ pub use file::{load_file, LoadError, LoadOptions, RuleFile, RuleGroup};
 pub use group::{EvalOutcome, Group, GroupConfig, GroupRule};
 pub use recording::RecordingRule;
 pub use storage::Layered;
+pub use file::RuleKind;

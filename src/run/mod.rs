@@ -3,7 +3,8 @@
 //! turns a configuration into what the scheduler runs (used at startup and on every reload).
 
 pub mod config;
-pub mod scheduler;
+pub(crate) mod scheduler;
+pub use scheduler::{Clock, Service, SimClock, SystemClock};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -85,7 +85,7 @@ pub mod num;
 mod report;
 mod spec;
 mod windows;
-pub mod yaml;
+pub(crate) mod yaml;
 
 use std::path::{Path, PathBuf};
 

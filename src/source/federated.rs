@@ -105,10 +105,6 @@ impl Federated {
         self
     }
 
-    pub fn members(&self) -> &[Member] {
-        &self.members
-    }
-
     /// Per member: (name, selects sent, expressions pushed down).
     pub fn counts(&self) -> Vec<(String, u64, u64)> {
         self.members

@@ -2,12 +2,14 @@
 //! matchers, with their samples in [mint, maxt]" (the engine's [`Queryable`]), so the engine never
 //! knows which one it reads.
 
-pub mod cloudwatch;
-pub mod config;
-pub mod embedded;
-pub mod federated;
-pub mod prometheus;
+pub(crate) mod cloudwatch;
+pub(crate) mod config;
+pub(crate) mod embedded;
+pub(crate) mod federated;
+pub(crate) mod prometheus;
 
 pub use config::{SigV4Config, SourceConfig, SourceKind};
 // The interface every source implements is the engine's; re-exported for the drivers.
 pub use crate::promql::{HistogramSeriesData, Queryable, SeriesData, SourceError};
+pub use cloudwatch::{CloudWatchSource, Mapping};
+pub use prometheus::PrometheusSource;

@@ -5,11 +5,11 @@
 //! - [`notation`]: promqltest / promtool series notation (`metric{l="v"} 0+10x5 _ stale`);
 //! - [`openmetrics`]: OpenMetrics / Prometheus text exposition with timestamps (backfill input).
 
-pub mod chunk;
+pub(crate) mod chunk;
 mod error;
-pub mod histogram;
-pub mod notation;
-pub mod openmetrics;
+pub(crate) mod histogram;
+pub(crate) mod notation;
+pub(crate) mod openmetrics;
 mod store;
 
 pub use chunk::{ClosedChunk, XorChunk, MAX_SAMPLES_PER_CHUNK};

@@ -64,11 +64,6 @@ impl SeriesValue {
     }
 }
 
-/// Whether an error from this module means "native histogram values, unsupported".
-pub fn is_native_histogram_error(err: &str) -> bool {
-    err.starts_with(NATIVE_HISTOGRAM_ERROR)
-}
-
 /// Parses `metric values...` into the label set and the expanded points.
 pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>), String> {
     let line = line.trim();
@@ -724,7 +719,7 @@ mod tests {
             assert!(parse_values(bad).is_err(), "{bad}");
         }
         let e = parse_values("1 {{count:1").unwrap_err();
-        assert!(is_native_histogram_error(&e), "{e}");
+        assert!(e.starts_with(NATIVE_HISTOGRAM_ERROR), "{e}");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! that every reader keeps its behaviour.
 
 mod reader;
-pub mod strict;
-pub mod v2;
+pub(crate) mod strict;
+pub(crate) mod v2;
 
 pub use reader::{FileError, Reader};
 

@@ -241,11 +241,6 @@ impl<'a> MapReader<'a> {
             .filter(|v| !v.is_null())
     }
 
-    /// The key scalar of a field (for positions), if present.
-    pub fn key(&self, key: &str) -> Option<&'a Scalar> {
-        self.entries.iter().find(|(k, _)| k.value == key).map(|(k, _)| *k)
-    }
-
     /// Whether a key is present (even with a null value).
     pub fn has(&self, key: &str) -> bool {
         self.entries.iter().any(|(k, _)| k.value == key)

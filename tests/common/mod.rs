@@ -236,14 +236,14 @@ pub fn service(
     config: &std::path::Path,
     rt: &tokio::runtime::Runtime,
     state: Option<watchfire::state::StateStore>,
-    clock: Arc<dyn watchfire::run::scheduler::Clock>,
-) -> watchfire::run::scheduler::Service {
+    clock: Arc<dyn watchfire::run::Clock>,
+) -> watchfire::run::Service {
     let cfg = watchfire::run::config::load_file(config).expect("config");
     let l = watchfire::run::load(&cfg, rt.handle()).expect("load");
     let state = state.unwrap_or_else(|| {
         watchfire::state::StateStore::open_dir(cfg.state_dir.as_ref().expect("state_dir")).expect("state")
     });
-    watchfire::run::scheduler::Service::new(l.setup, l.groups, l.notify, state, clock)
+    watchfire::run::Service::new(l.setup, l.groups, l.notify, state, clock)
 }
 
 /// A multi-threaded runtime with IO and timers, as `watchfire run` uses.

@@ -400,7 +400,7 @@ async fn post_once(
 }
 
 #[cfg(test)]
-pub(crate) mod testserver {
+pub mod testserver {
     //! A tiny HTTP/1.1 server recording requests and answering with scripted statuses.
 
     use std::io::{BufRead, BufReader, Read, Write};

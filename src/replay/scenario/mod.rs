@@ -18,10 +18,10 @@
 //! `watchfire replay --scenario FILE [--check]` (and through it tests/replay_scenarios.rs) uses
 //! [`generate`] and [`check`]; [`run`] does all of it, over [`options`], for library callers.
 
-pub mod check;
-pub mod cluster;
-pub mod gen;
-pub mod spec;
+pub(crate) mod check;
+pub(crate) mod cluster;
+pub(crate) mod gen;
+pub(crate) mod spec;
 
 use std::path::Path;
 

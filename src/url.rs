@@ -113,8 +113,8 @@ pub fn parse_am_url(s: &str) -> Result<GoUrl, String> {
     Ok(u)
 }
 
-/// Go's `net.SplitHostPort`, with its error messages; the parts borrow from `s`.
-pub fn split_host_port(s: &str) -> Result<(&str, &str), String> {
+/// Go's `net.SplitHostPort` with its error messages (templates' `stripPort`/`stripDomain` ignore them).
+pub fn split_host_port(s: &str) -> Result<(String, String), String> {
     let err = |why: &str| format!("address {s}: {why}");
     let Some(i) = s.rfind(':') else {
         return Err(err("missing port in address"));
@@ -133,11 +133,11 @@ pub fn split_host_port(s: &str) -> Result<(&str, &str), String> {
             }
             return Err(err("missing port in address"));
         }
-        host = &s[1..end];
+        host = s[1..end].to_string();
         j = 1;
         k = end + 1;
     } else {
-        host = &s[..i];
+        host = s[..i].to_string();
         if host.contains(':') {
             return Err(err("too many colons in address"));
         }
@@ -150,7 +150,7 @@ pub fn split_host_port(s: &str) -> Result<(&str, &str), String> {
     if s[k..].contains(']') {
         return Err(err("unexpected ']' in address"));
     }
-    Ok((host, &s[i + 1..]))
+    Ok((host, s[i + 1..].to_string()))
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ static FUNCS: &[FuncDef] = &[
     func!("sortByLabel", [String, QueryResult], false, false, f_sort_by_label),
     func!("stripPort", [String], false, false, |_, a| {
         let hp = string_arg(&a, 0);
-        Ok(Value::str(split_host_port(&hp).map(|(h, _)| h).unwrap_or(&hp)))
+        Ok(Value::str(&split_host_port(&hp).map(|(h, _)| h).unwrap_or(hp)))
     }),
     func!("stripDomain", [String], false, false, |_, a| Ok(Value::str(
         &strip_domain(&string_arg(&a, 0))
@@ -475,7 +475,7 @@ pub(crate) fn parse_prom_duration(s: &str) -> Result<i64, String> {
 fn strip_domain(hp: &str) -> String {
     let (host, port) = match split_host_port(hp) {
         Ok((h, p)) => (h, p),
-        Err(_) => (hp, ""),
+        Err(_) => (hp.to_string(), String::new()),
     };
     if host.parse::<std::net::IpAddr>().is_ok() {
         return hp.to_string();

@@ -1009,8 +1009,7 @@ fn run() -> Result<bool> {
     let rss0 = rss_mib("self").0;
     let mut store = Store::new();
     let t0 = Instant::now();
-    watchfire::tsdb::load_file(&mut store, &data)
-        .map_err(|e| anyhow!("loading {}: {e}", data.display()))?;
+    watchfire::tsdb::load_file(&mut store, &data).map_err(|e| anyhow!("loading {}: {e}", data.display()))?;
     let load = t0.elapsed().as_secs_f64();
     let rss1 = rss_mib("self");
     let n = store.num_samples();

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use watchfire::replay::FileConfig;
 use watchfire::replay::demo::{self, Expect};
 use watchfire::replay::output::{self, check_demo, incident_names, new_pages};
+use watchfire::replay::FileConfig;
 use watchfire::replay::{self, Options};
 
 fn root() -> &'static Path {

@@ -16,8 +16,8 @@ use watchfire::labels::Matcher;
 use watchfire::promql::is_stale_nan;
 use watchfire::run::config;
 use watchfire::run::SimClock;
-use watchfire::source::{CloudWatchSource, Mapping};
 use watchfire::source::Queryable;
+use watchfire::source::{CloudWatchSource, Mapping};
 use watchfire::state::StateStore;
 
 const M: i64 = 60_000;

@@ -9,8 +9,8 @@ use watchfire::labels::Labels;
 use watchfire::promql::{Engine, EngineOptions, QueryResult, Value};
 use watchfire::promqltest::format::{format_api_timestamp, format_float, format_secs3};
 use watchfire::promqltest::parse_duration;
-use watchfire::tsdb::{self as notation, SeriesValue};
 use watchfire::tsdb::Store;
+use watchfire::tsdb::{self as notation, SeriesValue};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -3,8 +3,8 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use watchfire::replay::FileConfig;
 use watchfire::replay::scenario::{self, Scenario};
+use watchfire::replay::FileConfig;
 use watchfire::replay::{self, demo, output, Options, Outcome, Setup};
 use watchfire::tsdb::{self, Store};
 

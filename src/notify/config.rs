@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 
 use crate::labels::Matcher;
 
-use super::integrations::{self, decode_http_config, parse_am_url, HttpClientConfig, IntegrationConfig, Val};
+use super::integrations::{self, decode_http_config, HttpClientConfig, IntegrationConfig, Val};
 use super::maintenance::{decode_route_extensions, RouteExtensions};
 use super::matchers::{new_matcher, parse_matchers, sort as sort_matchers};
 use super::timeinterval::{decode_named, NamedTimeInterval};
 use crate::duration::{parse_alertmanager as parse_duration, Duration};
 use crate::labels::is_valid_label_name;
+use crate::url::{parse_am_url, split_host_port};
 use crate::yaml::v2::{self as yaml, go_quote, DResult, Decoder, Fail, Issue, Node, Pos};
 
 /// Why a configuration file could not be loaded.
@@ -344,7 +345,7 @@ fn decode_host_port(d: &mut Decoder, v: &Node) -> DResult<String> {
     match d.custom_string(v) {
         Some(s) if s.is_empty() => Ok(s),
         Some(s) => {
-            let (_, port) = integrations::split_host_port(&s).map_err(|e| Fail::new(v.pos(), e))?;
+            let (_, port) = split_host_port(&s).map_err(|e| Fail::new(v.pos(), e))?;
             if port.is_empty() {
                 return Err(Fail::new(
                     v.pos(),

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use crate::duration::parse_go_ns as parse_go_duration;
+use crate::url::{go_url_parse, parse_am_url, split_host_port};
 use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node, Pos};
 
 /// A decoded field value.
@@ -410,127 +411,6 @@ fn type_name(f: F) -> &'static str {
         F::OAuth2 => "config.OAuth2",
         F::Authorization => "config.Authorization",
     }
-}
-
-/// Go's `url.Parse`, reduced to what Alertmanager's checks look at.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GoUrl {
-    pub scheme: String,
-    pub host: String,
-    pub path: String,
-}
-
-pub fn go_url_parse(s: &str) -> Result<GoUrl, String> {
-    let err = |why: &str| format!("parse {}: {why}", go_quote(s));
-    if s.chars().any(|c| (c as u32) < 0x20 || c as u32 == 0x7f) {
-        return Err(err("net/url: invalid control character in URL"));
-    }
-    let mut rest = s;
-    if let Some(i) = rest.find('#') {
-        rest = &rest[..i];
-    }
-    // Scheme.
-    let mut scheme = String::new();
-    for (i, c) in rest.char_indices() {
-        if c.is_ascii_alphabetic() {
-            continue;
-        }
-        if i > 0 && (c.is_ascii_digit() || c == '+' || c == '-' || c == '.') {
-            continue;
-        }
-        if c == ':' {
-            if i == 0 {
-                return Err(err("missing protocol scheme"));
-            }
-            scheme = rest[..i].to_ascii_lowercase();
-            rest = &rest[i + 1..];
-        }
-        break;
-    }
-    if let Some(i) = rest.find('?') {
-        rest = &rest[..i];
-    }
-    let mut host = String::new();
-    let mut path = rest.to_string();
-    if (!scheme.is_empty() || !rest.starts_with("///")) && rest.starts_with("//") {
-        let auth_end = rest[2..].find('/').map_or(rest.len(), |i| i + 2);
-        let authority = &rest[2..auth_end];
-        path = rest[auth_end..].to_string();
-        let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        // Port, if any, must be digits.
-        let port = if let Some(stripped) = hostport.strip_prefix('[') {
-            match stripped.find(']') {
-                Some(i) => stripped[i + 1..].strip_prefix(':'),
-                None => return Err(err("missing ']' in host")),
-            }
-        } else {
-            hostport.rsplit_once(':').map(|(_, p)| p)
-        };
-        if let Some(p) = port {
-            if !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err(&format!("invalid port {} after host", go_quote(&format!(":{p}")))));
-            }
-        }
-        host = hostport.to_string();
-    } else if scheme.is_empty() {
-        let first_seg = rest.split('/').next().unwrap_or("");
-        if first_seg.contains(':') {
-            return Err(err("first path segment in URL cannot contain colon"));
-        }
-    }
-    Ok(GoUrl { scheme, host, path })
-}
-
-/// Alertmanager's `parseURL`: http or https, with a host.
-pub fn parse_am_url(s: &str) -> Result<GoUrl, String> {
-    let u = go_url_parse(s)?;
-    if u.scheme != "http" && u.scheme != "https" {
-        return Err(format!("unsupported scheme {} for URL", go_quote(&u.scheme)));
-    }
-    if u.host.is_empty() {
-        return Err("missing host for URL".into());
-    }
-    Ok(u)
-}
-
-/// Go's `net.SplitHostPort`.
-pub fn split_host_port(s: &str) -> Result<(String, String), String> {
-    let err = |why: &str| format!("address {s}: {why}");
-    let Some(i) = s.rfind(':') else {
-        return Err(err("missing port in address"));
-    };
-    let (host, j, k);
-    if s.starts_with('[') {
-        let Some(end) = s.find(']') else {
-            return Err(err("missing ']' in address"));
-        };
-        if end + 1 == s.len() {
-            return Err(err("missing port in address"));
-        }
-        if end + 1 != i {
-            if s.as_bytes()[end + 1] == b':' {
-                return Err(err("too many colons in address"));
-            }
-            return Err(err("missing port in address"));
-        }
-        host = s[1..end].to_string();
-        j = 1;
-        k = end + 1;
-    } else {
-        host = s[..i].to_string();
-        if host.contains(':') {
-            return Err(err("too many colons in address"));
-        }
-        j = 0;
-        k = 0;
-    }
-    if s[j..].contains('[') {
-        return Err(err("unexpected '[' in address"));
-    }
-    if s[k..].contains(']') {
-        return Err(err("unexpected ']' in address"));
-    }
-    Ok((host, s[i + 1..].to_string()))
 }
 
 /// prometheus/common's `HTTPClientConfig` (0.39).
@@ -1364,17 +1244,5 @@ mod tests {
             dec("opsgenie_configs", "responders: [{name: x, type: foo}]").unwrap_err(),
             "opsGenieConfig responder { x  foo} type does not match valid options ^(team|teams|user|escalation|schedule)$"
         );
-    }
-
-    #[test]
-    fn host_port_and_urls() {
-        assert_eq!(split_host_port("a:25"), Ok(("a".into(), "25".into())));
-        assert_eq!(split_host_port("[::1]:25"), Ok(("::1".into(), "25".into())));
-        assert!(split_host_port("a:b:c").is_err());
-        assert_eq!(
-            parse_am_url("https://events.pagerduty.com/v2/enqueue").unwrap().host,
-            "events.pagerduty.com"
-        );
-        assert!(go_url_parse("http://a:xx/").is_err());
     }
 }

@@ -27,6 +27,6 @@ pub(crate) mod timeinterval;
 pub use alert::{Alert, PostableAlert};
 pub use config::{load_file, load_str, Config, ConfigError};
 pub use notifier::{Notification, Notifier};
+pub use owners::Owners;
 pub use route::{Route, RouteOpts};
 pub use routes_cli::{parse_label_args, routes_show, routes_test, RoutesError};
-pub use owners::Owners;

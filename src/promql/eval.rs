@@ -12,10 +12,10 @@ use std::sync::Arc;
 use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector};
 
+use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
 use super::value::{is_stale_nan, Sample, Series, Value};
 use super::{Annotations, Error};
 use crate::labels::{Labels, Matcher, METRIC_NAME};
-use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
 use crate::tsdb::FloatHistogram;
 
 /// Series fetched for one selector, shared by every step of the query.

@@ -20,8 +20,8 @@ use promql_parser::parser::value::ValueType;
 pub use promql_parser::parser::Expr;
 
 use crate::labels::Labels;
-pub use queryable::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use eval::Evaluator;
+pub use queryable::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 
 /// Errors of parsing and evaluation.
 #[derive(Debug, thiserror::Error)]

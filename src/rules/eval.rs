@@ -2,8 +2,8 @@
 //! and rule health.
 
 use crate::labels::Labels;
-use crate::promql::{Engine, Expr, Value};
 use crate::promql::Queryable;
+use crate::promql::{Engine, Expr, Value};
 
 use crate::template::{Querier, QuerySample};
 

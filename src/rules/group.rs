@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::labels::Labels;
-use crate::promql::{stale_nan, Engine};
 use crate::promql::Queryable;
+use crate::promql::{stale_nan, Engine};
 use crate::tsdb::Store;
 
 use super::alerting::{Alert, AlertingRule, DEFAULT_RESEND_DELAY_MS};

@@ -15,8 +15,8 @@ pub(crate) mod template;
 
 pub use alerting::{Alert, AlertState, AlertingRule};
 pub use eval::{EvalContext, Health, OutputSample, RuleError};
+pub use file::RuleKind;
 pub use file::{load_file, LoadError, LoadOptions, RuleFile, RuleGroup};
 pub use group::{EvalOutcome, Group, GroupConfig, GroupRule};
 pub use recording::RecordingRule;
 pub use storage::Layered;
-pub use file::RuleKind;

@@ -12,8 +12,8 @@ use super::generate::{GenerateOptions, SloCtx};
 use super::num::Dur;
 use super::spec::{PeriodSli, Sli, SloSpec};
 use super::SloError;
-use crate::promql::{Engine, Value};
 use crate::promql::Queryable;
+use crate::promql::{Engine, Value};
 
 /// Where the report reads its numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use super::gotime::GoTime;
 use super::parse::parse_go_float;
 use super::value::{sample_from, IntKind, Kind, Sample, UintKind, Value};
 use super::Querier;
+use crate::url::{query_escape, split_host_port};
 
 /// Go parameter types of template functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,7 +131,7 @@ static FUNCS: &[FuncDef] = &[
     func!("sortByLabel", [String, QueryResult], false, false, f_sort_by_label),
     func!("stripPort", [String], false, false, |_, a| {
         let hp = string_arg(&a, 0);
-        Ok(Value::str(split_host_port(&hp).map(|(h, _)| h).unwrap_or(&hp)))
+        Ok(Value::str(&split_host_port(&hp).map(|(h, _)| h).unwrap_or(hp)))
     }),
     func!("stripDomain", [String], false, false, |_, a| Ok(Value::str(
         &strip_domain(&string_arg(&a, 0))
@@ -471,36 +472,10 @@ pub(crate) fn parse_prom_duration(s: &str) -> Result<i64, String> {
 
 // ---- Prometheus: strings ------------------------------------------------------------------------
 
-/// Go's `net.SplitHostPort`.
-pub(crate) fn split_host_port(hp: &str) -> Option<(&str, &str)> {
-    let i = hp.rfind(':')?;
-    let (host, j, k);
-    if hp.starts_with('[') {
-        let end = hp.find(']')?;
-        if end + 1 != i {
-            return None;
-        }
-        host = &hp[1..end];
-        j = 1;
-        k = end + 1;
-    } else {
-        host = &hp[..i];
-        if host.contains(':') {
-            return None;
-        }
-        j = 0;
-        k = 0;
-    }
-    if hp[j..].contains('[') || hp[k..].contains(']') {
-        return None;
-    }
-    Some((host, &hp[i + 1..]))
-}
-
 fn strip_domain(hp: &str) -> String {
     let (host, port) = match split_host_port(hp) {
-        Some((h, p)) => (h, p),
-        None => (hp, ""),
+        Ok((h, p)) => (h, p),
+        Err(_) => (hp.to_string(), String::new()),
     };
     if host.parse::<std::net::IpAddr>().is_ok() {
         return hp.to_string();
@@ -529,19 +504,6 @@ fn url_path(u: &str) -> &str {
     };
     let end = rest.find(['?', '#']).unwrap_or(rest.len());
     &rest[..end]
-}
-
-/// Go's `url.QueryEscape`.
-pub(crate) fn query_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 /// Go's `template.HTMLEscapeString`.

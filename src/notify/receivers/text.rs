@@ -8,19 +8,7 @@
 //! template.
 
 use super::TemplateData;
-
-/// Go's `url.QueryEscape`.
-pub fn query_escape(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
+use crate::url::query_escape;
 
 /// `KV.SortedPairs()` values: `alertname` first, then by name.
 fn sorted_values(kv: &std::collections::BTreeMap<String, String>) -> Vec<&str> {

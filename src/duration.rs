@@ -133,6 +133,18 @@ impl Duration {
         Duration::from_millis(s.saturating_mul(1000))
     }
 
+    pub const fn minutes(m: u64) -> Self {
+        Duration::from_millis(m.saturating_mul(60_000))
+    }
+
+    pub const fn hours(h: u64) -> Self {
+        Duration::from_millis(h.saturating_mul(3_600_000))
+    }
+
+    pub const fn days(d: u64) -> Self {
+        Duration::from_millis(d.saturating_mul(86_400_000))
+    }
+
     pub const fn ms(self) -> i64 {
         self.0
     }
@@ -144,6 +156,14 @@ impl Duration {
         } else {
             self.0 as u64
         }
+    }
+
+    pub const fn as_secs(self) -> u64 {
+        self.as_millis() / 1000
+    }
+
+    pub fn as_hours_f64(self) -> f64 {
+        self.0 as f64 / 3_600_000.0
     }
 
     pub fn as_std(self) -> std::time::Duration {

@@ -183,7 +183,7 @@ fn cases() -> Vec<Case> {
         "golden/testdata/in-base.yaml",
         "golden/testdata/out-base-28d.yaml.tpl",
         || GenerateOptions {
-            default_period: slo::num::Dur::days(28),
+            default_period: watchfire::duration::Duration::days(28),
             ..GenerateOptions::default()
         },
     ));
@@ -193,7 +193,7 @@ fn cases() -> Vec<Case> {
         || {
             let w = slo::load_windows_file(sloth_dir().join("golden/windows/7d.yaml")).expect("7d windows");
             GenerateOptions {
-                default_period: slo::num::Dur::days(7),
+                default_period: watchfire::duration::Duration::days(7),
                 windows: vec![w],
                 ..GenerateOptions::default()
             }

@@ -89,7 +89,7 @@ fn options(a: &GenArgs) -> Result<GenerateOptions, String> {
     } else {
         GenerateOptions::default()
     };
-    opts.default_period = slo::num::Dur::parse(&a.period).map_err(|e| format!("--period: {e}"))?;
+    opts.default_period = slo::parse_dur(&a.period).map_err(|e| format!("--period: {e}"))?;
     if let Some(dir) = &a.windows_path {
         let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut files: Vec<PathBuf> = entries
@@ -196,7 +196,7 @@ pub fn run(args: Args) -> i32 {
                 } else {
                     ReportSource::Raw
                 },
-                step: slo::num::Dur::minutes(5),
+                step: watchfire::duration::Duration::minutes(5),
             };
             match slo::report(&specs, &store, at_ms, &ropts) {
                 Ok(rows) => {

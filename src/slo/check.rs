@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::diag::{Diagnostic, Severity};
 use super::generate::{GenerateOptions, SloCtx};
-use super::num::Dur;
 use super::spec::{parse_specs, PeriodSli, Sli, SloSpec, TierName};
+use crate::duration::Duration;
 
 /// Severities the paging policy knows (POLICY.md).
 const POLICY_SEVERITIES: [&str; 3] = ["page", "notify", "info"];
@@ -135,7 +135,7 @@ pub fn check(specs: &[SloSpec], opts: &GenerateOptions) -> Vec<Diagnostic> {
                             ),
                         );
                     }
-                    if t.short < Dur::minutes(2) {
+                    if t.short < Duration::minutes(2) {
                         push(
                             pos_of(t.name),
                             Severity::Warning,

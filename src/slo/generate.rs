@@ -7,16 +7,17 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::diag::{Diagnostic, Severity};
-use super::num::{go_g, Decimal, Dur};
+use super::num::{go_g, Decimal};
 use super::spec::{PeriodSli, PluginKind, Sli, Slo, SloSpec, TierName};
 use super::windows::{resolve_tiers, AlertWindows, Tier};
 use super::SloError;
+use crate::duration::Duration;
 
 /// Options of [`generate`] / [`generate_groups`].
 #[derive(Clone, Debug)]
 pub struct GenerateOptions {
     /// Period of SLOs whose spec sets none (Sloth's `--default-slo-period`).
-    pub default_period: Dur,
+    pub default_period: Duration,
     /// Custom alert-window catalogs (Sloth's `--slo-period-windows-path`); they take precedence
     /// over the built-in ones for their period.
     pub windows: Vec<AlertWindows>,
@@ -44,7 +45,7 @@ pub struct GenerateOptions {
 impl Default for GenerateOptions {
     fn default() -> Self {
         GenerateOptions {
-            default_period: Dur::days(30),
+            default_period: Duration::days(30),
             windows: Vec::new(),
             extra_labels: BTreeMap::new(),
             disable_recordings: false,
@@ -166,7 +167,7 @@ pub(crate) struct SloCtx<'a> {
     pub spec: &'a SloSpec,
     pub slo: &'a Slo,
     pub opts: &'a GenerateOptions,
-    pub period: Dur,
+    pub period: Duration,
     pub tiers: Vec<Tier>,
     pub exact: bool,
     /// Spec labels, SLO labels and extra labels.
@@ -200,21 +201,21 @@ impl<'a> SloCtx<'a> {
     }
 
     /// The windows of the SLI recording rules: every tier window, sorted, then the period.
-    pub fn windows(&self) -> Vec<Dur> {
-        let mut set: BTreeSet<Dur> = BTreeSet::new();
+    pub fn windows(&self) -> Vec<Duration> {
+        let mut set: BTreeSet<Duration> = BTreeSet::new();
         for t in &self.tiers {
             set.insert(t.short);
             set.insert(t.long);
         }
         set.remove(&self.period);
-        let mut v: Vec<Dur> = set.into_iter().collect();
+        let mut v: Vec<Duration> = set.into_iter().collect();
         v.push(self.period);
         v
     }
 
     /// The short window of the page-quick tier: the base of the optimized period SLI and of
     /// the current burn rate.
-    pub fn base_window(&self) -> Dur {
+    pub fn base_window(&self) -> Duration {
         self.tier(TierName::PageQuick).short
     }
 
@@ -270,7 +271,7 @@ fn filter(labels: &BTreeMap<String, String>) -> String {
     format!("{{{}}}", parts.join(", "))
 }
 
-fn sli_metric(w: Dur) -> String {
+fn sli_metric(w: Duration) -> String {
     format!("slo:sli_error:ratio_rate{w}")
 }
 
@@ -278,11 +279,11 @@ fn sli_metric(w: Dur) -> String {
 #[derive(Default)]
 struct Out {
     sli: Vec<Rule>,
-    sli_interval: Option<Dur>,
+    sli_interval: Option<Duration>,
     meta: Vec<Rule>,
-    meta_interval: Option<Dur>,
+    meta_interval: Option<Duration>,
     alerts: Vec<Rule>,
-    alert_interval: Option<Dur>,
+    alert_interval: Option<Duration>,
 }
 
 fn generate_slo(spec: &SloSpec, slo: &Slo, opts: &GenerateOptions) -> Result<Vec<RuleGroup>, SloError> {
@@ -388,7 +389,7 @@ fn generate_slo(spec: &SloSpec, slo: &Slo, opts: &GenerateOptions) -> Result<Vec
         }
     }
 
-    let iv = |d: Option<Dur>| d.map(|d| d.to_string());
+    let iv = |d: Option<Duration>| d.map(|d| d.to_string());
     let mut groups = Vec::new();
     if !opts.disable_recordings {
         if !out.sli.is_empty() {
@@ -419,14 +420,14 @@ fn generate_slo(spec: &SloSpec, slo: &Slo, opts: &GenerateOptions) -> Result<Vec
     Ok(groups)
 }
 
-fn sli_labels(cx: &SloCtx, w: Dur) -> BTreeMap<String, String> {
+fn sli_labels(cx: &SloCtx, w: Duration) -> BTreeMap<String, String> {
     let mut l = id_labels(cx.slo);
     l.insert("sloth_window".into(), w.to_string());
     l.extend(cx.labels.clone());
     l
 }
 
-fn optimized_period_expr(cx: &SloCtx, w: Dur) -> String {
+fn optimized_period_expr(cx: &SloCtx, w: Duration) -> String {
     let m = sli_metric(cx.base_window());
     format!(
         "sum_over_time({m}{f}[{w}])\n/ ignoring (sloth_window)\ncount_over_time({m}{f}[{w}])\n",
@@ -466,7 +467,7 @@ fn sli_rules(cx: &SloCtx, disable_optimized: bool) -> Vec<Rule> {
         total_query,
     } = &slo.sli
     {
-        let mut total_windows: BTreeSet<Dur> = BTreeSet::new();
+        let mut total_windows: BTreeSet<Duration> = BTreeSet::new();
         if traffic {
             let b = cx.base_window();
             let bs = b.to_string();
@@ -518,7 +519,10 @@ fn meta_rules(cx: &SloCtx) -> Vec<Rule> {
         Rule::record("slo:error_budget:ratio", budget, labels.clone()),
         Rule::record(
             "slo:time_period:days",
-            format!("vector({})", go_g(cx.period.0 as f64 / super::num::DAY as f64)),
+            format!(
+                "vector({})",
+                go_g(cx.period.as_millis() as f64 / super::num::DAY as f64)
+            ),
             labels.clone(),
         ),
         Rule::record(
@@ -671,9 +675,9 @@ fn policy_additions(
 }
 
 /// `28d` rather than Prometheus' `4w` in prose.
-fn period_words(p: Dur) -> String {
-    if p.0.is_multiple_of(super::num::DAY) {
-        format!("{}d", p.0 / super::num::DAY)
+fn period_words(p: Duration) -> String {
+    if p.as_millis().is_multiple_of(super::num::DAY) {
+        format!("{}d", p.as_millis() / super::num::DAY)
     } else {
         p.to_string()
     }

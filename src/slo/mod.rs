@@ -81,7 +81,7 @@
 mod check;
 mod diag;
 mod generate;
-pub mod num;
+pub(crate) mod num;
 mod report;
 mod spec;
 mod windows;
@@ -92,6 +92,7 @@ use std::path::{Path, PathBuf};
 pub use check::{check, check_file, check_str};
 pub use diag::{Diagnostic, Severity};
 pub use generate::{generate, generate_groups, to_yaml, GenerateOptions, Rule, RuleGroup};
+pub use num::parse_dur;
 pub use report::{render_json, render_table, report, ReportOptions, ReportSource, SloReport};
 pub use spec::{
     parse_specs, AlertMeta, Extensions, LatencySli, Objective, PeriodSli, PluginKind, PluginRef, Query, Sli, Slo,

@@ -4,10 +4,12 @@
 //!   form below 1e-4 and from 1e6), which is how Sloth writes objectives, budgets and factors.
 //! - [`Decimal`] keeps a number as written (`99.9` is 999 × 10⁻¹), so that the error budget of a
 //!   99.9 objective is exactly `0.001` rather than the float artefact `0.0009999999999999432`.
-//! - [`Dur`] is a Prometheus duration in milliseconds, parsed and printed like Prometheus
+//! - [`parse_dur`] reads an SLO period or window into the crate's one [`crate::duration::Duration`]
 //!   (`30d`, `4w`, `1h30m`).
 
 use std::fmt;
+
+use crate::duration::Duration;
 
 /// Formats `f` like Go's `fmt.Sprintf("%g", f)` / `strconv.FormatFloat(f, 'g', -1, 64)`.
 pub fn go_g(f: f64) -> String {
@@ -266,54 +268,21 @@ impl Ratio {
     }
 }
 
-/// A Prometheus duration in milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Dur(pub u64);
-
 pub const MINUTE: u64 = 60_000;
 pub const HOUR: u64 = 60 * MINUTE;
 pub const DAY: u64 = 24 * HOUR;
 
-impl Dur {
-    pub fn minutes(m: u64) -> Dur {
-        Dur(m * MINUTE)
+/// Parses an SLO period or window (`5m`, `1h30m`, `30d`, `4w`): Prometheus' syntax, but plain
+/// numbers and zero are refused, with the SLO tools' wording.
+pub fn parse_dur(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() || s.parse::<f64>().is_ok() || !s.chars().any(|c| c.is_ascii_alphabetic()) {
+        return Err(format!("not a valid duration: {s:?} (use e.g. 5m, 1h, 30d)"));
     }
-    pub fn hours(h: u64) -> Dur {
-        Dur(h * HOUR)
-    }
-    pub fn days(d: u64) -> Dur {
-        Dur(d * DAY)
-    }
-
-    /// Parses a Prometheus duration (`5m`, `1h30m`, `30d`, `4w`); plain numbers are refused.
-    pub fn parse(s: &str) -> Result<Dur, String> {
-        let s = s.trim();
-        if s.is_empty() || s.parse::<f64>().is_ok() || !s.chars().any(|c| c.is_ascii_alphabetic()) {
-            return Err(format!("not a valid duration: {s:?} (use e.g. 5m, 1h, 30d)"));
-        }
-        let d = promql_parser::util::parse_duration(s).map_err(|e| format!("not a valid duration {s:?}: {e}"))?;
-        let ms = d.as_millis();
-        if ms == 0 || ms > u64::MAX as u128 / 1000 {
-            return Err(format!("duration {s:?} out of range"));
-        }
-        Ok(Dur(ms as u64))
-    }
-
-    pub fn as_secs(self) -> u64 {
-        self.0 / 1000
-    }
-
-    pub fn hours_f64(self) -> f64 {
-        self.0 as f64 / HOUR as f64
-    }
-}
-
-impl fmt::Display for Dur {
-    /// Prometheus' `model.Duration.String()`: `30d`, `4w`, `1d`, `1h30m`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&promql_parser::util::display_duration(
-            &std::time::Duration::from_millis(self.0),
-        ))
+    match crate::duration::parse_ms(s) {
+        Ok(0) | Err(crate::duration::DurationError::OutOfRange) => Err(format!("duration {s:?} out of range")),
+        Ok(ms) => Ok(Duration::from_ms(ms)),
+        Err(e) => Err(format!("not a valid duration {s:?}: {e}")),
     }
 }
 
@@ -361,16 +330,16 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(Dur::parse("30d").unwrap(), Dur::days(30));
-        assert_eq!(Dur::days(28).to_string(), "4w");
-        assert_eq!(Dur::days(7).to_string(), "1w");
-        assert_eq!(Dur::hours(24).to_string(), "1d");
-        assert_eq!(Dur::hours(72).to_string(), "3d");
-        assert_eq!(Dur::days(90).to_string(), "90d");
-        assert_eq!(Dur::minutes(90).to_string(), "1h30m");
-        assert!(Dur::parse("5").is_err());
-        assert!(Dur::parse("").is_err());
-        assert!(Dur::parse("5x").is_err());
-        assert!(Dur::parse("0s").is_err());
+        assert_eq!(parse_dur("30d").unwrap(), Duration::days(30));
+        assert_eq!(Duration::days(28).to_string(), "4w");
+        assert_eq!(Duration::days(7).to_string(), "1w");
+        assert_eq!(Duration::hours(24).to_string(), "1d");
+        assert_eq!(Duration::hours(72).to_string(), "3d");
+        assert_eq!(Duration::days(90).to_string(), "90d");
+        assert_eq!(Duration::minutes(90).to_string(), "1h30m");
+        assert!(parse_dur("5").is_err());
+        assert!(parse_dur("").is_err());
+        assert!(parse_dur("5x").is_err());
+        assert!(parse_dur("0s").is_err());
     }
 }

@@ -9,9 +9,9 @@
 use serde::Serialize;
 
 use super::generate::{GenerateOptions, SloCtx};
-use super::num::Dur;
 use super::spec::{PeriodSli, Sli, SloSpec};
 use super::SloError;
+use crate::duration::Duration;
 use crate::promql::Queryable;
 use crate::promql::{Engine, Value};
 
@@ -31,7 +31,7 @@ pub struct ReportOptions {
     pub generate: GenerateOptions,
     pub source: ReportSource,
     /// Resolution of the time-based period SLI (raw source).
-    pub step: Dur,
+    pub step: Duration,
 }
 
 impl Default for ReportOptions {
@@ -39,7 +39,7 @@ impl Default for ReportOptions {
         ReportOptions {
             generate: GenerateOptions::default(),
             source: ReportSource::Raw,
-            step: Dur::minutes(5),
+            step: Duration::minutes(5),
         }
     }
 }
@@ -90,7 +90,7 @@ pub fn report(
                     format!("slo:sli_error:ratio_rate{}{}", base, cx.filter),
                 ),
                 ReportSource::Raw => {
-                    let ratio = |w: Dur| -> String {
+                    let ratio = |w: Duration| -> String {
                         let ws = w.to_string();
                         match &slo.sli {
                             Sli::Events {

@@ -8,7 +8,9 @@
 //! the 30d percentages and scales every window by `period / 30d` (rounded to the minute), so the
 //! factors stay 14.4, 6, 3 and 1.
 
-use super::num::{go_g, Decimal, Dur, Ratio, MINUTE};
+use crate::duration::Duration;
+
+use super::num::{go_g, Decimal, Ratio, MINUTE};
 use super::spec::{TierName, TierOverride};
 use super::yaml::{self, Node};
 
@@ -16,21 +18,21 @@ use super::yaml::{self, Node};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Window {
     pub budget_percent: Decimal,
-    pub short: Dur,
-    pub long: Dur,
+    pub short: Duration,
+    pub long: Duration,
 }
 
 /// A catalog for one SLO period (Sloth's `AlertWindows` spec).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AlertWindows {
-    pub period: Dur,
+    pub period: Duration,
     pub page_quick: Window,
     pub page_slow: Window,
     pub ticket_quick: Window,
     pub ticket_slow: Window,
 }
 
-fn w(pct: i64, short: Dur, long: Dur) -> Window {
+fn w(pct: i64, short: Duration, long: Duration) -> Window {
     Window {
         budget_percent: Decimal::from_int(pct),
         short,
@@ -41,21 +43,21 @@ fn w(pct: i64, short: Dur, long: Dur) -> Window {
 impl AlertWindows {
     /// Sloth's google-30d.yaml.
     pub fn google_30d() -> Self {
-        Self::google(Dur::days(30))
+        Self::google(Duration::days(30))
     }
 
     /// Sloth's google-28d.yaml.
     pub fn google_28d() -> Self {
-        Self::google(Dur::days(28))
+        Self::google(Duration::days(28))
     }
 
-    fn google(period: Dur) -> Self {
+    fn google(period: Duration) -> Self {
         AlertWindows {
             period,
-            page_quick: w(2, Dur::minutes(5), Dur::hours(1)),
-            page_slow: w(5, Dur::minutes(30), Dur::hours(6)),
-            ticket_quick: w(10, Dur::hours(2), Dur::days(1)),
-            ticket_slow: w(10, Dur::hours(6), Dur::days(3)),
+            page_quick: w(2, Duration::minutes(5), Duration::hours(1)),
+            page_slow: w(5, Duration::minutes(30), Duration::hours(6)),
+            ticket_quick: w(10, Duration::hours(2), Duration::days(1)),
+            ticket_slow: w(10, Duration::hours(6), Duration::days(3)),
         }
     }
 
@@ -63,37 +65,37 @@ impl AlertWindows {
     pub fn sloth_7d() -> Self {
         let pct = |s: &str| Decimal::parse(s).unwrap_or(Decimal::from_int(0));
         AlertWindows {
-            period: Dur::days(7),
+            period: Duration::days(7),
             page_quick: Window {
                 budget_percent: pct("8"),
-                short: Dur::minutes(5),
-                long: Dur::hours(1),
+                short: Duration::minutes(5),
+                long: Duration::hours(1),
             },
             page_slow: Window {
                 budget_percent: pct("12.5"),
-                short: Dur::minutes(30),
-                long: Dur::hours(6),
+                short: Duration::minutes(30),
+                long: Duration::hours(6),
             },
             ticket_quick: Window {
                 budget_percent: pct("20"),
-                short: Dur::hours(2),
-                long: Dur::days(1),
+                short: Duration::hours(2),
+                long: Duration::days(1),
             },
             ticket_slow: Window {
                 budget_percent: pct("42"),
-                short: Dur::hours(6),
-                long: Dur::days(3),
+                short: Duration::hours(6),
+                long: Duration::days(3),
             },
         }
     }
 
     /// The 30d catalog scaled to `period`.
-    pub fn scaled(period: Dur) -> Self {
+    pub fn scaled(period: Duration) -> Self {
         let base = Self::google_30d();
-        let scale = |d: Dur| -> Dur {
-            let ms = (d.0 as u128 * period.0 as u128) / base.period.0 as u128;
+        let scale = |d: Duration| -> Duration {
+            let ms = (d.as_millis() as u128 * period.as_millis() as u128) / base.period.as_millis() as u128;
             let minutes = ((ms + MINUTE as u128 / 2) / MINUTE as u128).max(1) as u64;
-            Dur::minutes(minutes)
+            Duration::minutes(minutes)
         };
         let sw = |x: &Window| Window {
             budget_percent: x.budget_percent,
@@ -110,15 +112,15 @@ impl AlertWindows {
     }
 
     /// The catalog for `period`: a custom one if given, else a built-in one, else scaled.
-    pub fn for_period(period: Dur, custom: &[AlertWindows]) -> Self {
+    pub fn for_period(period: Duration, custom: &[AlertWindows]) -> Self {
         if let Some(c) = custom.iter().find(|c| c.period == period) {
             return c.clone();
         }
-        if period == Dur::days(30) {
+        if period == Duration::days(30) {
             Self::google_30d()
-        } else if period == Dur::days(28) {
+        } else if period == Duration::days(28) {
             Self::google_28d()
-        } else if period == Dur::days(7) {
+        } else if period == Duration::days(7) {
             Self::sloth_7d()
         } else {
             Self::scaled(period)
@@ -149,7 +151,7 @@ impl AlertWindows {
         only_keys(root, &["apiVersion", "kind", "spec"])?;
         let spec = root.get("spec").ok_or("spec is required")?;
         only_keys(spec, &["sloPeriod", "page", "ticket"])?;
-        let period = Dur::parse(spec.get_str("sloPeriod").ok_or("spec.sloPeriod is required")?)?;
+        let period = super::num::parse_dur(spec.get_str("sloPeriod").ok_or("spec.sloPeriod is required")?)?;
         let sev = |k: &str| -> Result<(Window, Window), String> {
             let n = spec.get(k).ok_or_else(|| format!("spec.{k} is required"))?;
             only_keys(n, &["quick", "slow"])?;
@@ -161,8 +163,8 @@ impl AlertWindows {
                     .and_then(Decimal::parse)
                     .filter(|d| d.is_positive())
                     .ok_or_else(|| format!("{}: errorBudgetPercent must be a positive number", x.pos()))?;
-                let short = Dur::parse(x.get_str("shortWindow").ok_or("shortWindow is required")?)?;
-                let long = Dur::parse(x.get_str("longWindow").ok_or("longWindow is required")?)?;
+                let short = super::num::parse_dur(x.get_str("shortWindow").ok_or("shortWindow is required")?)?;
+                let long = super::num::parse_dur(x.get_str("longWindow").ok_or("longWindow is required")?)?;
                 Ok(Window {
                     budget_percent: pct,
                     short,
@@ -211,17 +213,17 @@ pub enum Factor {
 pub struct Tier {
     pub name: TierName,
     pub enabled: bool,
-    pub short: Dur,
-    pub long: Dur,
+    pub short: Duration,
+    pub long: Duration,
     pub factor: Factor,
-    pub period: Dur,
+    pub period: Duration,
 }
 
 impl Tier {
     /// The factor as Sloth computes it, in float64 and in its operation order.
     pub fn factor_f64(&self) -> f64 {
         match &self.factor {
-            Factor::Budget(p) => p.to_f64() * self.period.hours_f64() / 100.0 / self.long.hours_f64(),
+            Factor::Budget(p) => p.to_f64() * self.period.as_hours_f64() / 100.0 / self.long.as_hours_f64(),
             Factor::Explicit(d) => d.to_f64(),
         }
     }
@@ -231,7 +233,10 @@ impl Tier {
         match &self.factor {
             Factor::Budget(p) => p
                 .to_ratio()?
-                .checked_mul(Ratio::new(self.period.0 as i128, 100 * self.long.0 as i128)?)?
+                .checked_mul(Ratio::new(
+                    self.period.as_millis() as i128,
+                    100 * self.long.as_millis() as i128,
+                )?)?
                 .to_decimal(),
             Factor::Explicit(d) => Some(*d),
         }
@@ -251,13 +256,13 @@ impl Tier {
 
     /// Percent of the period's budget consumed over the long window at this factor.
     pub fn budget_percent_f64(&self) -> f64 {
-        self.factor_f64() * self.long.0 as f64 / self.period.0 as f64 * 100.0
+        self.factor_f64() * self.long.as_millis() as f64 / self.period.as_millis() as f64 * 100.0
     }
 }
 
 /// The four tiers of an SLO: the catalog for its period with the spec's overrides applied.
 pub fn resolve_tiers(
-    period: Dur,
+    period: Duration,
     custom: &[AlertWindows],
     overrides: &std::collections::BTreeMap<TierName, TierOverride>,
 ) -> Vec<Tier> {
@@ -292,7 +297,7 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn factors(p: Dur) -> Vec<String> {
+    fn factors(p: Duration) -> Vec<String> {
         resolve_tiers(p, &[], &BTreeMap::new())
             .iter()
             .map(|t| t.factor_text(false))
@@ -301,9 +306,9 @@ mod tests {
 
     #[test]
     fn sloth_factors() {
-        assert_eq!(factors(Dur::days(30)), ["14.4", "6", "3", "1"]);
+        assert_eq!(factors(Duration::days(30)), ["14.4", "6", "3", "1"]);
         assert_eq!(
-            factors(Dur::days(28)),
+            factors(Duration::days(28)),
             [
                 "13.44",
                 "5.6000000000000005",
@@ -311,8 +316,11 @@ mod tests {
                 "0.9333333333333333"
             ]
         );
-        assert_eq!(factors(Dur::days(7)), ["13.44", "3.5", "1.4000000000000001", "0.98"]);
-        let exact: Vec<String> = resolve_tiers(Dur::days(28), &[], &BTreeMap::new())
+        assert_eq!(
+            factors(Duration::days(7)),
+            ["13.44", "3.5", "1.4000000000000001", "0.98"]
+        );
+        let exact: Vec<String> = resolve_tiers(Duration::days(28), &[], &BTreeMap::new())
             .iter()
             .map(|t| t.factor_text(true))
             .collect();
@@ -321,10 +329,10 @@ mod tests {
 
     #[test]
     fn scaled_periods_keep_factors() {
-        let t = resolve_tiers(Dur::days(90), &[], &BTreeMap::new());
-        assert_eq!(t[0].short, Dur::minutes(15));
-        assert_eq!(t[0].long, Dur::hours(3));
-        assert_eq!(t[3].long, Dur::days(9));
+        let t = resolve_tiers(Duration::days(90), &[], &BTreeMap::new());
+        assert_eq!(t[0].short, Duration::minutes(15));
+        assert_eq!(t[0].long, Duration::hours(3));
+        assert_eq!(t[3].long, Duration::days(9));
         let f: Vec<String> = t.iter().map(|t| t.factor_text(true)).collect();
         assert_eq!(f, ["14.4", "6", "3", "1"]);
     }

@@ -22,8 +22,9 @@ mod watchfire;
 use std::collections::{BTreeMap, HashMap};
 
 use super::diag::{Diagnostic, Sink};
-use super::num::{Decimal, Dur};
+use super::num::Decimal;
 use super::yaml::{self, Node, Pos};
+use crate::duration::Duration;
 
 use query::render_window;
 use sloth::PROM_KEYS;
@@ -158,10 +159,10 @@ pub enum PluginKind {
     },
     /// `sloth.dev/contrib/rule_intervals/v1`.
     RuleIntervals {
-        default: Dur,
-        sli_error: Option<Dur>,
-        metadata: Option<Dur>,
-        alert: Option<Dur>,
+        default: Duration,
+        sli_error: Option<Duration>,
+        metadata: Option<Duration>,
+        alert: Option<Duration>,
     },
     /// `sloth.dev/contrib/denominator_corrected_rules/v1`.
     DenominatorCorrected { disable_optimized: bool },
@@ -215,8 +216,8 @@ pub struct TierOverride {
     /// Percent of the period's error budget consumed over the long window (Sloth's
     /// `errorBudgetPercent`); the factor follows from it.
     pub budget_percent: Option<Decimal>,
-    pub short_window: Option<Dur>,
-    pub long_window: Option<Dur>,
+    pub short_window: Option<Duration>,
+    pub long_window: Option<Duration>,
     pub pos: Pos,
 }
 
@@ -234,7 +235,7 @@ pub enum PeriodSli {
 /// watchfire's extensions (the `watchfire:` key), SLO-level values over service-level ones.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Extensions {
-    pub period: Option<Dur>,
+    pub period: Option<Duration>,
     pub tiers: BTreeMap<TierName, TierOverride>,
     /// Alerts also require at least this many total events over the tier's long window.
     pub min_events: Option<u64>,
@@ -259,7 +260,7 @@ pub struct Slo {
     pub labels: BTreeMap<String, String>,
     pub sli: Sli,
     /// Period from the spec (OpenSLO time window or `watchfire.period`); None: the default.
-    pub period: Option<Dur>,
+    pub period: Option<Duration>,
     pub page_alert: AlertMeta,
     pub ticket_alert: AlertMeta,
     pub plugins: Vec<PluginRef>,

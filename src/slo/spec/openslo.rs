@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::slo::num::Dur;
+use crate::duration::Duration;
 use crate::slo::yaml::{Node, Pos};
 
 use super::keys::Obj;
@@ -18,7 +18,7 @@ pub(super) struct OpensloCommon<'n> {
     pub(super) name: String,
     pub(super) service: Option<(String, Pos)>,
     pub(super) description: String,
-    pub(super) period: Option<Dur>,
+    pub(super) period: Option<Duration>,
     pub(super) objectives: Option<&'n Node>,
     pub(super) ext: Option<&'n Node>,
     /// Where `spec` starts: "at least one objective is required" points here.
@@ -77,8 +77,8 @@ impl Cx {
         node: Option<&Node>,
         what: &str,
         exactly_one: bool,
-        window: fn(&mut Self, &Node) -> Option<Dur>,
-    ) -> Option<Dur> {
+        window: fn(&mut Self, &Node) -> Option<Duration>,
+    ) -> Option<Duration> {
         let w = node?;
         let items = self.seq(w, what)?;
         let (ok, msg) = if exactly_one {
@@ -157,7 +157,7 @@ impl Cx {
         description: &str,
         objective: Objective,
         sli: Sli,
-        period: Option<Dur>,
+        period: Option<Duration>,
         ext: &Extensions,
         alerting: &Option<(AlertMeta, AlertMeta)>,
         pos: Pos,

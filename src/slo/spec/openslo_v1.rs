@@ -2,7 +2,7 @@
 //! `indicatorRef` to a `kind: SLI` document of the same file, `ratioMetric` (good/bad/total or
 //! raw) over Prometheus-compatible metric sources, inline or through a `DataSource`.
 
-use crate::slo::num::Dur;
+use crate::duration::Duration;
 use crate::slo::yaml::Node;
 
 use super::openslo::good_total_sli;
@@ -121,7 +121,7 @@ impl Cx {
         })
     }
 
-    fn v1_window(&mut self, node: &Node) -> Option<Dur> {
+    fn v1_window(&mut self, node: &Node) -> Option<Duration> {
         let mut o = self.obj(node, "a time window")?;
         let pos = o.pos;
         let duration = o.take("duration");
@@ -150,7 +150,7 @@ impl Cx {
             return None;
         }
         let d = self.duration(Some(dn), "timeWindow.duration")?;
-        if d < Dur::days(1) {
+        if d < Duration::days(1) {
             self.sink
                 .error(s.pos, "slo-period", "the SLO period must be at least 1d");
             return None;
@@ -318,7 +318,7 @@ impl Cx {
 mod tests {
     use super::super::tests::load;
     use super::super::Sli;
-    use crate::slo::num::Dur;
+    use crate::duration::Duration;
 
     #[test]
     fn openslo_v1() {
@@ -361,7 +361,7 @@ spec:
         let s = &specs[0];
         assert_eq!(s.slos.len(), 2);
         assert_eq!(s.slos[0].id, "api-availability-0");
-        assert_eq!(s.slos[0].period, Some(Dur::days(28)));
+        assert_eq!(s.slos[0].period, Some(Duration::days(28)));
         assert_eq!(s.slos[0].objective.exact.to_string(), "99.9");
         assert_eq!(s.slos[1].objective.exact.to_string(), "99");
         assert!(matches!(s.slos[0].sli, Sli::Events { .. }));

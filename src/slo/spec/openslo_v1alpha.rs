@@ -1,7 +1,7 @@
 //! OpenSLO `openslo/v1alpha` `SLO`: `timeWindows` with unit and count, objectives with
 //! `ratioMetrics` (good or bad, and total) whose sources are PromQL queries.
 
-use crate::slo::num::Dur;
+use crate::duration::Duration;
 use crate::slo::yaml::{Node, Pos};
 
 use super::openslo::good_total_sli;
@@ -80,7 +80,7 @@ impl Cx {
         })
     }
 
-    fn v1alpha_window(&mut self, node: &Node) -> Option<Dur> {
+    fn v1alpha_window(&mut self, node: &Node) -> Option<Duration> {
         let mut o = self.obj(node, "a time window")?;
         let pos = o.pos;
         let unit = self.string(o.take("unit"), "unit");
@@ -111,9 +111,9 @@ impl Cx {
         }
         let n = count.mantissa as u64;
         let d = match unit.to_ascii_lowercase().as_str() {
-            "day" => Dur::days(n),
-            "week" => Dur::days(7 * n),
-            "hour" => Dur::hours(n),
+            "day" => Duration::days(n),
+            "week" => Duration::days(7 * n),
+            "hour" => Duration::hours(n),
             _ => {
                 self.sink.error(
                     pos,
@@ -123,7 +123,7 @@ impl Cx {
                 return None;
             }
         };
-        if d < Dur::days(1) {
+        if d < Duration::days(1) {
             self.sink.error(pos, "slo-period", "the SLO period must be at least 1d");
             return None;
         }

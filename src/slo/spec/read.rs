@@ -6,7 +6,9 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::slo::num::{Decimal, Dur};
+use crate::duration::Duration;
+
+use crate::slo::num::Decimal;
 use crate::slo::yaml::{Node, Pos, Scalar, Style};
 
 use super::{Cx, Objective};
@@ -97,10 +99,10 @@ impl Cx {
         }
     }
 
-    pub(super) fn duration(&mut self, node: Option<&Node>, what: &str) -> Option<Dur> {
+    pub(super) fn duration(&mut self, node: Option<&Node>, what: &str) -> Option<Duration> {
         let n = node?;
         let s = self.scalar(n, what)?;
-        match Dur::parse(&s.value) {
+        match crate::slo::num::parse_dur(&s.value) {
             Ok(d) => Some(d),
             Err(e) => {
                 self.sink.error(s.pos, "slo-duration", format!("{what}: {e}"));

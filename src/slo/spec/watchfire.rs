@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::slo::num::Dur;
+use crate::duration::Duration;
 use crate::slo::yaml::{Node, Pos};
 
 use super::{Cx, Extensions, LatencySli, PeriodSli, Query, Sli, TierName, TierOverride};
@@ -20,7 +20,7 @@ impl Cx {
         };
         e.period = self.duration(o.take("period"), "watchfire.period");
         if let Some(p) = e.period {
-            if p < Dur::days(1) {
+            if p < Duration::days(1) {
                 let at = node.get("period").map(Node::pos).unwrap_or(o.pos);
                 self.sink
                     .error(at, "slo-period", "watchfire.period must be at least 1d");
@@ -291,11 +291,14 @@ mod tests {
         let (specs, diags) = load(&text);
         assert!(diags.is_empty(), "{diags:?}");
         let slo = &specs[0].slos[0];
-        assert_eq!(slo.period, Some(Dur::days(28)));
+        assert_eq!(slo.period, Some(Duration::days(28)));
         assert_eq!(slo.ext.min_events, Some(100));
         assert_eq!(slo.ext.period_sli, Some(PeriodSli::Traffic));
         assert_eq!(slo.ext.tiers[&TierName::PageQuick].disable, Some(true));
-        assert_eq!(slo.ext.tiers[&TierName::TicketSlow].long_window, Some(Dur::days(4)));
+        assert_eq!(
+            slo.ext.tiers[&TierName::TicketSlow].long_window,
+            Some(Duration::days(4))
+        );
         let e = errors(&text.replace("min_events: 100", "min_event: 100"));
         assert!(e.iter().any(|x| x.contains("did you mean `min_events`")), "{e:?}");
     }

@@ -21,6 +21,15 @@
 //!   once delivered, retried with backoff; what was notified is logged so a restart does not
 //!   page again.
 
+mod clock;
+mod runner;
+mod snapshot;
+
+pub use clock::{ms_to_time, Clock, SimClock, SystemClock};
+pub use snapshot::{
+    AlertSnapshot, GroupSnapshot, LatencyHistogram, Metrics, NotifierAlert, RuleSnapshot, SourceHealth,
+};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -34,54 +43,14 @@ use crate::notify::receivers::{Deliverer, DeliveryContext, RetryPolicy};
 use crate::notify::silence::{Silence, SilenceError, Silences};
 use crate::notify::{Config as NotifyConfig, Notifier};
 use crate::promql::Engine;
-use crate::rules::{AlertState, Group, GroupRule};
+use crate::rules::{AlertState, Group};
 use crate::source::{Queryable, SeriesData, SourceError};
 use crate::state::{
     outbox_backoff_ms, RuleAlerts, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
 };
 use crate::tsdb::Store;
 
-/// Where time comes from (ms since the epoch).
-pub trait Clock: Send + Sync {
-    fn now_ms(&self) -> i64;
-}
-
-/// The wall clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        Utc::now().timestamp_millis()
-    }
-}
-
-/// A clock that moves only when told to.
-#[derive(Debug, Default)]
-pub struct SimClock(AtomicI64);
-
-impl SimClock {
-    pub fn new(t: i64) -> Self {
-        SimClock(AtomicI64::new(t))
-    }
-    pub fn set(&self, t: i64) {
-        self.0.store(t, Ordering::SeqCst);
-    }
-    pub fn advance(&self, d: i64) {
-        self.0.fetch_add(d, Ordering::SeqCst);
-    }
-}
-
-impl Clock for SimClock {
-    fn now_ms(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-/// Converts ms to a UTC time (the epoch for out-of-range values).
-pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(ms).unwrap_or_default()
-}
+use runner::{trim_store, GroupRunner};
 
 /// A source wrapper that remembers the errors it returned (to tell source failures from
 /// expression errors) and whether any call succeeded.
@@ -192,236 +161,6 @@ pub struct Setup {
     pub interval_ms: i64,
 }
 
-/// Source health as the built-in alerts see it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SourceHealth {
-    pub up: bool,
-    pub last_error: Option<String>,
-    pub errors_total: u64,
-}
-
-/// Self-monitoring counters (rendered at `/metrics`).
-#[derive(Clone, Debug, Default)]
-pub struct Metrics {
-    /// Per group key: (last duration s, sum s, count, missed).
-    pub groups: BTreeMap<String, (f64, f64, u64, u64)>,
-    pub source_errors: BTreeMap<String, u64>,
-    /// Per source: (seconds spent in queries, number of queries).
-    pub source_queries: BTreeMap<String, (f64, u64)>,
-    pub notifications_sent: u64,
-    pub notifications_failed: u64,
-    /// Consecutive failed deliveries (0 after a success).
-    pub delivery_failures_in_a_row: u64,
-    pub rule_failures: u64,
-    /// Notifications given up on (moved to the dead letters).
-    pub notifications_dead_lettered: u64,
-    /// Seconds from entering the outbox to delivery.
-    pub delivery_latency: LatencyHistogram,
-}
-
-/// A Prometheus histogram of delivery latencies.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LatencyHistogram {
-    /// Upper bounds (seconds); counts are per bucket, not cumulative.
-    pub bounds: &'static [f64],
-    pub counts: Vec<u64>,
-    pub sum: f64,
-    pub count: u64,
-}
-
-impl Default for LatencyHistogram {
-    fn default() -> Self {
-        const BOUNDS: &[f64] = &[
-            0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
-        ];
-        LatencyHistogram {
-            bounds: BOUNDS,
-            counts: vec![0; BOUNDS.len()],
-            sum: 0.0,
-            count: 0,
-        }
-    }
-}
-
-impl LatencyHistogram {
-    pub fn observe(&mut self, seconds: f64) {
-        if let Some(i) = self.bounds.iter().position(|b| seconds <= *b) {
-            self.counts[i] += 1;
-        }
-        self.sum += seconds;
-        self.count += 1;
-    }
-}
-
-/// An alert as the API shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AlertSnapshot {
-    pub labels: Labels,
-    pub annotations: BTreeMap<String, String>,
-    pub state: AlertState,
-    pub active_at: i64,
-    pub value: f64,
-}
-
-/// A rule as the API shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RuleSnapshot {
-    pub alerting: bool,
-    pub name: String,
-    pub query: String,
-    pub duration_s: f64,
-    pub keep_firing_for_s: f64,
-    pub labels: Vec<(String, String)>,
-    pub annotations: Vec<(String, String)>,
-    pub health: &'static str,
-    pub last_error: Option<String>,
-    pub last_evaluation: Option<i64>,
-    pub evaluation_time_s: f64,
-    pub state: &'static str,
-    pub alerts: Vec<AlertSnapshot>,
-}
-
-/// A group as the API shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GroupSnapshot {
-    pub name: String,
-    pub file: String,
-    pub interval_s: f64,
-    pub last_evaluation: Option<i64>,
-    pub evaluation_time_s: f64,
-    pub rules: Vec<RuleSnapshot>,
-}
-
-/// One group and its scheduling state.
-pub struct GroupRunner {
-    pub group: Group,
-    /// `file;name`: the key of its saved state.
-    pub key: String,
-    outputs: Store,
-    /// The next slot to evaluate (ms); `None` before the first.
-    pub next_ts: Option<i64>,
-    pub iterations: u64,
-    pub iterations_missed: u64,
-    pub last_duration_s: f64,
-}
-
-impl GroupRunner {
-    pub fn new(group: Group) -> Self {
-        let key = format!("{};{}", group.file().display(), group.name());
-        GroupRunner {
-            group,
-            key,
-            outputs: Store::new(),
-            next_ts: None,
-            iterations: 0,
-            iterations_missed: 0,
-            last_duration_s: 0.0,
-        }
-    }
-
-    /// The slot to evaluate at `now`, or the time to wait for: `Ok(ts)` when due (counting
-    /// skipped slots as missed), `Err(next)` when not yet.
-    pub fn due(&mut self, now: i64) -> Result<i64, i64> {
-        let interval = self.group.interval_ms().max(1);
-        let next = *self.next_ts.get_or_insert_with(|| {
-            let t = self.group.eval_timestamp(now);
-            if t == now {
-                t
-            } else {
-                t + interval
-            }
-        });
-        if next > now {
-            return Err(next);
-        }
-        let missed = (now - next) / interval;
-        self.iterations_missed += missed as u64;
-        let ts = next + missed * interval;
-        self.next_ts = Some(ts + interval);
-        Ok(ts)
-    }
-
-    /// Carries alert state over from an older version of the group (reload): rules matched by
-    /// name, in order.
-    pub fn copy_state_from(&mut self, old: &GroupRunner) {
-        let mut used = vec![false; old.group.rules().len()];
-        for r in self.group.rules_mut() {
-            let Some(new) = r.as_alerting_mut() else { continue };
-            let found = old
-                .group
-                .rules()
-                .iter()
-                .enumerate()
-                .find(|(i, o)| !used[*i] && o.as_alerting().is_some_and(|o| o.name() == new.name()));
-            if let Some((i, o)) = found {
-                used[i] = true;
-                if let Some(o) = o.as_alerting() {
-                    new.restore_alerts(o.alerts().cloned());
-                }
-            }
-        }
-        self.outputs = trim_store(&old.outputs, i64::MIN);
-        self.next_ts = old.next_ts;
-    }
-
-    fn snapshot(&self) -> GroupSnapshot {
-        let rules = self
-            .group
-            .rules()
-            .iter()
-            .map(|r| match r {
-                GroupRule::Alerting(a) => RuleSnapshot {
-                    alerting: true,
-                    name: a.name().to_string(),
-                    query: a.expr_text().to_string(),
-                    duration_s: a.hold_ms() as f64 / 1000.0,
-                    keep_firing_for_s: a.keep_firing_for_ms() as f64 / 1000.0,
-                    labels: a.labels().to_vec(),
-                    annotations: a.annotations().to_vec(),
-                    health: a.health().as_str(),
-                    last_error: a.last_error().map(|e| e.to_string()),
-                    last_evaluation: a.last_evaluation(),
-                    evaluation_time_s: 0.0,
-                    state: a.state().unwrap_or(AlertState::Inactive).as_str(),
-                    alerts: a
-                        .active_alerts()
-                        .map(|x| AlertSnapshot {
-                            labels: x.labels.clone(),
-                            annotations: x.annotations.clone(),
-                            state: x.state,
-                            active_at: x.active_at,
-                            value: x.value,
-                        })
-                        .collect(),
-                },
-                GroupRule::Recording(rr) => RuleSnapshot {
-                    alerting: false,
-                    name: rr.name().to_string(),
-                    query: rr.expr_text().to_string(),
-                    duration_s: 0.0,
-                    keep_firing_for_s: 0.0,
-                    labels: rr.labels().to_vec(),
-                    annotations: Vec::new(),
-                    health: rr.health().as_str(),
-                    last_error: rr.last_error().map(|e| e.to_string()),
-                    last_evaluation: rr.last_evaluation(),
-                    evaluation_time_s: 0.0,
-                    state: "",
-                    alerts: Vec::new(),
-                },
-            })
-            .collect();
-        GroupSnapshot {
-            name: self.group.name().to_string(),
-            file: self.group.file().display().to_string(),
-            interval_s: self.group.interval_ms() as f64 / 1000.0,
-            last_evaluation: self.group.last_evaluation(),
-            evaluation_time_s: self.last_duration_s,
-            rules,
-        }
-    }
-}
-
 /// Built-in alert conditions and when each started.
 #[derive(Debug, Default)]
 struct Builtins {
@@ -444,7 +183,7 @@ const SILENCE_RETENTION_HOURS: i64 = 120;
 pub struct Service {
     pub setup: RwLock<Arc<Setup>>,
     pub clock: Arc<dyn Clock>,
-    pub groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
+    groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
     /// Bumped on reload; group loops of an older generation stop.
     pub generation: AtomicU64,
     /// The notifier and built-in alerts; taken through [`Service::hub`], which first applies
@@ -625,7 +364,7 @@ impl Service {
     }
 
     /// Evaluates one group at `ts` (blocking: queries a remote source).
-    pub fn eval_group(&self, runner: &mut GroupRunner, ts: i64) {
+    fn eval_group(&self, runner: &mut GroupRunner, ts: i64) {
         let Some(setup) = self.current_setup() else { return };
         let view = WithPublished {
             base: &*setup.source,
@@ -801,7 +540,7 @@ impl Service {
     }
 
     /// Built-in alerts and notification timers at `now`; notifications go to the outbox.
-    pub fn after_eval(&self, now: i64) {
+    fn after_eval(&self, now: i64) {
         let Some(setup) = self.current_setup() else { return };
         let mut conds: Vec<(Labels, BTreeMap<String, String>)> = Vec::new();
         let base = |name: &str, severity: &str, extra: &[(&str, &str)]| {
@@ -1323,26 +1062,7 @@ impl Service {
         let Some(n) = hub.notifier.as_ref() else {
             return Vec::new();
         };
-        let route = crate::notify::route::Route::new(&n.config().route);
-        n.store
-            .list()
-            .into_iter()
-            .map(|a| NotifierAlert {
-                alert: a.clone(),
-                silenced_by: hub.silences.mutes(&a.labels, now),
-                inhibited_by: n
-                    .inhibitor
-                    .mutes(&a.labels, now)
-                    .map(|fp| fp.to_string())
-                    .into_iter()
-                    .collect(),
-                routes: route
-                    .match_labels(&a.labels)
-                    .iter()
-                    .map(|x| (x.opts.receiver.clone(), x.group_labels(&a.labels)))
-                    .collect(),
-            })
-            .collect()
+        NotifierAlert::list(n, &hub.silences, now)
     }
 
     /// The receiver names of the routing configuration (`GET /api/v2/receivers`).
@@ -1432,29 +1152,6 @@ fn restore_group(r: &mut GroupRunner, state: &StateStore) {
     }
 }
 
-/// An alert in the notification pipeline, as `GET /api/v2/alerts` shows it.
-#[derive(Clone, Debug)]
-pub struct NotifierAlert {
-    pub alert: crate::notify::Alert,
-    pub silenced_by: Vec<String>,
-    pub inhibited_by: Vec<String>,
-    /// Per matching route: its receiver and the alert's group labels there.
-    pub routes: Vec<(String, Labels)>,
-}
-
-impl NotifierAlert {
-    /// The receivers of the matching routes, each once.
-    pub fn receivers(&self) -> Vec<String> {
-        let mut r: Vec<String> = Vec::new();
-        for (name, _) in &self.routes {
-            if !r.contains(name) {
-                r.push(name.clone());
-            }
-        }
-        r
-    }
-}
-
 fn restore_silences(state: &StateStore, now: i64) -> Silences {
     let mut out = Silences::new();
     let rows = match state.load_silences() {
@@ -1505,59 +1202,11 @@ fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64)
     )
 }
 
-fn trim_store(s: &Store, mint: i64) -> Store {
-    let mut out = Store::new();
-    if let Ok(all) = s.select(&[], mint, i64::MAX) {
-        for series in all {
-            for (t, v) in series.samples {
-                out.append(&series.labels, t, v);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rules::file::{parse, LoadOptions};
     use std::path::Path;
-
-    fn runner(src: &str) -> GroupRunner {
-        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
-        assert!(p.errors.is_empty(), "{:?}", p.errors);
-        let g = Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap();
-        GroupRunner::new(g.into_iter().next().unwrap())
-    }
-
-    #[test]
-    fn slots_follow_the_group_offset_and_missed_ones_are_counted() {
-        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
-        let off = r.group.offset_ms();
-        let start = 10 * 60_000 + 1;
-        // The first slot is the next one at the group's offset.
-        let first = match r.due(start) {
-            Err(next) => next,
-            Ok(ts) => ts,
-        };
-        assert_eq!(first.rem_euclid(60_000), off);
-        assert!(first >= start && first < start + 60_000);
-        assert_eq!(r.due(first), Ok(first));
-        assert_eq!(r.due(first + 1), Err(first + 60_000));
-        // Three and a half intervals late: two slots missed, the latest one evaluated.
-        assert_eq!(r.due(first + 3 * 60_000 + 30_000), Ok(first + 3 * 60_000));
-        assert_eq!(r.iterations_missed, 2);
-        assert_eq!(r.due(first + 3 * 60_000 + 30_001), Err(first + 4 * 60_000));
-    }
-
-    #[test]
-    fn sim_clock_moves_only_when_told() {
-        let c = SimClock::new(5);
-        c.advance(10);
-        assert_eq!(c.now_ms(), 15);
-        c.set(1);
-        assert_eq!(c.now_ms(), 1);
-    }
 
     fn setup() -> Setup {
         Setup {

@@ -1,0 +1,188 @@
+//! The built-in alerts the failure policy raises, all `severity="page", layer="telemetry"`:
+//! `WatchfireSourceDown{source}`, `WatchfireRuleFailing{rule_group,rule}` (for rules that fail
+//! on their own, not because their source is down), `WatchfireNotificationsFailing`,
+//! `WatchfireNotificationsDeadLettered` (a notification was given up on: see the dead
+//! letters), plus an always-firing `Watchdog` (`severity="none"`) for a dead man's switch.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::labels::{Labels, LabelsBuilder};
+
+use super::clock::ms_to_time;
+use super::snapshot::SourceHealth;
+use super::Setup;
+
+type Annotations = BTreeMap<String, String>;
+
+/// A built-in alert's labels and annotations.
+pub(super) type Condition = (Labels, Annotations);
+
+/// What is wrong now, as the built-in alerts read it.
+pub(super) struct Inputs<'a> {
+    pub(super) sources: &'a BTreeMap<String, SourceHealth>,
+    /// Failing rules: (group key, rule name) → last error.
+    pub(super) rule_failures: &'a BTreeMap<(String, String), String>,
+    /// Whether the last two deliveries or more failed.
+    pub(super) delivery_failing: bool,
+    /// The annotations of `WatchfireNotificationsDeadLettered`, while it is due.
+    pub(super) dead_letters: Option<Annotations>,
+}
+
+/// The built-in alert conditions at one time, in the order they are sent.
+pub(super) fn conditions(setup: &Setup, inputs: Inputs<'_>) -> Vec<Condition> {
+    let mut conds: Vec<Condition> = Vec::new();
+    let base = |name: &str, severity: &str, extra: &[(&str, &str)]| {
+        let mut b = LabelsBuilder::new(&setup.external_labels);
+        b.set("alertname", name);
+        b.set("severity", severity);
+        b.set("layer", "telemetry");
+        for (k, v) in extra {
+            b.set(k, v);
+        }
+        b.build()
+    };
+    conds.push((
+        base("Watchdog", "none", &[]),
+        BTreeMap::from([(
+            "summary".to_string(),
+            "Always firing: watchfire's dead man's switch. If it stops arriving, watchfire or the paging path is down."
+                .to_string(),
+        )]),
+    ));
+    for (name, h) in inputs.sources.iter().filter(|(_, h)| !h.up) {
+        conds.push((
+            base("WatchfireSourceDown", "page", &[("source", name)]),
+            BTreeMap::from([
+                (
+                    "summary".to_string(),
+                    format!("Source {name} is failing: rules that read it are frozen, nothing resolves"),
+                ),
+                ("description".to_string(), h.last_error.clone().unwrap_or_default()),
+            ]),
+        ));
+    }
+    for ((g, rule), err) in inputs.rule_failures.iter() {
+        let group = g.rsplit_once(';').map_or(g.as_str(), |(_, n)| n);
+        conds.push((
+            base("WatchfireRuleFailing", "page", &[("rule_group", group), ("rule", rule)]),
+            BTreeMap::from([
+                (
+                    "summary".to_string(),
+                    format!("Rule {rule} in group {group} fails to evaluate"),
+                ),
+                ("description".to_string(), err.clone()),
+            ]),
+        ));
+    }
+    if inputs.delivery_failing {
+        conds.push((
+            base("WatchfireNotificationsFailing", "page", &[]),
+            BTreeMap::from([(
+                "summary".to_string(),
+                "Notifications fail to deliver; they wait in the outbox and are retried".to_string(),
+            )]),
+        ));
+    }
+    if let Some(c) = inputs.dead_letters {
+        conds.push((base("WatchfireNotificationsDeadLettered", "page", &[]), c));
+    }
+    conds
+}
+
+/// How long built-in and rule alerts stay valid without a re-send.
+fn validity_ms(setup: &Setup) -> i64 {
+    4 * setup.interval_ms.max(setup.resend_delay_ms)
+}
+
+/// The built-in alerts active now and when each started.
+#[derive(Debug, Default)]
+pub(super) struct Builtins {
+    active: Mutex<BTreeMap<Labels, (i64, Annotations)>>,
+}
+
+impl Builtins {
+    /// The alerts to send for `conds` at `now`: each condition firing (since it first held),
+    /// valid for a few intervals, and each that no longer holds resolved.
+    pub(super) fn raise(&self, conds: Vec<Condition>, now: i64, setup: &Setup) -> Vec<crate::notify::Alert> {
+        let Ok(mut active) = self.active.lock() else {
+            return Vec::new();
+        };
+        let valid = validity_ms(setup);
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for (labels, ann) in conds {
+            let start = active.get(&labels).map_or(now, |x| x.0);
+            active.insert(labels.clone(), (start, ann.clone()));
+            seen.push(labels.clone());
+            out.push(crate::notify::Alert {
+                labels,
+                annotations: ann,
+                starts_at: ms_to_time(start),
+                ends_at: Some(ms_to_time(now + valid)),
+                generator_url: setup.external_url.clone(),
+                updated_at: ms_to_time(now),
+                timeout: false,
+            });
+        }
+        let gone: Vec<Labels> = active.keys().filter(|l| !seen.contains(l)).cloned().collect();
+        for l in gone {
+            if let Some((start, ann)) = active.remove(&l) {
+                out.push(crate::notify::Alert {
+                    labels: l,
+                    annotations: ann,
+                    starts_at: ms_to_time(start),
+                    ends_at: Some(ms_to_time(now)),
+                    generator_url: setup.external_url.clone(),
+                    updated_at: ms_to_time(now),
+                    timeout: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// The built-in alerts active now: labels, annotations, start.
+    pub(super) fn active(&self) -> Vec<(Labels, Annotations, i64)> {
+        self.active
+            .lock()
+            .map(|a| a.iter().map(|(l, (s, ann))| (l.clone(), ann.clone(), *s)).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::scheduler::testing::setup;
+
+    fn cond(name: &str) -> Condition {
+        (Labels::from_pairs([("alertname", name)]), BTreeMap::new())
+    }
+
+    #[test]
+    fn a_condition_fires_from_when_it_began_and_resolves_once_when_it_stops() {
+        let (b, setup) = (Builtins::default(), setup());
+        let out = b.raise(vec![cond("A"), cond("B")], 1_000, &setup);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].ends_at, Some(ms_to_time(1_000 + 4 * 60_000)));
+
+        let out = b.raise(vec![cond("A")], 2_000, &setup);
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            (out[0].labels.get("alertname"), out[0].starts_at),
+            (Some("A"), ms_to_time(1_000))
+        );
+        assert_eq!(
+            (out[1].labels.get("alertname"), out[1].ends_at),
+            (Some("B"), Some(ms_to_time(2_000)))
+        );
+        assert_eq!(b.active().len(), 1);
+
+        assert_eq!(
+            b.raise(vec![cond("A")], 3_000, &setup).len(),
+            1,
+            "B is resolved only once"
+        );
+    }
+}

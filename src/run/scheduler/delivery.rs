@@ -1,0 +1,354 @@
+//! Delivery: the notifier (routing, grouping, inhibition, timers), the outbox it writes to,
+//! and the delivery rounds that drain the outbox into the receivers, retrying with backoff
+//! and dead-lettering what cannot be delivered.
+//!
+//! Notifications are stored in the outbox before they are sent and deleted once delivered;
+//! what was notified is logged so a restart does not page again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::notify::owners::Owners;
+use crate::notify::receivers::{Deliverer, DeliveryContext, DeliveryError, RetryPolicy};
+use crate::notify::silence::Silences;
+use crate::notify::{Config as NotifyConfig, Notifier};
+use crate::state::{
+    outbox_backoff_ms, OutboxEntry, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
+};
+
+use super::clock::{ms_to_time, Clock};
+use super::snapshot::Metrics;
+
+/// The notifier and what the delivery loop needs beside it.
+pub(super) struct Delivery {
+    /// The notification pipeline, fed by rules, built-ins and the ingest API; `None` without
+    /// routes. Taken through the service's `hub`, which first applies the ingest queue.
+    notifier: Mutex<Option<Notifier>>,
+    /// The notifier's `resolve_timeout` in ms, -1 without one: what ingest needs of the
+    /// configuration, read without taking the notifier.
+    resolve_timeout_ms: AtomicI64,
+    /// When the delivery loop means to wake next (ms); it is woken through `timers_changed`
+    /// when an alert makes a notifier timer due earlier (a new group's `group_wait`).
+    planned_wake_ms: AtomicI64,
+    timers_changed: tokio::sync::Notify,
+    deliverer: Deliverer,
+}
+
+fn resolve_timeout_ms(n: Option<&Notifier>) -> i64 {
+    n.map_or(-1, |n| n.config().global.resolve_timeout.ms())
+}
+
+impl Delivery {
+    pub(super) fn new(notifier: Option<Notifier>) -> Self {
+        Delivery {
+            resolve_timeout_ms: AtomicI64::new(resolve_timeout_ms(notifier.as_ref())),
+            notifier: Mutex::new(notifier),
+            planned_wake_ms: AtomicI64::new(i64::MAX),
+            timers_changed: tokio::sync::Notify::new(),
+            // One attempt per round: the outbox retries, with its own backoff.
+            deliverer: Deliverer::new(DeliveryContext {
+                retry: RetryPolicy {
+                    max_attempts: 1,
+                    ..RetryPolicy::default()
+                },
+                ..DeliveryContext::default()
+            }),
+        }
+    }
+
+    /// The notifier's lock itself, for the service's `hub` and the silences.
+    pub(super) fn notifier(&self) -> &Mutex<Option<Notifier>> {
+        &self.notifier
+    }
+
+    /// The notifier without applying the ingest queue (for what received alerts do not change).
+    pub(super) fn lock(&self) -> Option<MutexGuard<'_, Option<Notifier>>> {
+        self.notifier.lock().ok()
+    }
+
+    /// The `resolve_timeout` received alerts get; `None` without routes.
+    pub(super) fn resolve_timeout(&self) -> Option<crate::duration::Duration> {
+        match self.resolve_timeout_ms.load(Ordering::SeqCst) {
+            ms if ms < 0 => None,
+            ms => Some(crate::duration::Duration::from_ms(ms)),
+        }
+    }
+
+    /// Replaces the notifier held in `hub` with one for `notify` (none without routes).
+    pub(super) fn reconfigure(
+        &self,
+        hub: &mut Option<Notifier>,
+        notify: Option<NotifyConfig>,
+        silences: &Silences,
+        now: i64,
+    ) {
+        let new = notify.map(|c| {
+            let mut n = Notifier::new(c, ms_to_time(now));
+            if let Some(o) = hub.as_ref() {
+                n.nflog = o.nflog.clone();
+                // As Alertmanager keeps its alert store over a reload and routes every alert
+                // again: alerts received over the API (node-probe events, other senders)
+                // are not lost until re-sent. The carried notification log keeps the
+                // groups from notifying twice.
+                n.put_alerts(o.store.list().into_iter().cloned(), ms_to_time(now));
+            }
+            n.silences = silences.clone();
+            n
+        });
+        self.resolve_timeout_ms
+            .store(resolve_timeout_ms(new.as_ref()), Ordering::SeqCst);
+        *hub = new;
+    }
+
+    /// Wakes the delivery loop if `n` now has a timer due before the loop means to wake.
+    pub(super) fn timers_moved(&self, n: &Notifier) {
+        if n.next_timer().timestamp_millis() < self.planned_wake_ms.load(Ordering::SeqCst) {
+            self.timers_changed.notify_one();
+        }
+    }
+
+    /// Sleeps until `next` (the notifier's next timer), at most `max_ms` from `now`, or until
+    /// [`Delivery::timers_moved`] wakes it.
+    pub(super) async fn wait(&self, now: i64, next: i64, max_ms: i64) {
+        let wake = next.clamp(now, now + max_ms);
+        self.planned_wake_ms.store(wake, Ordering::SeqCst);
+        let pause = std::time::Duration::from_millis((wake - now).max(0) as u64);
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = self.timers_changed.notified() => {}
+        }
+        self.planned_wake_ms.store(i64::MAX, Ordering::SeqCst);
+    }
+
+    /// The receiver names of the routing configuration.
+    pub(super) fn receiver_names(&self) -> Vec<String> {
+        self.notifier
+            .lock()
+            .ok()
+            .and_then(|h| {
+                h.as_ref()
+                    .map(|n| n.config().receivers.iter().map(|r| r.name.clone()).collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// Delivers the due outbox entries with `cfg`'s receivers (one attempt each); returns
+    /// (delivered, failed).
+    pub(super) async fn deliver_due(
+        &self,
+        cfg: &NotifyConfig,
+        state: &Mutex<StateStore>,
+        clock: &dyn Clock,
+        metrics: &Mutex<Metrics>,
+        now: i64,
+    ) -> (usize, usize) {
+        // Every waiting entry, oldest first, so that a lane's due entries are sent only when
+        // nothing older in the same lane is still waiting for its retry.
+        let due = match state.lock() {
+            Ok(st) => st.outbox_due(i64::MAX, 512).unwrap_or_else(|e| {
+                tracing::error!("outbox: {e}");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        };
+        // Deliveries run concurrently, one lane per group and integration: a group's
+        // notifications stay in order (a resolve never overtakes its firing), and a lane stops at
+        // its first entry that is not due or fails, so nothing later in it is sent before that
+        // one's retry.
+        let mut lanes: Vec<Vec<OutboxEntry>> = Vec::new();
+        let mut lane_of: HashMap<(String, String, String, usize), usize> = HashMap::new();
+        for e in due {
+            let n = &e.notification;
+            let key = (
+                n.group_key.clone(),
+                n.receiver.clone(),
+                n.target.key.integration.clone(),
+                n.target.key.idx,
+            );
+            let i = *lane_of.entry(key).or_insert_with(|| {
+                lanes.push(Vec::new());
+                lanes.len() - 1
+            });
+            lanes[i].push(e);
+        }
+        // At most this many lanes in flight: receivers (and their rate limits) are shared.
+        const IN_FLIGHT: usize = 16;
+        use futures_util::StreamExt as _;
+        let results: Vec<_> = futures_util::stream::iter(lanes.into_iter().map(|lane| async move {
+            let mut out = Vec::new();
+            for e in lane {
+                if e.next_attempt_at > now {
+                    break;
+                }
+                let res = self.deliverer.deliver(cfg, &e.notification).await;
+                let stop = res.is_err();
+                out.push((e, res));
+                if stop {
+                    break;
+                }
+            }
+            out
+        }))
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+        let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
+        let mut latencies = Vec::new();
+        let results: Vec<_> = results.into_iter().flatten().collect();
+        let Ok(mut st) = state.lock() else { return (0, 0) };
+        // One transaction for the round (a failed commit leaves the entries in the outbox:
+        // sent again, at least once, never lost).
+        let batched = !results.is_empty() && st.begin().map_err(|e| tracing::error!("state: {e}")).is_ok();
+        for (e, res) in results {
+            match res {
+                Ok(()) => {
+                    ok += 1;
+                    latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
+                    if let Err(err) = st.outbox_done(e.id) {
+                        tracing::error!("outbox: {err}");
+                    }
+                }
+                Err(err) => {
+                    failed += 1;
+                    let now = clock.now_ms();
+                    // A final error (400, bad configuration) will not get better by retrying;
+                    // a retryable one is given up on after OUTBOX_MAX_ATTEMPTS. Either way the
+                    // notification is kept as a dead letter, and alerted on.
+                    if is_final(&err) || e.attempts + 1 >= OUTBOX_MAX_ATTEMPTS {
+                        tracing::error!(
+                            receiver = %e.notification.receiver,
+                            group_key = %e.notification.group_key,
+                            attempts = e.attempts + 1,
+                            "delivery failed, notification dead-lettered: {err}"
+                        );
+                        match st.outbox_dead_letter(e.id, now, &err.to_string()) {
+                            Ok(_) => dead += 1,
+                            Err(err2) => tracing::error!("outbox: {err2}"),
+                        }
+                        continue;
+                    }
+                    tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
+                    let next = now + outbox_backoff_ms(e.attempts);
+                    if let Err(err2) = st.outbox_retry(e.id, next, &err.to_string()) {
+                        tracing::error!("outbox: {err2}");
+                    }
+                }
+            }
+        }
+        if batched {
+            if let Err(e) = st.commit() {
+                tracing::error!("state: committing a delivery round failed ({e}); its entries will be sent again");
+            }
+        }
+        drop(st);
+        if let Ok(mut m) = metrics.lock() {
+            m.notifications_sent += ok as u64;
+            m.notifications_failed += failed as u64;
+            m.notifications_dead_lettered += dead;
+            for l in latencies {
+                m.delivery_latency.observe(l);
+            }
+            if ok > 0 {
+                m.delivery_failures_in_a_row = 0;
+            }
+            m.delivery_failures_in_a_row += failed as u64;
+        }
+        (ok, failed)
+    }
+}
+
+/// Runs `n`'s timers at `now`: the notifications due go to the outbox (with `owners`' links)
+/// and the notification log.
+pub(super) fn advance_notifier(n: &mut Notifier, state: &Mutex<StateStore>, owners: Option<&Owners>, now: i64) {
+    let Ok(mut st) = state.lock() else { return };
+    // One transaction for the whole round: flushing a thousand groups is a thousand
+    // outbox rows and log entries, and a commit each would be most of the work.
+    let batched = match st.begin() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!("state: {e}; writing notifications one by one");
+            false
+        }
+    };
+    // Receivers get the deny-listed labels removed and the diagnostic links; the
+    // notification log keeps the alerts as routed.
+    let store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
+        let sent = owners.map(|o| o.outgoing(note));
+        match st.outbox_push(sent.as_ref().unwrap_or(note), now) {
+            Ok(_) => {
+                if let Err(e) = st.nflog_put(note) {
+                    tracing::error!("notification log: {e}");
+                }
+                true
+            }
+            Err(e) => {
+                tracing::error!("outbox: {e}");
+                false
+            }
+        }
+    };
+    let notes = n.advance(ms_to_time(now), &mut |note| store(&mut st, note));
+    if batched {
+        if let Err(e) = st.commit() {
+            // Rolled back: none is stored yet, while the notifier counts them as handed
+            // over. Write each on its own rather than lose them.
+            tracing::error!(
+                "state: committing {} notifications failed ({e}); writing them one by one",
+                notes.len()
+            );
+            for note in &notes {
+                store(&mut st, note);
+            }
+        }
+    }
+}
+
+/// The annotations of `WatchfireNotificationsDeadLettered` while dead letters newer than
+/// [`DEAD_LETTER_ALERT_MS`] exist; older ones past the retention are dropped here.
+pub(super) fn dead_letter_condition(state: &Mutex<StateStore>, now: i64) -> Option<BTreeMap<String, String>> {
+    let mut st = state.lock().ok()?;
+    if let Err(e) = st.dead_letters_prune(now - DEAD_LETTER_RETENTION_MS) {
+        tracing::error!("dead letters: {e}");
+    }
+    let recent = st.dead_letters_since(now - DEAD_LETTER_ALERT_MS).ok()?;
+    let newest = recent.first()?;
+    let mut receivers: Vec<&str> = recent.iter().map(|d| d.receiver.as_str()).collect();
+    receivers.sort_unstable();
+    receivers.dedup();
+    Some(BTreeMap::from([
+        (
+            "summary".to_string(),
+            format!(
+                "{} notification(s) could not be delivered and were dead-lettered (receivers: {})",
+                recent.len(),
+                receivers.join(", ")
+            ),
+        ),
+        (
+            "description".to_string(),
+            format!("Last error ({}): {}", newest.receiver, newest.last_error),
+        ),
+    ]))
+}
+
+/// Whether a delivery error is final (the one attempt the outbox makes wraps it in `GaveUp`).
+fn is_final(e: &DeliveryError) -> bool {
+    match e {
+        DeliveryError::GaveUp { last, .. } => !last.retryable(),
+        e => !e.retryable(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{api_alert_names, notify_config, received, receiving_service, setup};
+
+    #[test]
+    fn a_reload_keeps_alerts_received_over_the_api() {
+        let svc = receiving_service(true);
+        svc.ingest(vec![received("FromNodeProbe")]).unwrap();
+        svc.reload(setup(), Vec::new(), Some(notify_config()));
+        assert_eq!(api_alert_names(&svc), ["FromNodeProbe"]);
+    }
+}

@@ -1,0 +1,482 @@
+//! The evaluation loop's work and the failure policy.
+//!
+//! * Every group runs on its own interval at Prometheus' deterministic slot
+//!   ([`Group::offset_ms`]: a hash of file and name modulo the interval), rules in file order at
+//!   one timestamp, `query_offset` honoured by the rules code; groups read each other's
+//!   recording rules (as in Prometheus' single storage).
+//! * A rule whose query fails because of a source error or timeout keeps its alerts exactly as
+//!   they were (the state machine is not run), so an outage never resolves anything; its
+//!   firing alerts keep being re-sent so receivers do not time them out. The rule is marked
+//!   unhealthy with its last error, and the built-in alerts (`builtins`) page.
+//! * After every group evaluation its alerts are saved to SQLite in one transaction, before
+//!   anything is sent.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use crate::labels::{Labels, Matcher};
+use crate::rules::{AlertState, Group};
+use crate::source::{Queryable, SeriesData, SourceError};
+use crate::state::{RuleAlerts, StateStore};
+use crate::tsdb::Store;
+
+use super::builtins::{self, Builtins, Condition};
+use super::clock::ms_to_time;
+use super::runner::{trim_store, GroupRunner};
+use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};
+use super::Setup;
+
+/// A source wrapper that remembers the errors it returned (to tell source failures from
+/// expression errors) and whether any call succeeded.
+struct Tracking<'a> {
+    inner: &'a dyn Queryable,
+    /// (the failing source's name where the error names one, the message).
+    errors: Mutex<Vec<(Option<String>, String)>>,
+    ok_calls: AtomicU64,
+    /// Time spent in the source (µs).
+    micros: AtomicU64,
+}
+
+impl Queryable for Tracking<'_> {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let started = Instant::now();
+        let res = self.inner.select(matchers, mint, maxt);
+        self.micros.fetch_add(
+            started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        match res {
+            Ok(v) => {
+                self.ok_calls.fetch_add(1, Ordering::Relaxed);
+                Ok(v)
+            }
+            Err(e) => {
+                if let Ok(mut errs) = self.errors.lock() {
+                    errs.push((failing_source(&e), e.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        let started = Instant::now();
+        let res = self.inner.pushdown(expr, t)?;
+        self.micros.fetch_add(
+            started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        match &res {
+            Ok(_) => {
+                self.ok_calls.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if let Ok(mut errs) = self.errors.lock() {
+                    errs.push((failing_source(e), e.to_string()));
+                }
+            }
+        }
+        Some(res)
+    }
+}
+
+/// The source an error names: with several sources, a CloudWatch outage must page as the
+/// CloudWatch source being down, not the default one.
+fn failing_source(e: &SourceError) -> Option<String> {
+    match e {
+        SourceError::Unavailable { source_name, .. } => Some(source_name.clone()),
+        _ => None,
+    }
+}
+
+/// The source with every group's published rule outputs over it, so a group reads the
+/// recording rules of other groups (as in Prometheus' single storage).
+struct WithPublished<'a> {
+    base: &'a dyn Queryable,
+    published: &'a RwLock<Store>,
+}
+
+impl Queryable for WithPublished<'_> {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let mut out = self.base.select(matchers, mint, maxt)?;
+        let local = match self.published.read() {
+            Ok(p) => p.select(matchers, mint, maxt)?,
+            Err(_) => Vec::new(),
+        };
+        for s in local {
+            match out.iter_mut().find(|o| o.labels == s.labels) {
+                Some(o) => {
+                    let mut merged: BTreeMap<i64, f64> = o.samples.iter().copied().collect();
+                    merged.extend(s.samples);
+                    o.samples = merged.into_iter().collect();
+                }
+                None => out.push(s),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        self.base.pushdown(expr, t)
+    }
+}
+
+/// The groups, what they publish to each other, and the failure policy's state.
+#[derive(Default)]
+pub(super) struct Evaluation {
+    groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
+    /// Bumped on reload; group loops of an older generation stop.
+    generation: AtomicU64,
+    /// Rule outputs of all groups (the last hour), read by every group.
+    published: RwLock<Store>,
+    evaluations: AtomicU64,
+    /// Failing rules: (group key, rule name) → last error.
+    rule_failures: Mutex<BTreeMap<(String, String), String>>,
+    pub(super) builtins: Builtins,
+}
+
+/// Where an evaluation reports, beside the alerts it returns: the alert state it saves, the
+/// self-monitoring counters, the source health.
+pub(super) struct Reports<'a> {
+    pub(super) state: &'a Mutex<StateStore>,
+    pub(super) metrics: &'a Mutex<Metrics>,
+    pub(super) sources: &'a Mutex<BTreeMap<String, SourceHealth>>,
+}
+
+impl Evaluation {
+    /// Makes `runners` the groups, with their snapshots in `snapshots`.
+    pub(super) fn install(&self, runners: Vec<GroupRunner>, snapshots: &RwLock<BTreeMap<String, GroupSnapshot>>) {
+        let mut snaps = BTreeMap::new();
+        for r in &runners {
+            snaps.insert(r.key.clone(), r.snapshot());
+        }
+        if let Ok(mut s) = snapshots.write() {
+            *s = snaps;
+        }
+        if let Ok(mut g) = self.groups.write() {
+            *g = runners.into_iter().map(|r| Arc::new(Mutex::new(r))).collect();
+        }
+    }
+
+    /// Runners for a new configuration's `groups`: those matched by key keep their alerts
+    /// and slots.
+    pub(super) fn carry_over(&self, groups: Vec<Group>) -> Vec<GroupRunner> {
+        let old: HashMap<String, Arc<Mutex<GroupRunner>>> = self
+            .groups
+            .read()
+            .map(|g| {
+                g.iter()
+                    .filter_map(|r| r.lock().ok().map(|x| (x.key.clone(), Arc::clone(r))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut runners = Vec::new();
+        for g in groups {
+            let mut r = GroupRunner::new(g);
+            if let Some(o) = old.get(&r.key) {
+                if let Ok(o) = o.lock() {
+                    r.copy_state_from(&o);
+                }
+            }
+            runners.push(r);
+        }
+        runners
+    }
+
+    /// The generation of the groups (bumped by [`Evaluation::next_generation`] on reload).
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn next_generation(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(super) fn runners(&self) -> Vec<Arc<Mutex<GroupRunner>>> {
+        self.groups.read().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// The groups due at `now` with the slot each evaluates, in slot order.
+    pub(super) fn due(&self, now: i64) -> Vec<(i64, Arc<Mutex<GroupRunner>>)> {
+        let groups = self.runners();
+        let mut due: Vec<(i64, usize)> = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            if let Ok(mut r) = g.lock() {
+                if let Ok(ts) = r.due(now) {
+                    due.push((ts, i));
+                }
+            }
+        }
+        due.sort();
+        due.into_iter().map(|(ts, i)| (ts, Arc::clone(&groups[i]))).collect()
+    }
+
+    /// Evaluates one group at `ts` (blocking: queries a remote source); returns the alerts to
+    /// send.
+    pub(super) fn eval_group(
+        &self,
+        setup: &Setup,
+        runner: &mut GroupRunner,
+        ts: i64,
+        to: &Reports<'_>,
+    ) -> Vec<crate::notify::Alert> {
+        let view = WithPublished {
+            base: &*setup.source,
+            published: &self.published,
+        };
+        let tracking = Tracking {
+            inner: &view,
+            errors: Mutex::new(Vec::new()),
+            ok_calls: AtomicU64::new(0),
+            micros: AtomicU64::new(0),
+        };
+        let requests_before = setup.source.requests();
+        let started = Instant::now();
+        let mut outcome = runner
+            .group
+            .eval(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs);
+        let took = started.elapsed().as_secs_f64();
+        runner.last_duration_s = took;
+        runner.iterations += 1;
+        let failed = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        let source_errors: Vec<String> = failed.iter().map(|(_, m)| m.clone()).collect();
+        let interval = runner.group.interval_ms();
+
+        // Failure policy: rules that failed on the source keep their alerts (the rules code
+        // returned before the state machine); keep their firing alerts alive downstream.
+        let mut failures = Vec::new();
+        for (i, err) in &outcome.errors {
+            let msg = err.to_string();
+            let is_source = source_errors.iter().any(|s| msg.contains(s.as_str()));
+            let name = runner.group.rules()[*i].name().to_string();
+            failures.push((name, msg, is_source));
+            if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
+                // With an error policy the rule moved its alerts itself (a synthetic alert,
+                // or resolved ones): send whatever is due; by default only keep firing ones
+                // alive while the source is down.
+                let policy = r.error_policy().is_some();
+                if is_source || policy {
+                    let due: Vec<_> = r
+                        .alerts_to_send(ts, setup.resend_delay_ms, interval)
+                        .into_iter()
+                        .filter(|a| policy || a.state == AlertState::Firing)
+                        .collect();
+                    if !due.is_empty() {
+                        outcome.to_send.push((*i, due));
+                    }
+                }
+            }
+        }
+        if let Ok(mut rf) = self.rule_failures.lock() {
+            rf.retain(|(g, _), _| g != &runner.key);
+            // Rules failing because their source is down page once, as WatchfireSourceDown;
+            // WatchfireRuleFailing is for rules that fail on their own (bad expression, limit).
+            for (name, msg, _) in failures.iter().filter(|f| !f.2) {
+                rf.insert((runner.key.clone(), name.clone()), msg.clone());
+            }
+        }
+        if let Ok(mut s) = to.sources.lock() {
+            // Each error counts against the source it names (the default one otherwise).
+            let mut down = std::collections::BTreeSet::new();
+            for (name, msg) in &failed {
+                let name = name.clone().unwrap_or_else(|| setup.source_name.clone());
+                let h = s.entry(name.clone()).or_default();
+                h.up = false;
+                h.last_error = Some(msg.clone());
+                h.errors_total += 1;
+                down.insert(name);
+            }
+            // The sources this evaluation reached without error are up. A group that read
+            // nothing (e.g. `vector(1)`) says nothing about any source; a single source
+            // (no per-source counts) is up when any call succeeded.
+            let after = setup.source.requests();
+            let mut reached: Vec<String> = after
+                .iter()
+                .filter(|(n, k, c)| {
+                    let before = requests_before
+                        .iter()
+                        .find(|(bn, bk, _)| bn == n && bk == k)
+                        .map_or(0, |b| b.2);
+                    *c > before
+                })
+                .map(|(n, _, _)| n.clone())
+                .collect();
+            if after.is_empty() && tracking.ok_calls.load(Ordering::Relaxed) > 0 {
+                reached.push(setup.source_name.clone());
+            }
+            for name in reached.into_iter().filter(|n| !down.contains(n)) {
+                s.entry(name).or_default().up = true;
+            }
+        }
+        if let Ok(mut m) = to.metrics.lock() {
+            let e = m.groups.entry(runner.key.clone()).or_default();
+            e.0 = took;
+            e.1 += took;
+            e.2 += 1;
+            e.3 = runner.iterations_missed;
+            *m.source_errors.entry(setup.source_name.clone()).or_default() += source_errors.len() as u64;
+            let q = m.source_queries.entry(setup.source_name.clone()).or_default();
+            q.0 += tracking.micros.load(Ordering::Relaxed) as f64 / 1e6;
+            q.1 += tracking.ok_calls.load(Ordering::Relaxed) + source_errors.len() as u64;
+            m.rule_failures += failures.len() as u64;
+        }
+
+        // Persist alert state before anything is sent.
+        let saved: Vec<RuleAlerts> = runner
+            .group
+            .rules()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                r.as_alerting().map(|a| RuleAlerts {
+                    rule_index: i,
+                    rule_name: a.name().to_string(),
+                    alerts: a.alerts().cloned().collect(),
+                })
+            })
+            .filter(|r| !r.alerts.is_empty())
+            .collect();
+        if let Ok(mut st) = to.state.lock() {
+            if let Err(e) = st.save_group(&runner.key, &saved) {
+                tracing::error!("saving alert state of {}: {e}", runner.key);
+            }
+        }
+
+        if !outcome.to_send.is_empty() {
+            if let Some(o) = setup.owners.as_ref() {
+                o.refresh_namespace_teams(ts, |q| setup.engine.instant_vector_labels(&view, q, ts).ok());
+            }
+        }
+        outcome
+            .to_send
+            .iter()
+            .flat_map(|(i, list)| {
+                let expr = runner.group.rules()[*i]
+                    .as_alerting()
+                    .map(|a| a.expr_text().to_string())
+                    .unwrap_or_default();
+                list.iter().map(move |a| to_notify_alert(setup, a, &expr, ts))
+            })
+            .collect()
+    }
+
+    /// After [`Evaluation::eval_group`] handed its alerts over: publishes the group's outputs to
+    /// the other groups and its snapshot to the API.
+    pub(super) fn publish(
+        &self,
+        runner: &mut GroupRunner,
+        ts: i64,
+        snapshots: &RwLock<BTreeMap<String, GroupSnapshot>>,
+    ) {
+        // Publish this evaluation's outputs (values and staleness markers) to the other groups.
+        let qt = ts.saturating_sub(runner.group.query_offset_ms());
+        if let Ok(fresh) = runner.outputs.select(&[], qt, qt) {
+            if let Ok(mut p) = self.published.write() {
+                for series in fresh {
+                    for (t, v) in series.samples {
+                        p.append(&series.labels, t, v);
+                    }
+                }
+            }
+        }
+        // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
+        if runner.iterations.is_multiple_of(64) {
+            runner.outputs = trim_store(&runner.outputs, ts - 3_600_000);
+        }
+        if (self.evaluations.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(256) {
+            if let Ok(mut p) = self.published.write() {
+                *p = trim_store(&p, ts - 3_600_000);
+            }
+        }
+        let snap = runner.snapshot();
+        if let Ok(mut s) = snapshots.write() {
+            s.insert(runner.key.clone(), snap);
+        }
+    }
+
+    /// The built-in alert conditions now (see [`builtins::conditions`]).
+    pub(super) fn builtin_conditions(
+        &self,
+        setup: &Setup,
+        sources: &Mutex<BTreeMap<String, SourceHealth>>,
+        delivery_failing: bool,
+        dead_letters: Option<BTreeMap<String, String>>,
+    ) -> Vec<Condition> {
+        let (no_sources, no_failures) = (BTreeMap::new(), BTreeMap::new());
+        let sources = sources.lock();
+        let rule_failures = self.rule_failures.lock();
+        builtins::conditions(
+            setup,
+            builtins::Inputs {
+                sources: sources.as_deref().unwrap_or(&no_sources),
+                rule_failures: rule_failures.as_deref().unwrap_or(&no_failures),
+                delivery_failing,
+                dead_letters,
+            },
+        )
+    }
+}
+
+fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64) -> crate::notify::Alert {
+    let mut alert = a.outgoing(&setup.external_labels, &setup.external_url, Some(expr), ms_to_time(now));
+    if let Some(o) = setup.owners.as_ref() {
+        o.stamp_alert(&mut alert);
+    }
+    alert
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{groups, setup};
+    use super::super::{Service, SimClock};
+    use crate::state::StateStore;
+    use std::sync::Arc;
+
+    #[test]
+    fn reload_keeps_alert_state_of_matching_rules() {
+        let src = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n        for: 5m\n";
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            groups(src),
+            None,
+            StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let mut t = 0;
+        while svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts.is_empty() {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        let before = svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts[0].active_at;
+        svc.reload(setup(), groups(src), None);
+        assert_eq!(
+            svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts[0].active_at,
+            before,
+            "a reload does not restart `for`"
+        );
+    }
+
+    #[test]
+    fn groups_read_each_others_recording_rules() {
+        let src = "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: vector(3)\n  - name: b\n    rules:\n      - alert: B\n        expr: x:rec == 3\n";
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            groups(src),
+            None,
+            StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        for i in 1..=3 {
+            clock.set(i * 60_000);
+            svc.run_due(i * 60_000);
+        }
+        let snaps = svc.snapshots.read().unwrap();
+        assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
+    }
+}

@@ -1,0 +1,438 @@
+//! The group scheduler and the failure policy.
+//!
+//! [`Service`] is the face the server, the CLI and the tests use; it owns the parts and joins
+//! them where a job crosses two:
+//!
+//! * `evaluation`: the groups on their slots (`runner`), the failure policy, source health
+//!   and the built-in alerts (`builtins`);
+//! * `ingest`: alerts received over the Alertmanager API, queued until they enter the
+//!   notifier;
+//! * `delivery`: the notifier, the outbox, retries and dead letters;
+//! * `silences`: the silences, saved before they apply;
+//! * `restore`: the state rebuilt from SQLite at start;
+//! * `clock` and `snapshot`: where time comes from, and the copies readers get.
+//!
+//! Time comes from a [`Clock`]: [`SystemClock`] for `watchfire run`, [`SimClock`] for tests,
+//! which drive [`Service::run_due`] step by step.
+//!
+//! Lock order, where two are held: silences, then the notifier (`hub`), then the ingest queue,
+//! the built-in alerts or the state store.
+
+mod builtins;
+mod clock;
+mod delivery;
+mod evaluation;
+mod ingest;
+mod restore;
+mod runner;
+mod silences;
+mod snapshot;
+
+pub use clock::{ms_to_time, Clock, SimClock, SystemClock};
+pub use snapshot::{GroupSnapshot, Metrics, NotifierAlert, SourceHealth};
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use chrono::{DateTime, Utc};
+
+use crate::labels::Labels;
+use crate::notify::owners::Owners;
+use crate::notify::silence::{Silence, SilenceError, Silences};
+use crate::notify::{Config as NotifyConfig, Notifier};
+use crate::promql::Engine;
+use crate::rules::Group;
+use crate::source::Queryable;
+use crate::state::StateStore;
+
+use delivery::Delivery;
+use evaluation::{Evaluation, Reports};
+use ingest::IngestQueue;
+use runner::GroupRunner;
+use silences::SilenceBook;
+
+/// What the scheduler was built from (replaced as a whole on reload).
+pub struct Setup {
+    pub engine: Engine,
+    pub source: Arc<dyn Queryable>,
+    pub source_name: String,
+    pub owners: Option<Owners>,
+    pub external_labels: Labels,
+    pub external_url: String,
+    pub resend_delay_ms: i64,
+    /// The default evaluation interval: built-in alerts' validity derives from it.
+    pub interval_ms: i64,
+}
+
+/// The evaluator service: its parts, and what they share.
+pub struct Service {
+    pub setup: RwLock<Arc<Setup>>,
+    pub clock: Arc<dyn Clock>,
+    /// Alert state, outbox, notification log, silences and dead letters.
+    pub state: Mutex<StateStore>,
+    pub metrics: Mutex<Metrics>,
+    /// Source health, written by the evaluations.
+    pub sources: Mutex<BTreeMap<String, SourceHealth>>,
+    /// Per group key, written after each evaluation of the group.
+    pub snapshots: RwLock<BTreeMap<String, GroupSnapshot>>,
+    /// When the service started (ms), for `/api/v2/status`.
+    pub started_ms: i64,
+    evaluation: Evaluation,
+    ingested: IngestQueue,
+    delivery: Delivery,
+    silence_book: SilenceBook,
+}
+
+impl Service {
+    /// A service over `groups`; alerts saved in `state` are restored into them.
+    pub fn new(
+        setup: Setup,
+        groups: Vec<Group>,
+        notify: Option<NotifyConfig>,
+        state: StateStore,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let now = clock.now_ms();
+        let restored = restore::restore(&state, groups, notify, now);
+        let svc = Service {
+            setup: RwLock::new(Arc::new(setup)),
+            clock,
+            state: Mutex::new(state),
+            metrics: Mutex::new(Metrics::default()),
+            sources: Mutex::new(BTreeMap::new()),
+            snapshots: RwLock::new(BTreeMap::new()),
+            started_ms: now,
+            evaluation: Evaluation::default(),
+            ingested: IngestQueue::default(),
+            delivery: Delivery::new(restored.notifier),
+            silence_book: SilenceBook::new(restored.silences),
+        };
+        svc.evaluation.install(restored.runners, &svc.snapshots);
+        svc
+    }
+
+    /// Applies a new configuration: groups matched by key keep their alerts and slots.
+    pub fn reload(&self, setup: Setup, groups: Vec<Group>, notify: Option<NotifyConfig>) {
+        let now = self.clock.now_ms();
+        let runners = self.evaluation.carry_over(groups);
+        // The silences are held until the new notifier has them, so a change made meanwhile
+        // is not lost with the old one.
+        let silences = self.silence_book.lock();
+        if let (Some(silences), Some(mut hub)) = (silences.as_deref(), self.hub()) {
+            self.delivery.reconfigure(&mut hub, notify, silences, now);
+        }
+        drop(silences);
+        if let Ok(mut s) = self.setup.write() {
+            *s = Arc::new(setup);
+        }
+        self.evaluation.next_generation();
+        self.evaluation.install(runners, &self.snapshots);
+    }
+
+    fn current_setup(&self) -> Option<Arc<Setup>> {
+        self.setup.read().ok().map(|s| Arc::clone(&s))
+    }
+
+    /// The notifier, with every queued API alert applied. Batches are taken off the queue only
+    /// while the notifier is held, so they enter it in arrival order.
+    fn hub(&self) -> Option<MutexGuard<'_, Option<Notifier>>> {
+        let mut hub = self.delivery.lock()?;
+        while let Some((alerts, at)) = self.ingested.pop() {
+            if let Some(n) = hub.as_mut() {
+                n.put_fingerprinted(alerts, ms_to_time(at));
+                self.delivery.timers_moved(n);
+            }
+        }
+        Some(hub)
+    }
+
+    /// Evaluates one group at `ts` (blocking: queries a remote source) and hands its alerts to
+    /// the notifier.
+    fn eval_group(&self, runner: &mut GroupRunner, ts: i64) {
+        let Some(setup) = self.current_setup() else { return };
+        let reports = Reports {
+            state: &self.state,
+            metrics: &self.metrics,
+            sources: &self.sources,
+        };
+        let alerts = self.evaluation.eval_group(&setup, runner, ts, &reports);
+        if !alerts.is_empty() {
+            if let Some(mut hub) = self.hub() {
+                if let Some(n) = hub.as_mut() {
+                    n.put_alerts(alerts, ms_to_time(ts));
+                }
+            }
+        }
+        self.evaluation.publish(runner, ts, &self.snapshots);
+    }
+
+    /// Built-in alerts and notification timers at `now`; notifications go to the outbox.
+    fn after_eval(&self, now: i64) {
+        let Some(setup) = self.current_setup() else { return };
+        let delivery_failing = self
+            .metrics
+            .lock()
+            .map(|m| m.delivery_failures_in_a_row >= 2)
+            .unwrap_or(false);
+        let dead_letters = delivery::dead_letter_condition(&self.state, now);
+        let conds = self
+            .evaluation
+            .builtin_conditions(&setup, &self.sources, delivery_failing, dead_letters);
+        // The notifier is held while the built-ins change, so concurrent rounds hand them over
+        // in the order they saw them.
+        let Some(mut hub) = self.hub() else { return };
+        let out = self.evaluation.builtins.raise(conds, now, &setup);
+        if let Some(n) = hub.as_mut() {
+            let owners = setup.owners.as_ref();
+            let out = out.into_iter().map(|mut a| {
+                if let Some(o) = owners {
+                    a.labels = o.stamp(&a.labels);
+                }
+                a
+            });
+            n.put_alerts(out, ms_to_time(now));
+            self.advance_notifier(n, now);
+        }
+    }
+
+    fn advance_notifier(&self, n: &mut Notifier, now: i64) {
+        let setup = self.current_setup();
+        let owners = setup.as_ref().and_then(|s| s.owners.as_ref());
+        delivery::advance_notifier(n, &self.state, owners, now);
+    }
+
+    /// The built-in alerts active now.
+    pub fn builtin_alerts(&self) -> Vec<(Labels, BTreeMap<String, String>, i64)> {
+        self.evaluation.builtins.active()
+    }
+
+    /// Evaluates, in slot order, every group due at `now` (simulated-time driver), then runs
+    /// built-ins and notification timers. Returns how many evaluations ran.
+    pub fn run_due(&self, now: i64) -> usize {
+        let due = self.evaluation.due(now);
+        for (ts, g) in &due {
+            if let Ok(mut r) = g.lock() {
+                self.eval_group(&mut r, *ts);
+            }
+        }
+        self.after_eval(now);
+        due.len()
+    }
+
+    /// Alerts received over the Alertmanager API (`POST /api/v2/alerts`), node-probe events
+    /// included: validated and queued for the notification pipeline (see `ingest`).
+    pub fn ingest<A: crate::notify::alert::IntoAlert>(&self, alerts: Vec<A>) -> Result<usize, String> {
+        let now = self.clock.now_ms();
+        let setup = self.current_setup();
+        let owners = setup.as_ref().and_then(|s| s.owners.as_ref());
+        self.ingested.push(alerts, now, self.delivery.resolve_timeout(), owners)
+    }
+
+    /// Whether so many alerts wait in the ingest queue that a sender should wait for
+    /// [`Service::apply_ingested`] before it is answered.
+    pub fn ingest_backlogged(&self) -> bool {
+        self.ingested.backlogged()
+    }
+
+    /// Whether the caller should start a task running [`Service::apply_ingested`]: false while
+    /// one is already waiting to run, so a burst of POSTs does not pile up blocked threads.
+    pub fn claim_apply(&self) -> bool {
+        self.ingested.claim_apply()
+    }
+
+    /// Puts the queued API alerts into the notifier; blocks on the notifier.
+    pub fn apply_ingested(&self) {
+        self.ingested.release_apply();
+        drop(self.hub());
+    }
+
+    /// Waits until the notifier's next timer is due, at most `max_ms`, or until an incoming
+    /// alert makes a timer due sooner (the delivery loop's pause).
+    pub async fn wait_for_notifier(&self, max_ms: i64) {
+        let now = self.clock.now_ms();
+        let next = self
+            .hub()
+            .and_then(|h| h.as_ref().map(|n| n.next_timer().timestamp_millis()))
+            .unwrap_or(i64::MAX);
+        self.delivery.wait(now, next, max_ms).await;
+    }
+
+    /// Delivers due outbox entries (one attempt each); returns (delivered, failed).
+    pub async fn deliver_outbox(&self) -> (usize, usize) {
+        let now = self.clock.now_ms();
+        if let Some(mut hub) = self.hub() {
+            if let Some(n) = hub.as_mut() {
+                self.advance_notifier(n, now);
+            }
+        }
+        let cfg = self.hub().and_then(|h| h.as_ref().map(|n| n.config().clone()));
+        let Some(cfg) = cfg else { return (0, 0) };
+        self.delivery
+            .deliver_due(&cfg, &self.state, &*self.clock, &self.metrics, now)
+            .await
+    }
+
+    /// Runs every group on its interval until the generation changes (a reload) — call again
+    /// after a reload. Evaluations run on blocking threads; groups run concurrently.
+    pub async fn run_groups(self: Arc<Self>) {
+        let generation = self.evaluation.generation();
+        let mut tasks = Vec::new();
+        for g in self.evaluation.runners() {
+            let svc = Arc::clone(&self);
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    if svc.evaluation.generation() != generation {
+                        return;
+                    }
+                    let now = svc.clock.now_ms();
+                    let due = match g.lock() {
+                        Ok(mut r) => r.due(now),
+                        Err(_) => return,
+                    };
+                    match due {
+                        Err(next) => {
+                            let wait = (next - now).clamp(1, 1000) as u64;
+                            tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                        }
+                        Ok(ts) => {
+                            let svc2 = Arc::clone(&svc);
+                            let g2 = Arc::clone(&g);
+                            let res = tokio::task::spawn_blocking(move || {
+                                if let Ok(mut r) = g2.lock() {
+                                    svc2.eval_group(&mut r, ts);
+                                }
+                                svc2.after_eval(svc2.clock.now_ms());
+                            })
+                            .await;
+                            if let Err(e) = res {
+                                tracing::error!("group evaluation task failed: {e}");
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// The silences (a copy) and the time they were read at.
+    pub fn silences(&self) -> (Silences, DateTime<Utc>) {
+        let now = ms_to_time(self.clock.now_ms());
+        (self.silence_book.current(), now)
+    }
+
+    /// Creates or updates a silence (`POST /api/v2/silences`); saved before it is applied.
+    pub fn silence_set(&self, s: Silence) -> Result<String, SilenceError> {
+        self.change_silences(|sil, now| sil.set(s, now))
+    }
+
+    /// Expires a silence (`DELETE /api/v2/silence/{id}`).
+    pub fn silence_expire(&self, id: &str) -> Result<(), SilenceError> {
+        self.change_silences(|sil, now| sil.expire(id, now))
+    }
+
+    fn change_silences<T>(
+        &self,
+        f: impl FnOnce(&mut Silences, DateTime<Utc>) -> Result<T, SilenceError>,
+    ) -> Result<T, SilenceError> {
+        let now = ms_to_time(self.clock.now_ms());
+        self.silence_book.change(now, &self.state, self.delivery.notifier(), f)
+    }
+
+    /// The alerts the notification pipeline holds, with the silences and inhibitions muting
+    /// each and the receivers its routes pick (`GET /api/v2/alerts`).
+    pub fn notifier_alerts(&self) -> Vec<NotifierAlert> {
+        let now = ms_to_time(self.clock.now_ms());
+        let Some(silences) = self.silence_book.lock() else {
+            return Vec::new();
+        };
+        let Some(hub) = self.hub() else { return Vec::new() };
+        match hub.as_ref() {
+            Some(n) => NotifierAlert::list(n, &silences, now),
+            None => Vec::new(),
+        }
+    }
+
+    /// The receiver names of the routing configuration (`GET /api/v2/receivers`).
+    pub fn receiver_names(&self) -> Vec<String> {
+        self.delivery.receiver_names()
+    }
+
+    /// Outbox depth (for `/metrics`).
+    pub fn outbox_depth(&self) -> u64 {
+        self.state.lock().ok().and_then(|s| s.outbox_depth().ok()).unwrap_or(0)
+    }
+
+    /// Dead letters kept (for `/metrics`).
+    pub fn dead_letter_count(&self) -> u64 {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|s| s.dead_letter_count().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// What the parts' tests build services from.
+#[cfg(test)]
+mod testing {
+    use super::*;
+    use crate::rules::file::{parse, LoadOptions};
+    use std::path::Path;
+
+    pub(super) fn setup() -> Setup {
+        Setup {
+            engine: Engine::default(),
+            source: Arc::new(crate::source::embedded::SharedStore::default()),
+            source_name: "local".into(),
+            owners: None,
+            external_labels: Labels::empty(),
+            external_url: String::new(),
+            resend_delay_ms: 60_000,
+            interval_ms: 60_000,
+        }
+    }
+
+    pub(super) fn groups(src: &str) -> Vec<Group> {
+        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
+        Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap()
+    }
+
+    pub(super) fn notify_config() -> NotifyConfig {
+        crate::notify::config::load_str(
+            "route:\n  receiver: r\n  group_by: [alertname]\nreceivers:\n  - name: r\n",
+            "routes.yaml",
+        )
+        .unwrap()
+    }
+
+    pub(super) fn received(name: &str) -> crate::notify::alert::ReceivedAlert {
+        crate::notify::alert::ReceivedAlert {
+            labels: Labels::from_pairs([("alertname", name)]),
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn api_alert_names(svc: &Service) -> Vec<String> {
+        let mut names: Vec<String> = svc
+            .notifier_alerts()
+            .iter()
+            .map(|a| a.alert.name().to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A service without rule groups, receiving alerts over the API (routes iff `routes`).
+    pub(super) fn receiving_service(routes: bool) -> Service {
+        Service::new(
+            setup(),
+            Vec::new(),
+            routes.then(notify_config),
+            StateStore::in_memory().unwrap(),
+            Arc::new(SimClock::new(0)),
+        )
+    }
+}

@@ -1,0 +1,186 @@
+//! One rule group and its schedule: Prometheus' deterministic slots (a slot that passed while
+//! the previous evaluation ran is counted as missed and skipped), its rule outputs, and the
+//! alert state a reload carries over.
+
+use crate::rules::{AlertState, Group, GroupRule};
+use crate::source::Queryable;
+use crate::tsdb::Store;
+
+use super::snapshot::{AlertSnapshot, GroupSnapshot, RuleSnapshot};
+
+/// One group and its scheduling state.
+pub(super) struct GroupRunner {
+    pub(super) group: Group,
+    /// `file;name`: the key of its saved state.
+    pub(super) key: String,
+    pub(super) outputs: Store,
+    /// The next slot to evaluate (ms); `None` before the first.
+    pub(super) next_ts: Option<i64>,
+    pub(super) iterations: u64,
+    pub(super) iterations_missed: u64,
+    pub(super) last_duration_s: f64,
+}
+
+impl GroupRunner {
+    pub(super) fn new(group: Group) -> Self {
+        let key = format!("{};{}", group.file().display(), group.name());
+        GroupRunner {
+            group,
+            key,
+            outputs: Store::new(),
+            next_ts: None,
+            iterations: 0,
+            iterations_missed: 0,
+            last_duration_s: 0.0,
+        }
+    }
+
+    /// The slot to evaluate at `now`, or the time to wait for: `Ok(ts)` when due (counting
+    /// skipped slots as missed), `Err(next)` when not yet.
+    pub(super) fn due(&mut self, now: i64) -> Result<i64, i64> {
+        let interval = self.group.interval_ms().max(1);
+        let next = *self.next_ts.get_or_insert_with(|| {
+            let t = self.group.eval_timestamp(now);
+            if t == now {
+                t
+            } else {
+                t + interval
+            }
+        });
+        if next > now {
+            return Err(next);
+        }
+        let missed = (now - next) / interval;
+        self.iterations_missed += missed as u64;
+        let ts = next + missed * interval;
+        self.next_ts = Some(ts + interval);
+        Ok(ts)
+    }
+
+    /// Carries alert state over from an older version of the group (reload): rules matched by
+    /// name, in order.
+    pub(super) fn copy_state_from(&mut self, old: &GroupRunner) {
+        let mut used = vec![false; old.group.rules().len()];
+        for r in self.group.rules_mut() {
+            let Some(new) = r.as_alerting_mut() else { continue };
+            let found = old
+                .group
+                .rules()
+                .iter()
+                .enumerate()
+                .find(|(i, o)| !used[*i] && o.as_alerting().is_some_and(|o| o.name() == new.name()));
+            if let Some((i, o)) = found {
+                used[i] = true;
+                if let Some(o) = o.as_alerting() {
+                    new.restore_alerts(o.alerts().cloned());
+                }
+            }
+        }
+        self.outputs = trim_store(&old.outputs, i64::MIN);
+        self.next_ts = old.next_ts;
+    }
+
+    pub(super) fn snapshot(&self) -> GroupSnapshot {
+        let rules = self
+            .group
+            .rules()
+            .iter()
+            .map(|r| match r {
+                GroupRule::Alerting(a) => RuleSnapshot {
+                    alerting: true,
+                    name: a.name().to_string(),
+                    query: a.expr_text().to_string(),
+                    duration_s: a.hold_ms() as f64 / 1000.0,
+                    keep_firing_for_s: a.keep_firing_for_ms() as f64 / 1000.0,
+                    labels: a.labels().to_vec(),
+                    annotations: a.annotations().to_vec(),
+                    health: a.health().as_str(),
+                    last_error: a.last_error().map(|e| e.to_string()),
+                    last_evaluation: a.last_evaluation(),
+                    evaluation_time_s: 0.0,
+                    state: a.state().unwrap_or(AlertState::Inactive).as_str(),
+                    alerts: a
+                        .active_alerts()
+                        .map(|x| AlertSnapshot {
+                            labels: x.labels.clone(),
+                            annotations: x.annotations.clone(),
+                            state: x.state,
+                            active_at: x.active_at,
+                            value: x.value,
+                        })
+                        .collect(),
+                },
+                GroupRule::Recording(rr) => RuleSnapshot {
+                    alerting: false,
+                    name: rr.name().to_string(),
+                    query: rr.expr_text().to_string(),
+                    duration_s: 0.0,
+                    keep_firing_for_s: 0.0,
+                    labels: rr.labels().to_vec(),
+                    annotations: Vec::new(),
+                    health: rr.health().as_str(),
+                    last_error: rr.last_error().map(|e| e.to_string()),
+                    last_evaluation: rr.last_evaluation(),
+                    evaluation_time_s: 0.0,
+                    state: "",
+                    alerts: Vec::new(),
+                },
+            })
+            .collect();
+        GroupSnapshot {
+            name: self.group.name().to_string(),
+            file: self.group.file().display().to_string(),
+            interval_s: self.group.interval_ms() as f64 / 1000.0,
+            last_evaluation: self.group.last_evaluation(),
+            evaluation_time_s: self.last_duration_s,
+            rules,
+        }
+    }
+}
+
+/// A copy of `s` with the samples from `mint` on (bounds the history rule outputs keep).
+pub(super) fn trim_store(s: &Store, mint: i64) -> Store {
+    let mut out = Store::new();
+    if let Ok(all) = s.select(&[], mint, i64::MAX) {
+        for series in all {
+            for (t, v) in series.samples {
+                out.append(&series.labels, t, v);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::file::{parse, LoadOptions};
+    use std::path::Path;
+
+    fn runner(src: &str) -> GroupRunner {
+        let p = parse(src, Path::new("g.yaml"), LoadOptions::default());
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let g = Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap();
+        GroupRunner::new(g.into_iter().next().unwrap())
+    }
+
+    #[test]
+    fn slots_follow_the_group_offset_and_missed_ones_are_counted() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let off = r.group.offset_ms();
+        let start = 10 * 60_000 + 1;
+        // The first slot is the next one at the group's offset.
+        let first = match r.due(start) {
+            Err(next) => next,
+            Ok(ts) => ts,
+        };
+        assert_eq!(first.rem_euclid(60_000), off);
+        assert!(first >= start && first < start + 60_000);
+        assert_eq!(r.due(first), Ok(first));
+        assert_eq!(r.due(first + 1), Err(first + 60_000));
+        // Three and a half intervals late: two slots missed, the latest one evaluated.
+        assert_eq!(r.due(first + 3 * 60_000 + 30_000), Ok(first + 3 * 60_000));
+        assert_eq!(r.iterations_missed, 2);
+        assert_eq!(r.due(first + 3 * 60_000 + 30_001), Err(first + 4 * 60_000));
+    }
+}

@@ -5,6 +5,7 @@
 pub mod aws;
 pub mod check;
 pub mod duration;
+pub mod gofmt;
 pub mod labels;
 pub mod notify;
 pub mod promql;

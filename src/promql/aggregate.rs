@@ -8,10 +8,10 @@ use promql_parser::parser::token::{
 };
 use promql_parser::parser::{AggregateExpr, LabelModifier};
 
+use super::error::Error;
 use super::eval::Evaluator;
 use super::mathx::{format_go_float, kahan_inc, quantile};
 use super::value::{FloatHistogram, Sample, Value};
-use super::Error;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
 /// Running state of one output group.

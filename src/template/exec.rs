@@ -10,7 +10,7 @@ use std::rc::Rc;
 use super::funcs::{self, Callee, Ctx, Ty};
 use super::gofmt::{go_quote, print_top};
 use super::parse::{Arg, Branch, Command, List, Node, Number, Pipe, Tree};
-use super::value::{IntKind, Value};
+use super::value::{truth, IntKind, Value};
 
 /// Go's `maxExecDepth`, as it appears in the error message.
 const GO_MAX_EXEC_DEPTH: usize = 100_000;
@@ -811,11 +811,6 @@ impl<'t, 'c> State<'t, 'c> {
             ))),
         }
     }
-}
-
-/// Go's `truth` (`isTrue` of the indirected interface).
-pub(crate) fn truth(v: &Value) -> bool {
-    v.clone().indirect_interface().is_true().0
 }
 
 impl Ty {

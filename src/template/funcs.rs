@@ -8,12 +8,25 @@ use std::rc::Rc;
 
 use regex::Regex;
 
-use super::exec::truth;
 use super::gofmt::{eval_args, float_v, format_float, go_quote, is_print, sprint, sprintf, sprintln};
 use super::gotime::GoTime;
 use super::parse::parse_go_float;
-use super::value::{sample_from, IntKind, Kind, Sample, UintKind, Value};
-use super::Querier;
+use super::value::{sample_from, truth, IntKind, Kind, Sample, UintKind, Value};
+use crate::labels::Labels;
+
+/// One element of a `query` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuerySample {
+    pub labels: Labels,
+    pub value: f64,
+}
+
+/// Runs PromQL for the `query` template function; implemented by the rule engine, which
+/// evaluates at the alert's evaluation time. An error fails the expansion with
+/// `error calling query: <message>`.
+pub trait Querier {
+    fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String>;
+}
 
 /// Go parameter types of template functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

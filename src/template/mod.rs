@@ -38,23 +38,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::labels::Labels;
-
+pub use self::funcs::{Querier, QuerySample};
 use self::value::{AlertData, Value};
-
-/// One element of a `query` result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuerySample {
-    pub labels: Labels,
-    pub value: f64,
-}
-
-/// Runs PromQL for the `query` template function; implemented by the rule engine, which
-/// evaluates at the alert's evaluation time. An error fails the expansion with
-/// `error calling query: <message>`.
-pub trait Querier {
-    fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String>;
-}
 
 /// The data an alert template sees (Prometheus' `AlertTemplateData`).
 #[derive(Debug, Clone, Default, PartialEq)]

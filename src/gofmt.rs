@@ -501,3 +501,103 @@ pub(crate) fn format_float(f: f64, fmt: char, prec: i32) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shortest_formats() {
+        assert_eq!(format_g(0.1), "0.1");
+        assert_eq!(format_g(123456.0), "123456");
+        assert_eq!(format_g(1e6), "1e+06");
+        assert_eq!(format_g(1e21), "1e+21");
+        assert_eq!(format_g(1e-4), "0.0001");
+        assert_eq!(format_g(1.5e-7), "1.5e-07");
+        assert_eq!(format_g(5e-324), "5e-324");
+        assert_eq!(format_g(-0.0), "-0");
+        assert_eq!(format_g(f64::NAN), "NaN");
+        assert_eq!(format_g(f64::INFINITY), "+Inf");
+        assert_eq!(format_g(f64::NEG_INFINITY), "-Inf");
+
+        assert_eq!(format_f(1e21), "1000000000000000000000");
+        assert_eq!(format_f(1.5e-7), "0.00000015");
+        assert_eq!(format_f(-0.0), "-0");
+        assert_eq!(format_f(9007199254740993.0), "9007199254740992");
+
+        assert_eq!(format_e_upper(1.0), "1E+00");
+        assert_eq!(format_e_upper(2.5e-1), "2.5E-01");
+        assert_eq!(format_e_upper(1e100), "1E+100");
+        assert_eq!(format_e_upper(-0.0), "-0E+00");
+        assert_eq!(format_e_upper(f64::NEG_INFINITY), "-Inf");
+    }
+
+    #[test]
+    fn format_f_fast_path_is_strconv() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut inputs = vec![
+            0.0,
+            -0.0,
+            5e-324,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            1e21,
+            1e-7,
+            0.1,
+            f64::NAN,
+        ];
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            inputs.push(f64::from_bits(x));
+        }
+        for f in inputs {
+            assert_eq!(format_f(f), format_float(f, 'f', -1), "{f:e}");
+        }
+    }
+
+    #[test]
+    fn fixed_precision_rounds_exactly() {
+        // 2.675 is 2.67499999999999982236431605997495353221893310546875.
+        assert_eq!(format_float(2.675, 'f', 2), "2.67");
+        // Exactly halfway: to even.
+        assert_eq!(format_float(0.125, 'f', 2), "0.12");
+        assert_eq!(format_float(0.375, 'f', 2), "0.38");
+        assert_eq!(format_float(12345.678, 'g', 4), "1.235e+04");
+        assert_eq!(format_float(99.5, 'g', 2), "1e+02");
+        assert_eq!(format_float(1234.5678, 'e', 3), "1.235e+03");
+        assert_eq!(format_float(0.000012345, 'G', 3), "1.23E-05");
+        assert_eq!(format_float(1.0, 'x', -1), "0x1p+00");
+        assert_eq!(format_float(1.0, 'b', -1), "4503599627370496p-52");
+        assert_eq!(format_float(-1.5, 'f', 0), "-2");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);
+        assert_eq!(quote("héllo"), "\"héllo\"");
+        assert_eq!(quote("\x01\x7f\u{85}"), r#""\x01\x7f\u0085""#);
+        assert_eq!(
+            quote("\u{a0}\u{200b}\u{e000}\u{f0000}"),
+            r#""\u00a0\u200b\ue000\U000f0000""#
+        );
+        assert_eq!(quote_to_ascii("héllo☺"), r#""h\u00e9llo\u263a""#);
+        assert_eq!(quote_rune('\''), r"'\''");
+        assert_eq!(quote_rune('"'), "'\"'");
+        assert_eq!(quote_rune_to_ascii('☺'), r"'\u263a'");
+        assert!(is_print('é') && !is_print('\u{ad}') && !is_print('\u{a0}'));
+        assert!(can_backquote("a\tb") && !can_backquote("a`b") && !can_backquote("a\nb"));
+    }
+
+    #[test]
+    fn quoting_variants_differ_only_in_what_prints() {
+        let s = "a\n\u{200b}\u{a0}\u{e000}\u{600}\u{85}";
+        assert_eq!(quote(s), r#""a\n\u200b\u00a0\ue000\u0600\u0085""#);
+        assert_eq!(
+            quote_common_invisibles(s),
+            "\"a\\n\\u200b\\u00a0\u{e000}\u{600}\\u0085\""
+        );
+        assert_eq!(quote_controls_only(s), "\"a\\n\u{200b}\u{a0}\u{e000}\u{600}\\u0085\"");
+    }
+}

@@ -55,7 +55,7 @@ pub fn fingerprint_of<'a>(labels: impl Iterator<Item = &'a crate::labels::Label>
 pub fn labelset_string(labels: &Labels) -> String {
     let mut parts: Vec<String> = labels
         .iter()
-        .map(|l| format!("{}={}", l.name, super::yaml::go_quote(&l.value)))
+        .map(|l| format!("{}={}", l.name, crate::gofmt::quote_common_invisibles(&l.value)))
         .collect();
     parts.sort();
     format!("{{{}}}", parts.join(", "))
@@ -278,7 +278,10 @@ impl ReceivedAlert {
         }
         for l in self.labels.iter() {
             if !super::matchers::is_valid_label_name(&l.name) {
-                return Err(format!("invalid name {}", super::yaml::go_quote(&l.name)));
+                return Err(format!(
+                    "invalid name {}",
+                    crate::gofmt::quote_common_invisibles(&l.name)
+                ));
             }
         }
         Ok(Alert {

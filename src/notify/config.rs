@@ -15,7 +15,8 @@ use super::integrations::{self, decode_http_config, parse_am_url, HttpClientConf
 use super::maintenance::{decode_route_extensions, RouteExtensions};
 use super::matchers::{is_valid_label_name, new_matcher, parse_matchers, sort as sort_matchers};
 use super::timeinterval::{decode_named, NamedTimeInterval};
-use super::yaml::{self, go_quote, DResult, Decoder, Fail, Issue, Node, Pos};
+use super::yaml::{self, DResult, Decoder, Fail, Issue, Node, Pos};
+use crate::gofmt::quote_common_invisibles as go_quote;
 
 /// Why a configuration file could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -39,7 +39,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| match e {
             DurationError::Empty => "empty duration string".into(),
             DurationError::Invalid | DurationError::UnknownUnit(_) => {
-                format!("not a valid duration string: {}", crate::notify::yaml::go_quote(s))
+                format!(
+                    "not a valid duration string: {}",
+                    crate::gofmt::quote_common_invisibles(s)
+                )
             }
             DurationError::OutOfRange => "duration out of range".into(),
         })
@@ -55,7 +58,7 @@ impl fmt::Display for Duration {
 /// Go's `time.ParseDuration` (`300ms`, `-1.5h`, `2h45m`), to nanoseconds.
 pub fn parse_go_duration(s: &str) -> Result<i128, String> {
     let orig = s;
-    let err = || format!("time: invalid duration {}", crate::notify::yaml::go_quote(orig));
+    let err = || format!("time: invalid duration {}", crate::gofmt::quote_common_invisibles(orig));
     let (neg, mut s) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -88,14 +91,14 @@ pub fn parse_go_duration(s: &str) -> Result<i128, String> {
             "" => {
                 return Err(format!(
                     "time: missing unit in duration {}",
-                    crate::notify::yaml::go_quote(orig)
+                    crate::gofmt::quote_common_invisibles(orig)
                 ))
             }
             _ => {
                 return Err(format!(
                     "time: unknown unit {} in duration {}",
-                    crate::notify::yaml::go_quote(unit),
-                    crate::notify::yaml::go_quote(orig)
+                    crate::gofmt::quote_common_invisibles(unit),
+                    crate::gofmt::quote_common_invisibles(orig)
                 ))
             }
         };

@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 
 use super::duration::parse_go_duration;
-use super::yaml::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use super::yaml::{DResult, Decoder, Fail, Node, Pos};
+use crate::gofmt::quote_common_invisibles as go_quote;
 
 /// A decoded field value.
 #[derive(Clone, Debug, PartialEq)]

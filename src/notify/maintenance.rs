@@ -22,7 +22,8 @@ use chrono::{DateTime, Utc};
 
 use super::duration::{parse_duration, Duration};
 use super::timeinterval::Location;
-use super::yaml::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use super::yaml::{DResult, Decoder, Fail, Node, Pos};
+use crate::gofmt::quote_common_invisibles as go_quote;
 
 /// The `watchfire:` extensions of one route.
 #[derive(Clone, Debug, Default)]

@@ -12,6 +12,7 @@ use super::functions::{
 };
 use super::mathx::{linear_regression, quantile};
 use super::value::{Sample, Value};
+use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
 impl Evaluator<'_> {
@@ -69,7 +70,7 @@ impl Evaluator<'_> {
                     if !(0.0..=1.0).contains(&q) {
                         ev.warn(format!(
                             "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                            super::mathx::format_go_float(q),
+                            format_f(q),
                             ev.pos(e)
                         ));
                     }
@@ -83,7 +84,7 @@ impl Evaluator<'_> {
                     let qv = if q.fract() == 0.0 && q.is_finite() {
                         format!("{q:.1}")
                     } else {
-                        super::mathx::format_go_float(q)
+                        format_f(q)
                     };
                     let mut results =
                         super::native::map_native(&ev.annotations, &native, t, "histogram_quantile", &at, |h| {
@@ -353,7 +354,7 @@ impl Evaluator<'_> {
                 if !(0.0..=1.0).contains(&q) {
                     ev.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                        super::mathx::format_go_float(q),
+                        format_f(q),
                         ev.pos(arg(0)?)
                     ));
                 }
@@ -450,7 +451,7 @@ impl Evaluator<'_> {
                 if !(0.0..=1.0).contains(&q) {
                     ev.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                        super::mathx::format_go_float(q),
+                        format_f(q),
                         ev.pos(arg(0)?)
                     ));
                 }

@@ -10,7 +10,7 @@ mod fastpath;
 mod functions;
 mod histogram;
 mod info;
-pub mod mathx;
+mod mathx;
 mod native;
 mod options;
 mod select;

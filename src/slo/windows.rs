@@ -8,9 +8,10 @@
 //! the 30d percentages and scales every window by `period / 30d` (rounded to the minute), so the
 //! factors stay 14.4, 6, 3 and 1.
 
-use super::num::{go_g, Decimal, Dur, Ratio, MINUTE};
+use super::num::{Decimal, Dur, Ratio, MINUTE};
 use super::spec::{TierName, TierOverride};
 use super::yaml::{self, Node};
+use crate::gofmt::format_g;
 
 /// One tier of a catalog.
 #[derive(Clone, Debug, PartialEq)]
@@ -244,8 +245,8 @@ impl Tier {
             (Factor::Budget(_), true) => self
                 .factor_exact()
                 .map(|d| d.to_string())
-                .unwrap_or_else(|| go_g(self.factor_f64())),
-            (Factor::Budget(_), false) => go_g(self.factor_f64()),
+                .unwrap_or_else(|| format_g(self.factor_f64())),
+            (Factor::Budget(_), false) => format_g(self.factor_f64()),
         }
     }
 

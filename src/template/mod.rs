@@ -11,8 +11,8 @@
 //! * [`check`] parses a template without running it (for `rulecheck`).
 //!
 //! Modules: `lexer` and `parse` (Go's `text/template/parse`), `exec` (evaluation), `funcs` (the
-//! function map), `value` (dynamic values), `gofmt` (Go's `fmt`/`strconv`) and `gotime` (Go's
-//! `time` formatting).
+//! function map), `value` (dynamic values), `gofmt` (Go's `fmt` verbs; `strconv` is the crate's
+//! [`crate::gofmt`]) and `gotime` (Go's `time` formatting).
 //!
 //! Semantics worth knowing: with `missingkey=zero` a missing key of `$labels` (a
 //! `map[string]string`) expands to the empty string, while a missing field of nil data or a

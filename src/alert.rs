@@ -53,7 +53,7 @@ pub fn fingerprint_of<'a>(labels: impl Iterator<Item = &'a crate::labels::Label>
 pub fn labelset_string(labels: &Labels) -> String {
     let mut parts: Vec<String> = labels
         .iter()
-        .map(|l| format!("{}={}", l.name, crate::yaml::v2::go_quote(&l.value)))
+        .map(|l| format!("{}={}", l.name, crate::gofmt::quote_common_invisibles(&l.value)))
         .collect();
     parts.sort();
     format!("{{{}}}", parts.join(", "))

@@ -4,9 +4,8 @@
 //! SLO specs and promqltest scripts all write durations this way; each caller words errors as its
 //! peer tool does ([`DurationError::prometheus_message`], [`parse_alertmanager`]).
 
+use crate::gofmt::quote_common_invisibles;
 use std::fmt;
-
-use crate::yaml::v2::go_quote;
 
 /// Units with their length in milliseconds, in the order they must appear.
 pub const UNITS: [(&str, i64); 7] = [
@@ -210,7 +209,7 @@ pub fn parse_alertmanager(s: &str) -> Result<Duration, String> {
     parse_ms(s).map(Duration).map_err(|e| match e {
         DurationError::Empty => "empty duration string".into(),
         DurationError::Invalid | DurationError::UnknownUnit(_) => {
-            format!("not a valid duration string: {}", go_quote(s))
+            format!("not a valid duration string: {}", quote_common_invisibles(s))
         }
         DurationError::OutOfRange => "duration out of range".into(),
     })
@@ -219,7 +218,7 @@ pub fn parse_alertmanager(s: &str) -> Result<Duration, String> {
 /// Go's `time.ParseDuration` (`300ms`, `-1.5h`, `2h45m`), to nanoseconds, with Go's messages.
 pub fn parse_go_ns(s: &str) -> Result<i128, String> {
     let orig = s;
-    let err = || format!("time: invalid duration {}", go_quote(orig));
+    let err = || format!("time: invalid duration {}", quote_common_invisibles(orig));
     let (neg, mut s) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -249,12 +248,17 @@ pub fn parse_go_ns(s: &str) -> Result<i128, String> {
             "s" => 1e9,
             "m" => 60e9,
             "h" => 3600e9,
-            "" => return Err(format!("time: missing unit in duration {}", go_quote(orig))),
+            "" => {
+                return Err(format!(
+                    "time: missing unit in duration {}",
+                    quote_common_invisibles(orig)
+                ))
+            }
             _ => {
                 return Err(format!(
                     "time: unknown unit {} in duration {}",
-                    go_quote(unit),
-                    go_quote(orig)
+                    quote_common_invisibles(unit),
+                    quote_common_invisibles(orig)
                 ))
             }
         };

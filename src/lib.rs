@@ -6,6 +6,7 @@ pub mod alert;
 pub mod aws;
 pub mod check;
 pub mod duration;
+pub mod gofmt;
 pub mod labels;
 pub mod notify;
 pub mod promql;

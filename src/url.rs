@@ -3,8 +3,7 @@
 //! (templates, Alertmanager links), and Go's `url.Parse` and `net.SplitHostPort` as far as
 //! Alertmanager's configuration checks need them.
 
-// strconv.Quote has no ground-floor home yet (issue 14 gives it one); until then, notify's.
-use crate::yaml::v2::go_quote;
+use crate::gofmt::quote_common_invisibles;
 
 /// Percent-encodes everything but RFC 3986's unreserved characters (spaces too, as `%20`).
 pub fn encode(s: &str) -> String {
@@ -41,7 +40,7 @@ pub struct GoUrl {
 }
 
 pub fn go_url_parse(s: &str) -> Result<GoUrl, String> {
-    let err = |why: &str| format!("parse {}: {why}", go_quote(s));
+    let err = |why: &str| format!("parse {}: {why}", quote_common_invisibles(s));
     if s.chars().any(|c| (c as u32) < 0x20 || c as u32 == 0x7f) {
         return Err(err("net/url: invalid control character in URL"));
     }
@@ -88,7 +87,10 @@ pub fn go_url_parse(s: &str) -> Result<GoUrl, String> {
         };
         if let Some(p) = port {
             if !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err(&format!("invalid port {} after host", go_quote(&format!(":{p}")))));
+                return Err(err(&format!(
+                    "invalid port {} after host",
+                    quote_common_invisibles(&format!(":{p}"))
+                )));
             }
         }
         host = hostport.to_string();
@@ -105,7 +107,10 @@ pub fn go_url_parse(s: &str) -> Result<GoUrl, String> {
 pub fn parse_am_url(s: &str) -> Result<GoUrl, String> {
     let u = go_url_parse(s)?;
     if u.scheme != "http" && u.scheme != "https" {
-        return Err(format!("unsupported scheme {} for URL", go_quote(&u.scheme)));
+        return Err(format!(
+            "unsupported scheme {} for URL",
+            quote_common_invisibles(&u.scheme)
+        ));
     }
     if u.host.is_empty() {
         return Err("missing host for URL".into());

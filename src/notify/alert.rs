@@ -95,7 +95,10 @@ impl ReceivedAlert {
         }
         for l in self.labels.iter() {
             if !crate::labels::is_valid_label_name(&l.name) {
-                return Err(format!("invalid name {}", crate::yaml::v2::go_quote(&l.name)));
+                return Err(format!(
+                    "invalid name {}",
+                    crate::gofmt::quote_common_invisibles(&l.name)
+                ));
             }
         }
         Ok(Alert {

@@ -15,9 +15,10 @@ use super::maintenance::{decode_route_extensions, RouteExtensions};
 use super::matchers::{new_matcher, parse_matchers, sort as sort_matchers};
 use super::timeinterval::{decode_named, NamedTimeInterval};
 use crate::duration::{parse_alertmanager as parse_duration, Duration};
+use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::labels::is_valid_label_name;
 use crate::url::{parse_am_url, split_host_port};
-use crate::yaml::v2::{self as yaml, go_quote, DResult, Decoder, Fail, Issue, Node, Pos};
+use crate::yaml::v2::{self as yaml, DResult, Decoder, Fail, Issue, Node, Pos};
 
 /// Why a configuration file could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

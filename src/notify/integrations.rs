@@ -10,8 +10,9 @@
 use std::collections::BTreeMap;
 
 use crate::duration::parse_go_ns as parse_go_duration;
+use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::url::{go_url_parse, parse_am_url, split_host_port};
-use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use crate::yaml::v2::{DResult, Decoder, Fail, Node, Pos};
 
 /// A decoded field value.
 #[derive(Clone, Debug, PartialEq)]

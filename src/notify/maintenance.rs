@@ -22,7 +22,8 @@ use chrono::{DateTime, Utc};
 
 use super::timeinterval::Location;
 use crate::duration::{parse_alertmanager as parse_duration, Duration};
-use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node, Pos};
+use crate::gofmt::quote_common_invisibles as go_quote;
+use crate::yaml::v2::{DResult, Decoder, Fail, Node, Pos};
 
 /// The `watchfire:` extensions of one route.
 #[derive(Clone, Debug, Default)]

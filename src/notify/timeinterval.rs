@@ -4,7 +4,8 @@
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Timelike, Utc};
 
-use crate::yaml::v2::{go_quote, DResult, Decoder, Fail, Node};
+use crate::gofmt::quote_common_invisibles as go_quote;
+use crate::yaml::v2::{DResult, Decoder, Fail, Node};
 
 /// A `[start, end)` range of minutes of the day.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

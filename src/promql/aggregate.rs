@@ -8,10 +8,11 @@ use promql_parser::parser::token::{
 };
 use promql_parser::parser::{AggregateExpr, LabelModifier};
 
+use super::error::Error;
 use super::eval::Evaluator;
-use super::mathx::{format_go_float, kahan_inc, quantile};
+use super::mathx::{kahan_inc, quantile};
 use super::value::{FloatHistogram, Sample, Value};
-use super::Error;
+use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
 /// Running state of one output group.
@@ -68,7 +69,7 @@ impl Evaluator<'_> {
                 if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&param_f) {
                     return Err(Error::Eval(format!(
                         "Scalar value {} overflows int64",
-                        format_go_float(param_f)
+                        format_f(param_f)
                     )));
                 }
                 let k = param_f as i64;
@@ -86,8 +87,8 @@ impl Evaluator<'_> {
                     let at = a.param.as_ref().map(|p| self.pos(p)).unwrap_or_default();
                     self.warn(format!(
                         "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {}{at}",
-                        format_go_float(param_f),
-                        format_go_float(r)
+                        format_f(param_f),
+                        format_f(r)
                     ));
                 }
                 let out = input
@@ -119,7 +120,7 @@ impl Evaluator<'_> {
             let at = a.param.as_ref().map(|p| self.pos(p)).unwrap_or_default();
             self.warn(format!(
                 "PromQL warning: quantile value should be between 0 and 1, got {}{at}",
-                format_go_float(param)
+                format_f(param)
             ));
         }
         let mut order: Vec<Labels> = Vec::new();
@@ -128,7 +129,7 @@ impl Evaluator<'_> {
             let mut key = self.cached_key(a, &s.metric);
             if op == T_COUNT_VALUES {
                 let mut b = LabelsBuilder::new(&key);
-                b.set(label, &format_go_float(s.v));
+                b.set(label, &format_f(s.v));
                 key = b.build();
             }
             let g = match groups.get_mut(&key) {

@@ -10,9 +10,9 @@ use promql_parser::parser::{BinModifier, BinaryExpr, LabelModifier, VectorMatchC
 
 use std::sync::Arc;
 
+use super::error::Error;
 use super::eval::Evaluator;
 use super::value::{FloatHistogram, Sample, Value};
-use super::Error;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 use crate::tsdb::CounterResetHint;
 

@@ -9,77 +9,39 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use promql_parser::label::MatchOp as PMatchOp;
-use promql_parser::parser::{AtModifier, Call, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryExpr, VectorSelector};
 
-use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
+use super::annotations::Annotations;
+use super::error::Error;
+use super::native;
+use super::options::EngineOptions;
+use super::queryable::Queryable;
+use super::select::{
+    dur_ms, last_in_lookback, merge_histograms, node_key, sample_before, seek, select, select_histograms, Fetched,
+    FetchedSeries, RangeSeries, RangeWindow, SampleSlice,
+};
 use super::value::{is_stale_nan, Sample, Series, Value};
-use super::{Annotations, Error};
-use crate::labels::{Labels, Matcher, METRIC_NAME};
-use crate::tsdb::FloatHistogram;
+use crate::labels::Labels;
 
-/// Series fetched for one selector, shared by every step of the query.
-pub(crate) struct Fetched {
-    mint: i64,
-    maxt: i64,
-    pub(crate) series: Vec<FetchedSeries>,
+/// One precomputed vector per step of the query (filled by `fastpath`).
+pub(crate) struct StepVectors {
+    pub(crate) start: i64,
+    pub(crate) step: i64,
+    pub(crate) steps: Vec<Vec<Sample>>,
 }
 
-pub(crate) struct FetchedSeries {
-    pub(crate) labels: Labels,
-    /// All samples, stale markers included (instant selectors stop at a stale marker).
-    pub(crate) samples: Vec<(i64, f64)>,
-    /// The samples without stale markers, only when there were any (range selectors skip them).
-    pub(crate) nonstale: Option<Vec<(i64, f64)>>,
-    /// Native histogram samples (a lane of their own, usually empty).
-    pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
-    /// Where the previous step's searches ended: steps move forward, so the next search
-    /// usually walks a few samples from here instead of bisecting the whole series.
-    hint: Cell<usize>,
-    range_hint: Cell<(usize, usize)>,
-}
-
-impl FetchedSeries {
-    pub(crate) fn range_samples(&self) -> &[(i64, f64)] {
-        self.nonstale.as_deref().unwrap_or(&self.samples)
+impl StepVectors {
+    pub(crate) fn at(&self, t: i64) -> Option<Vec<Sample>> {
+        let d = t - self.start;
+        if d < 0 || d % self.step != 0 {
+            return None;
+        }
+        self.steps.get((d / self.step) as usize).cloned()
     }
 }
 
 /// (aggregation node, input labels identity) → (input labels, grouping key).
 pub(crate) type GroupKeyCache = HashMap<(usize, usize), (Labels, Labels), ahash::RandomState>;
-
-/// One series of a range vector argument, borrowing its samples where it can.
-pub(crate) struct RangeSeries {
-    pub(crate) metric: Labels,
-    pub(crate) drop_name: bool,
-    pub(crate) samples: SampleSlice,
-    /// Native histogram points in the window (only from histogram-aware contexts).
-    pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
-}
-
-pub(crate) enum SampleSlice {
-    Shared(Rc<Fetched>, usize, std::ops::Range<usize>),
-    Owned(Vec<(i64, f64)>),
-}
-
-impl SampleSlice {
-    pub(crate) fn as_slice(&self) -> &[(i64, f64)] {
-        match self {
-            SampleSlice::Shared(f, i, r) => &f.series[*i].range_samples()[r.clone()],
-            SampleSlice::Owned(v) => v,
-        }
-    }
-}
-
-/// The window a range vector argument covered, needed by rate's extrapolation.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RangeWindow {
-    /// Exclusive start (ms).
-    pub(crate) start: i64,
-    /// Inclusive end (ms).
-    pub(crate) end: i64,
-    pub(crate) range_ms: i64,
-}
 
 pub(crate) struct Evaluator<'a> {
     src: &'a dyn Queryable,
@@ -95,13 +57,13 @@ pub(crate) struct Evaluator<'a> {
     /// Time ranges each selector needs, keyed by node address.
     needed: HashMap<usize, (i64, i64)>,
     cache: RefCell<HashMap<usize, Rc<Fetched>>>,
-    pub(crate) annotations: RefCell<Annotations>,
+    pub(crate) annotations: Annotations,
     /// Grouping keys by (aggregation node, input label set identity); the entry holds the input
     /// labels so their identity cannot be reused while cached. Saves rebuilding keys per step.
     pub(crate) group_keys: RefCell<GroupKeyCache>,
     /// Aggregations of a range query computed series by series for all steps at once
     /// (see `fastpath`), by node address; the step-wise evaluation reads them from here.
-    pub(crate) precomputed: HashMap<usize, super::fastpath::StepVectors>,
+    pub(crate) precomputed: HashMap<usize, StepVectors>,
     /// The query text, to give annotations a position.
     query: String,
     /// When the source holds native histograms: the selectors (node keys) whose context
@@ -109,14 +71,6 @@ pub(crate) struct Evaluator<'a> {
     hist_ok: Option<HashSet<usize>>,
     /// Selectors read as Prometheus' `HistogramStatsIterator` would (see `native`).
     hist_stats: HashSet<usize>,
-}
-
-pub(crate) fn node_key<T>(n: &T) -> usize {
-    n as *const T as usize
-}
-
-pub(crate) fn dur_ms(d: &std::time::Duration) -> i64 {
-    d.as_millis() as i64
 }
 
 fn offset_ms(o: &Option<Offset>) -> i64 {
@@ -138,7 +92,7 @@ impl<'a> Evaluator<'a> {
     pub(crate) fn new(
         src: &'a dyn Queryable,
         expr: &Expr,
-        opts: &super::EngineOptions,
+        opts: &EngineOptions,
         q_start: i64,
         q_end: i64,
         query: &str,
@@ -156,13 +110,13 @@ impl<'a> Evaluator<'a> {
             q_step: 0,
             needed: HashMap::new(),
             cache: RefCell::new(HashMap::new()),
-            annotations: RefCell::new(Annotations::default()),
+            annotations: Annotations::default(),
             group_keys: RefCell::new(HashMap::default()),
             precomputed: HashMap::new(),
             query: query.to_string(),
-            hist_ok: src.has_histograms().then(|| super::native::histogram_selectors(expr)),
+            hist_ok: src.has_histograms().then(|| native::histogram_selectors(expr)),
             hist_stats: if src.has_histograms() {
-                super::native::stats_selectors(expr)
+                native::stats_selectors(expr)
             } else {
                 HashSet::new()
             },
@@ -277,7 +231,7 @@ impl<'a> Evaluator<'a> {
             merge_histograms(&mut series, hists);
             if self.hist_stats.contains(&key) {
                 for s in &mut series {
-                    super::native::stats_hints(&mut s.hists);
+                    native::stats_hints(&mut s.hists);
                 }
             }
         }
@@ -566,50 +520,8 @@ impl<'a> Evaluator<'a> {
     }
 
     pub(crate) fn warn(&self, msg: String) {
-        self.annotations.borrow_mut().add_warning(msg);
+        self.annotations.warn(msg);
     }
-
-    pub(crate) fn info(&self, msg: String) {
-        self.annotations.borrow_mut().add_info(msg);
-    }
-
-    pub(crate) fn eval_call(&self, c: &Call, t: i64) -> Result<Value, Error> {
-        super::functions::call(self, c, t)
-    }
-}
-
-/// `samples.partition_point(|x| x.0 <= t)`, searched from `hint` (the previous answer): a few
-/// steps forward are walked, anything else is bisected.
-pub(crate) fn seek(samples: &[(i64, f64)], hint: usize, t: i64) -> usize {
-    let n = samples.len();
-    let mut i = hint.min(n);
-    if i > 0 && samples[i - 1].0 > t {
-        return samples[..i].partition_point(|x| x.0 <= t);
-    }
-    for _ in 0..8 {
-        if i >= n || samples[i].0 > t {
-            return i;
-        }
-        i += 1;
-    }
-    i + samples[i..].partition_point(|x| x.0 <= t)
-}
-
-/// The newest sample in (r - lookback, r], unless it is a staleness marker.
-pub(crate) fn last_in_lookback(samples: &[(i64, f64)], r: i64, lookback: i64) -> Option<(i64, f64)> {
-    sample_before(samples, samples.partition_point(|x| x.0 <= r), r, lookback)
-}
-
-/// Like `last_in_lookback`, given `hi`, the number of samples at or before `r`.
-fn sample_before(samples: &[(i64, f64)], hi: usize, r: i64, lookback: i64) -> Option<(i64, f64)> {
-    if hi == 0 {
-        return None;
-    }
-    let (st, v) = samples[hi - 1];
-    if st <= r - lookback || is_stale_nan(v) {
-        return None;
-    }
-    Some((st, v))
 }
 
 pub(crate) fn range_to_matrix(rs: Vec<RangeSeries>) -> Vec<Series> {
@@ -621,96 +533,4 @@ pub(crate) fn range_to_matrix(rs: Vec<RangeSeries>) -> Vec<Series> {
             drop_name: r.drop_name,
         })
         .collect()
-}
-
-/// Adds histogram lanes to the fetched series, creating series that only have histograms.
-fn merge_histograms(series: &mut Vec<FetchedSeries>, hists: Vec<HistogramSeriesData>) {
-    let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
-    for (i, s) in series.iter().enumerate() {
-        index.insert(s.labels.clone(), i);
-    }
-    for h in hists {
-        match index.get(&h.labels) {
-            Some(&i) => series[i].hists = h.samples,
-            None => {
-                index.insert(h.labels.clone(), series.len());
-                series.push(FetchedSeries {
-                    labels: h.labels,
-                    samples: Vec::new(),
-                    nonstale: None,
-                    hists: h.samples,
-                    hint: Cell::new(0),
-                    range_hint: Cell::new((0, 0)),
-                });
-            }
-        }
-    }
-}
-
-/// Like `select`, for native histogram samples.
-fn select_histograms(
-    src: &dyn Queryable,
-    vs: &VectorSelector,
-    mint: i64,
-    maxt: i64,
-) -> Result<Vec<HistogramSeriesData>, Error> {
-    let base = convert_matchers(vs, &vs.matchers.matchers)?;
-    if vs.matchers.or_matchers.is_empty() {
-        return Ok(src.select_histograms(&base, mint, maxt)?);
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for alt in &vs.matchers.or_matchers {
-        let mut ms = base.clone();
-        ms.extend(convert_matchers(vs, alt)?);
-        for s in src.select_histograms(&ms, mint, maxt)? {
-            if seen.insert(s.labels.clone()) {
-                out.push(s);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Converts a selector's matchers to ours and asks the source.
-fn select(src: &dyn Queryable, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<SeriesData>, Error> {
-    let base = convert_matchers(vs, &vs.matchers.matchers)?;
-    if vs.matchers.or_matchers.is_empty() {
-        return Ok(src.select(&base, mint, maxt)?);
-    }
-    // `{a="1" or b="2"}`: the union of each alternative, each series once.
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for alt in &vs.matchers.or_matchers {
-        let mut ms = base.clone();
-        ms.extend(convert_matchers(vs, alt)?);
-        for s in src.select(&ms, mint, maxt)? {
-            if seen.insert(s.labels.clone()) {
-                out.push(s);
-            }
-        }
-    }
-    Ok(out)
-}
-
-pub(crate) fn convert_matchers(
-    vs: &VectorSelector,
-    ms: &[promql_parser::label::Matcher],
-) -> Result<Vec<Matcher>, Error> {
-    let mut out = Vec::with_capacity(ms.len() + 1);
-    if let Some(name) = &vs.name {
-        if !ms.iter().any(|m| m.name == METRIC_NAME) {
-            out.push(Matcher::equal(METRIC_NAME, name));
-        }
-    }
-    for m in ms {
-        let bad = |e: regex::Error| Error::Eval(format!("invalid regular expression {:?}: {e}", m.value));
-        out.push(match &m.op {
-            PMatchOp::Equal => Matcher::equal(&m.name, &m.value),
-            PMatchOp::NotEqual => Matcher::not_equal(&m.name, &m.value),
-            PMatchOp::Re(_) => Matcher::regex(&m.name, &m.value).map_err(bad)?,
-            PMatchOp::NotRe(_) => Matcher::not_regex(&m.name, &m.value).map_err(bad)?,
-        });
-    }
-    Ok(out)
 }

@@ -11,29 +11,13 @@ use std::collections::HashMap;
 use promql_parser::parser::token::{T_AVG, T_COUNT, T_GROUP, T_MAX, T_MIN, T_SUM};
 use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
 
-use super::eval::{dur_ms, node_key, seek, Evaluator, RangeWindow};
+use super::error::Error;
+use super::eval::{Evaluator, StepVectors};
 use super::functions::range_fn;
 use super::mathx::kahan_inc;
+use super::select::{dur_ms, node_key, seek, RangeWindow};
 use super::value::{is_stale_nan, Sample};
-use super::Error;
 use crate::labels::{Labels, METRIC_NAME};
-
-/// One precomputed vector per step of the query.
-pub(crate) struct StepVectors {
-    start: i64,
-    step: i64,
-    steps: Vec<Vec<Sample>>,
-}
-
-impl StepVectors {
-    pub(crate) fn at(&self, t: i64) -> Option<Vec<Sample>> {
-        let d = t - self.start;
-        if d < 0 || d % self.step != 0 {
-            return None;
-        }
-        self.steps.get((d / self.step) as usize).cloned()
-    }
-}
 
 /// Finds aggregations (outside subqueries) whose input can be evaluated series-major and
 /// computes them for every step.

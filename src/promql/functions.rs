@@ -1,525 +1,21 @@
-//! PromQL functions over floats.
+//! PromQL functions over floats: the range functions and the helpers of the instant ones.
+//! Their arguments come evaluated (`call` evaluates a call's arguments and applies these).
 
-use chrono::{DateTime, Datelike, Timelike};
-use promql_parser::parser::{Call, Expr};
+use promql_parser::parser::Expr;
 
-use super::eval::{Evaluator, RangeWindow};
 use super::mathx::{kahan_inc, linear_regression, quantile};
-use super::value::{Sample, Value};
-use super::Error;
+use super::select::RangeWindow;
+use super::value::Sample;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
-pub(crate) fn call(ev: &Evaluator, c: &Call, t: i64) -> Result<Value, Error> {
-    let name = c.func.name;
-    let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
-    let arg = |i: usize| -> Result<&Expr, Error> {
-        args.get(i)
-            .copied()
-            .ok_or_else(|| Error::Eval(format!("missing argument {} to {name}()", i + 1)))
-    };
-    let vector = |v: Vec<Sample>| Ok(Value::Vector(v));
-    match name {
-        "time" => Ok(Value::Scalar {
-            t,
-            v: t as f64 / 1000.0,
-        }),
-        "start" | "end" | "range" | "step" => {
-            let (qs, qe) = ev.query_bounds();
-            let ms = match name {
-                "start" => qs,
-                "end" => qe,
-                "range" => qe - qs,
-                _ => ev.q_step,
-            };
-            Ok(Value::Scalar {
-                t,
-                v: ms as f64 / 1000.0,
-            })
-        }
-        "min_of" | "max_of" => {
-            let a = ev.eval_scalar(arg(0)?, t)?;
-            let b = ev.eval_scalar(arg(1)?, t)?;
-            let v = if name == "min_of" { go_min(a, b) } else { go_max(a, b) };
-            Ok(Value::Scalar { t, v })
-        }
-        "info" => vector(super::info::info(ev, arg(0)?, args.get(1).copied(), t)?),
-        "histogram_quantiles" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let label = ev.eval_string(arg(1)?, t)?;
-            let mut qs = Vec::new();
-            for e in &args[2..] {
-                let q = ev.eval_scalar(e, t)?;
-                if !(0.0..=1.0).contains(&q) {
-                    ev.warn(format!(
-                        "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                        super::mathx::format_go_float(q),
-                        ev.pos(e)
-                    ));
-                }
-                qs.push(q);
-            }
-            let at = ev.pos(arg(0)?);
-            let mut out = Vec::new();
-            let (v, native) = super::native::partition(ev, v, &at);
-            for q in qs {
-                // Quantile labels always carry a decimal point ("0.0", "0.25", "1.0").
-                let qv = if q.fract() == 0.0 && q.is_finite() {
-                    format!("{q:.1}")
-                } else {
-                    super::mathx::format_go_float(q)
-                };
-                let mut results = super::native::map_native(ev, &native, t, "histogram_quantile", &at, |h| {
-                    super::native::quantile(q, h)
-                });
-                results.extend(super::histogram::classic(ev, v.clone(), t, &at, |b| {
-                    super::histogram::bucket_quantile(q, b)
-                }));
-                for mut s in results {
-                    let mut b = LabelsBuilder::new(&s.metric);
-                    b.set(&label, &qv);
-                    s.metric = b.build();
-                    out.push(s);
-                }
-            }
-            vector(out)
-        }
-        "pi" => Ok(Value::Scalar {
-            t,
-            v: std::f64::consts::PI,
-        }),
-        "vector" => {
-            let v = ev.eval_scalar(arg(0)?, t)?;
-            vector(vec![Sample {
-                h: None,
-                metric: Labels::empty(),
-                t,
-                v,
-                drop_name: false,
-            }])
-        }
-        "scalar" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let v = if v.len() == 1 { v[0].v } else { f64::NAN };
-            Ok(Value::Scalar { t, v })
-        }
-        "abs" | "ceil" | "floor" | "exp" | "sqrt" | "ln" | "log2" | "log10" | "sgn" | "deg" | "rad" | "sin" | "cos"
-        | "tan" | "asin" | "acos" | "atan" | "sinh" | "cosh" | "tanh" | "asinh" | "acosh" | "atanh" => {
-            let f: fn(f64) -> f64 = match name {
-                "abs" => f64::abs,
-                "ceil" => f64::ceil,
-                "floor" => f64::floor,
-                "exp" => f64::exp,
-                "sqrt" => f64::sqrt,
-                "ln" => f64::ln,
-                "log2" => f64::log2,
-                "log10" => f64::log10,
-                "sgn" => |x: f64| {
-                    if x > 0.0 {
-                        1.0
-                    } else if x < 0.0 {
-                        -1.0
-                    } else {
-                        x
-                    }
-                },
-                "deg" => |x: f64| x * 180.0 / std::f64::consts::PI,
-                "rad" => |x: f64| x * std::f64::consts::PI / 180.0,
-                "sin" => f64::sin,
-                "cos" => f64::cos,
-                "tan" => f64::tan,
-                "asin" => f64::asin,
-                "acos" => f64::acos,
-                "atan" => f64::atan,
-                "sinh" => f64::sinh,
-                "cosh" => f64::cosh,
-                "tanh" => f64::tanh,
-                "asinh" => f64::asinh,
-                "acosh" => f64::acosh,
-                _ => f64::atanh,
-            };
-            vector(map_values(ev.eval_vector(arg(0)?, t)?, f))
-        }
-        "round" => {
-            let to = match args.get(1) {
-                Some(e) => ev.eval_scalar(e, t)?,
-                None => 1.0,
-            };
-            let inv = 1.0 / to;
-            vector(map_values(ev.eval_vector(arg(0)?, t)?, |x| {
-                (x * inv + 0.5).floor() / inv
-            }))
-        }
-        "clamp" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let lo = ev.eval_scalar(arg(1)?, t)?;
-            let hi = ev.eval_scalar(arg(2)?, t)?;
-            if hi < lo {
-                return vector(vec![]);
-            }
-            vector(map_values(v, |x| x.max(lo).min(hi)))
-        }
-        "clamp_min" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let lo = ev.eval_scalar(arg(1)?, t)?;
-            vector(map_values(v, |x| go_max(x, lo)))
-        }
-        "clamp_max" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let hi = ev.eval_scalar(arg(1)?, t)?;
-            vector(map_values(v, |x| go_min(x, hi)))
-        }
-        "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" => {
-            let input = match args.first() {
-                Some(e) => ev.eval_vector(e, t)?,
-                None => vec![Sample {
-                    h: None,
-                    metric: Labels::empty(),
-                    t,
-                    v: t as f64 / 1000.0,
-                    drop_name: false,
-                }],
-            };
-            let f = |x: f64| -> f64 {
-                if x.is_nan() || x.is_infinite() {
-                    return f64::NAN;
-                }
-                let Some(d) = DateTime::from_timestamp(x.trunc() as i64, 0) else {
-                    return f64::NAN;
-                };
-                (match name {
-                    "year" => d.year() as u32,
-                    "month" => d.month(),
-                    "day_of_month" => d.day(),
-                    "day_of_week" => d.weekday().num_days_from_sunday(),
-                    "day_of_year" => d.ordinal(),
-                    "days_in_month" => days_in_month(d.year(), d.month()),
-                    "hour" => d.hour(),
-                    _ => d.minute(),
-                }) as f64
-            };
-            vector(map_values(input, f))
-        }
-        "timestamp" => match strip_parens(arg(0)?) {
-            Expr::VectorSelector(vs) => vector(ev.eval_vector_selector_timestamps(vs, t)?),
-            e => {
-                let v = ev.eval_vector(e, t)?;
-                vector(
-                    v.into_iter()
-                        .map(|s| Sample {
-                            v: s.t as f64 / 1000.0,
-                            drop_name: true,
-                            ..s
-                        })
-                        .collect(),
-                )
-            }
-        },
-        "absent" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            if !v.is_empty() {
-                return vector(vec![]);
-            }
-            vector(vec![Sample {
-                h: None,
-                metric: absent_labels(arg(0)?),
-                t,
-                v: 1.0,
-                drop_name: false,
-            }])
-        }
-        "sort" | "sort_desc" => {
-            let mut v = ev.eval_vector(arg(0)?, t)?;
-            let desc = name == "sort_desc";
-            // NaN sorts last in both directions, as Prometheus.
-            v.sort_by(|a, b| match (a.v.is_nan(), b.v.is_nan()) {
-                (true, true) => std::cmp::Ordering::Equal,
-                (true, false) => std::cmp::Ordering::Greater,
-                (false, true) => std::cmp::Ordering::Less,
-                _ => {
-                    let o = a.v.partial_cmp(&b.v).unwrap_or(std::cmp::Ordering::Equal);
-                    if desc {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                }
-            });
-            vector(v)
-        }
-        "sort_by_label" | "sort_by_label_desc" => {
-            let mut v = ev.eval_vector(arg(0)?, t)?;
-            let mut names = Vec::new();
-            for e in &args[1..] {
-                names.push(ev.eval_string(e, t)?);
-            }
-            let desc = name == "sort_by_label_desc";
-            v.sort_by(|a, b| {
-                for n in &names {
-                    let o = natural_cmp(a.metric.get(n).unwrap_or(""), b.metric.get(n).unwrap_or(""));
-                    if o != std::cmp::Ordering::Equal {
-                        return if desc { o.reverse() } else { o };
-                    }
-                }
-                let o = a.metric.cmp(&b.metric);
-                if desc {
-                    o.reverse()
-                } else {
-                    o
-                }
-            });
-            vector(v)
-        }
-        "label_replace" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let dst = ev.eval_string(arg(1)?, t)?;
-            let repl = ev.eval_string(arg(2)?, t)?;
-            let src = ev.eval_string(arg(3)?, t)?;
-            let re_s = ev.eval_string(arg(4)?, t)?;
-            let re = crate::labels::anchored(&re_s)
-                .map_err(|e| Error::Eval(format!("invalid regular expression in label_replace(): {re_s} ({e})")))?;
-            if !valid_label_name(&dst) {
-                return Err(Error::Eval(format!(
-                    "invalid destination label name in label_replace(): {dst}"
-                )));
-            }
-            let mut out = Vec::with_capacity(v.len());
-            for mut s in v {
-                let sv = s.metric.get(&src).unwrap_or("").to_string();
-                if let Some(caps) = re.captures(&sv) {
-                    let mut res = String::new();
-                    caps.expand(&repl, &mut res);
-                    let mut b = LabelsBuilder::new(&s.metric);
-                    b.set(&dst, &res);
-                    s.metric = b.build();
-                    if dst == METRIC_NAME {
-                        s.drop_name = false;
-                    }
-                }
-                out.push(s);
-            }
-            vector(out)
-        }
-        "label_join" => {
-            let v = ev.eval_vector(arg(0)?, t)?;
-            let dst = ev.eval_string(arg(1)?, t)?;
-            let sep = ev.eval_string(arg(2)?, t)?;
-            let mut srcs = Vec::new();
-            for e in &args[3..] {
-                srcs.push(ev.eval_string(e, t)?);
-            }
-            if !valid_label_name(&dst) {
-                return Err(Error::Eval(format!(
-                    "invalid destination label name in label_join(): {dst}"
-                )));
-            }
-            let mut out = Vec::with_capacity(v.len());
-            for mut s in v {
-                let joined = srcs
-                    .iter()
-                    .map(|n| s.metric.get(n).unwrap_or(""))
-                    .collect::<Vec<_>>()
-                    .join(&sep);
-                let mut b = LabelsBuilder::new(&s.metric);
-                b.set(&dst, &joined);
-                s.metric = b.build();
-                if dst == METRIC_NAME {
-                    s.drop_name = false;
-                }
-                out.push(s);
-            }
-            vector(out)
-        }
-        "histogram_quantile" => {
-            let q = ev.eval_scalar(arg(0)?, t)?;
-            let v = ev.eval_vector(arg(1)?, t)?;
-            if !(0.0..=1.0).contains(&q) {
-                ev.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                    super::mathx::format_go_float(q),
-                    ev.pos(arg(0)?)
-                ));
-            }
-            let at = ev.pos(arg(1)?);
-            let (floats, native) = super::native::partition(ev, v, &at);
-            let mut out = super::native::map_native(ev, &native, t, name, &at, |h| super::native::quantile(q, h));
-            out.extend(super::histogram::classic(ev, floats, t, &at, |b| {
-                super::histogram::bucket_quantile(q, b)
-            }));
-            vector(out)
-        }
-        "histogram_fraction" => {
-            let lo = ev.eval_scalar(arg(0)?, t)?;
-            let hi = ev.eval_scalar(arg(1)?, t)?;
-            let v = ev.eval_vector(arg(2)?, t)?;
-            let at = ev.pos(arg(2)?);
-            let (floats, native) = super::native::partition(ev, v, &at);
-            let mut out = super::native::map_native(ev, &native, t, name, &at, |h| super::native::fraction(lo, hi, h));
-            out.extend(super::histogram::classic(ev, floats, t, &at, |b| {
-                super::histogram::bucket_fraction(lo, hi, b)
-            }));
-            vector(out)
-        }
-        "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
-            // These read native histograms only; float samples are ignored, as Prometheus does.
-            let v = ev.eval_vector(arg(0)?, t)?;
-            vector(super::native::histogram_stat(name, v, t))
-        }
-        "rate"
-        | "increase"
-        | "delta"
-        | "irate"
-        | "idelta"
-        | "deriv"
-        | "changes"
-        | "resets"
-        | "avg_over_time"
-        | "sum_over_time"
-        | "count_over_time"
-        | "min_over_time"
-        | "max_over_time"
-        | "last_over_time"
-        | "first_over_time"
-        | "present_over_time"
-        | "stddev_over_time"
-        | "stdvar_over_time"
-        | "mad_over_time"
-        | "ts_of_max_over_time"
-        | "ts_of_min_over_time"
-        | "ts_of_last_over_time"
-        | "ts_of_first_over_time" => {
-            let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
-            let keep_name = matches!(name, "last_over_time" | "first_over_time");
-            let mut out = Vec::with_capacity(rs.len());
-            let at = if rs.iter().any(|r| !r.hists.is_empty()) {
-                ev.pos(arg(0)?)
-            } else {
-                String::new()
-            };
-            for r in rs {
-                if !r.hists.is_empty() {
-                    if let Some((v, h)) = super::native::range_fn(ev, name, &r, &w, &at)? {
-                        let drop_name = if keep_name { r.drop_name } else { true };
-                        out.push(Sample {
-                            h,
-                            metric: r.metric,
-                            t,
-                            v,
-                            drop_name,
-                        });
-                    }
-                    continue;
-                }
-                let s = r.samples.as_slice();
-                if let Some(v) = range_fn(name, s, &w) {
-                    out.push(Sample {
-                        h: None,
-                        metric: r.metric,
-                        t,
-                        v,
-                        drop_name: if keep_name { r.drop_name } else { true },
-                    });
-                }
-            }
-            vector(out)
-        }
-        "quantile_over_time" => {
-            let q = ev.eval_scalar(arg(0)?, t)?;
-            let (rs, _) = ev.eval_range_arg(arg(1)?, t)?;
-            if !(0.0..=1.0).contains(&q) {
-                ev.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {}{}",
-                    super::mathx::format_go_float(q),
-                    ev.pos(arg(0)?)
-                ));
-            }
-            vector(
-                rs.into_iter()
-                    .map(|r| {
-                        let mut vals: Vec<f64> = r.samples.as_slice().iter().map(|x| x.1).collect();
-                        Sample {
-                            h: None,
-                            metric: r.metric,
-                            t,
-                            v: quantile(q, &mut vals),
-                            drop_name: true,
-                        }
-                    })
-                    .collect(),
-            )
-        }
-        "predict_linear" => {
-            let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
-            let d = ev.eval_scalar(arg(1)?, t)?;
-            let mut out = Vec::new();
-            for r in rs {
-                let s = r.samples.as_slice();
-                if s.len() < 2 {
-                    continue;
-                }
-                let (slope, intercept) = linear_regression(s, t);
-                out.push(Sample {
-                    h: None,
-                    metric: r.metric,
-                    t,
-                    v: slope * d + intercept,
-                    drop_name: true,
-                });
-            }
-            vector(out)
-        }
-        "double_exponential_smoothing" | "holt_winters" => {
-            let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
-            let sf = ev.eval_scalar(arg(1)?, t)?;
-            let tf = ev.eval_scalar(arg(2)?, t)?;
-            if sf <= 0.0 || sf >= 1.0 {
-                return Err(Error::Eval(format!(
-                    "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
-                )));
-            }
-            if tf <= 0.0 || tf >= 1.0 {
-                return Err(Error::Eval(format!(
-                    "invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}"
-                )));
-            }
-            let mut out = Vec::new();
-            for r in rs {
-                if let Some(v) = double_exp(r.samples.as_slice(), sf, tf) {
-                    out.push(Sample {
-                        h: None,
-                        metric: r.metric,
-                        t,
-                        v,
-                        drop_name: true,
-                    });
-                }
-            }
-            vector(out)
-        }
-        "absent_over_time" => {
-            let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
-            if !rs.is_empty() {
-                return vector(vec![]);
-            }
-            vector(vec![Sample {
-                h: None,
-                metric: absent_labels(arg(0)?),
-                t,
-                v: 1.0,
-                drop_name: false,
-            }])
-        }
-        other => Err(Error::Unsupported(format!("function {other}()"))),
-    }
-}
-
-fn strip_parens(e: &Expr) -> &Expr {
+pub(crate) fn strip_parens(e: &Expr) -> &Expr {
     match e {
         Expr::Paren(p) => strip_parens(&p.expr),
         e => e,
     }
 }
 
-fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
+pub(crate) fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
     v.into_iter()
         .map(|s| Sample {
             v: f(s.v),
@@ -530,7 +26,7 @@ fn map_values(v: Vec<Sample>, f: impl Fn(f64) -> f64) -> Vec<Sample> {
 }
 
 /// Go's math.Max/Min: NaN wins.
-fn go_max(a: f64, b: f64) -> f64 {
+pub(crate) fn go_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
@@ -538,7 +34,7 @@ fn go_max(a: f64, b: f64) -> f64 {
     }
 }
 
-fn go_min(a: f64, b: f64) -> f64 {
+pub(crate) fn go_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
@@ -546,7 +42,7 @@ fn go_min(a: f64, b: f64) -> f64 {
     }
 }
 
-fn days_in_month(y: i32, m: u32) -> u32 {
+pub(crate) fn days_in_month(y: i32, m: u32) -> u32 {
     match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,
@@ -555,12 +51,12 @@ fn days_in_month(y: i32, m: u32) -> u32 {
     }
 }
 
-fn valid_label_name(s: &str) -> bool {
+pub(crate) fn valid_label_name(s: &str) -> bool {
     !s.is_empty()
 }
 
 /// Labels of `absent()`'s output: the selector's equality matchers, when unambiguous.
-fn absent_labels(e: &Expr) -> Labels {
+pub(crate) fn absent_labels(e: &Expr) -> Labels {
     let vs = match strip_parens(e) {
         Expr::VectorSelector(vs) => vs,
         Expr::MatrixSelector(ms) => &ms.vs,
@@ -590,7 +86,7 @@ fn absent_labels(e: &Expr) -> Labels {
 }
 
 /// Natural ("version") ordering of strings, as Prometheus' sort_by_label.
-fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     let (ab, bb) = (a.as_bytes(), b.as_bytes());
     let (mut i, mut j) = (0, 0);
@@ -796,7 +292,7 @@ fn extrapolated_rate(s: &[(i64, f64)], w: &RangeWindow, is_counter: bool, is_rat
     Some(result * factor)
 }
 
-fn double_exp(s: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
+pub(crate) fn double_exp(s: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
     if s.len() < 2 {
         return None;
     }

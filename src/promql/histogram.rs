@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::eval::Evaluator;
+use super::annotations::Annotations;
 use super::mathx::almost_equal;
 use super::value::Sample;
 use crate::labels::{Labels, LabelsBuilder};
@@ -15,7 +15,7 @@ pub(crate) struct Bucket {
 
 /// Groups bucket series by their labels without `le` and applies `f` to each group's buckets.
 pub(crate) fn classic(
-    ev: &Evaluator,
+    ann: &Annotations,
     v: Vec<Sample>,
     t: i64,
     at: &str,
@@ -27,7 +27,7 @@ pub(crate) fn classic(
         let upper = match s.metric.get("le").map(parse_go_float) {
             Some(Some(u)) => u,
             _ => {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: bucket label \"le\" is missing or has a malformed value of \"{}\" for metric name \"{}\"{at}",
                     s.metric.get("le").unwrap_or(""),
                     s.metric.metric_name().unwrap_or("")
@@ -55,7 +55,7 @@ pub(crate) fn classic(
         };
         let (v, forced) = f(&mut buckets);
         if forced {
-            ev.info(format!(
+            ann.info(format!(
                 "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name \"{}\"{at}",
                 key.metric_name().unwrap_or("")
             ));

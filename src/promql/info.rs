@@ -3,15 +3,23 @@
 
 use promql_parser::parser::Expr;
 
-use super::eval::{convert_matchers, last_in_lookback, Evaluator};
+use super::error::Error;
+use super::select::{convert_matchers, last_in_lookback};
 use super::value::Sample;
-use super::Error;
 use crate::labels::{Labels, LabelsBuilder, Matcher, METRIC_NAME};
+use crate::source::Queryable;
 
 const IDENTIFYING: [&str; 2] = ["instance", "job"];
 
-pub(crate) fn info(ev: &Evaluator, base: &Expr, selector: Option<&Expr>, t: i64) -> Result<Vec<Sample>, Error> {
-    let input = ev.eval_vector(base, t)?;
+/// `info(input, selector)` at `t`: `input` is the evaluated first argument; info series are
+/// read from `src` with the engine's `lookback`.
+pub(crate) fn info(
+    input: Vec<Sample>,
+    selector: Option<&Expr>,
+    src: &dyn Queryable,
+    lookback: i64,
+    t: i64,
+) -> Result<Vec<Sample>, Error> {
     let (mut name_ms, data_ms): (Vec<Matcher>, Vec<Matcher>) = match selector {
         Some(Expr::VectorSelector(vs)) => convert_matchers(vs, &vs.matchers.matchers)?
             .into_iter()
@@ -35,10 +43,9 @@ pub(crate) fn info(ev: &Evaluator, base: &Expr, selector: Option<&Expr>, t: i64)
             .filter_map(Result::ok),
     );
     // Info metrics are floats; Prometheus rejects histogram samples among them.
-    if ev.source().has_histograms() {
-        let lo = t - ev.lookback;
-        if let Some(h) = ev
-            .source()
+    if src.has_histograms() {
+        let lo = t - lookback;
+        if let Some(h) = src
             .select_histograms(&sel, lo, t)?
             .into_iter()
             .find(|h| h.samples.iter().any(|(st, _)| *st > lo))
@@ -49,11 +56,10 @@ pub(crate) fn info(ev: &Evaluator, base: &Expr, selector: Option<&Expr>, t: i64)
             )));
         }
     }
-    let infos: Vec<Labels> = ev
-        .source()
-        .select(&sel, t - ev.lookback, t)?
+    let infos: Vec<Labels> = src
+        .select(&sel, t - lookback, t)?
         .into_iter()
-        .filter(|s| last_in_lookback(&s.samples, t, ev.lookback).is_some())
+        .filter(|s| last_in_lookback(&s.samples, t, lookback).is_some())
         .map(|s| s.labels)
         .filter(|l| data_ms.iter().all(|m| m.matches(l.get(&m.name).unwrap_or(""))))
         .collect();

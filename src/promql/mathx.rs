@@ -38,19 +38,6 @@ pub(crate) fn quantile(q: f64, values: &mut [f64]) -> f64 {
     values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
 }
 
-/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`, which Prometheus uses for label values and JSON.
-pub fn format_go_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
-}
-
 /// Least-squares fit of `samples` with time measured from `intercept_t` (ms), in seconds.
 pub(crate) fn linear_regression(samples: &[(i64, f64)], intercept_t: i64) -> (f64, f64) {
     let (mut n, mut sx, mut cx, mut sy, mut cy, mut sxy, mut cxy, mut sx2, mut cx2) =
@@ -98,6 +85,7 @@ pub(crate) fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gofmt::format_f as format_go_float;
 
     #[test]
     fn go_float_format() {

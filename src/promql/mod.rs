@@ -1,17 +1,24 @@
 //! PromQL evaluator over promql-parser's AST with Prometheus 3.x semantics.
 
 mod aggregate;
+mod annotations;
 mod binary;
+mod call;
+mod error;
 mod eval;
 mod fastpath;
 mod functions;
 mod histogram;
 mod info;
-pub(crate) mod mathx;
+mod mathx;
 mod native;
+mod options;
 mod queryable;
+mod select;
 mod value;
 
+pub use error::Error;
+pub use options::EngineOptions;
 pub use value::{is_stale_nan, stale_nan, QueryResult, Sample, Series, Value, STALE_NAN_BITS};
 
 use std::collections::{HashMap, HashSet};
@@ -22,46 +29,6 @@ pub use promql_parser::parser::Expr;
 use crate::labels::Labels;
 use eval::Evaluator;
 pub use queryable::{HistogramSeriesData, Queryable, SeriesData, SourceError};
-
-/// Errors of parsing and evaluation.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The expression does not parse; line and column are 1-based.
-    #[error("{line}:{col}: parse error: {message}")]
-    Parse { message: String, line: usize, col: usize },
-    /// The expression parsed but cannot be evaluated (type errors, matching errors, ...).
-    #[error("{0}")]
-    Eval(String),
-    /// Something the engine does not support (e.g. native histograms): never a wrong answer.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
-    #[error(transparent)]
-    Source(#[from] SourceError),
-}
-
-/// Engine options.
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
-    /// How far back an instant selector looks for a sample, in ms (Prometheus: 5m).
-    pub lookback_ms: i64,
-    /// Default subquery resolution in ms when the subquery gives no step (Prometheus: the
-    /// global evaluation interval, 1m by default).
-    pub default_subquery_step_ms: i64,
-    /// Prometheus 2.x selection semantics: range, lookback and subquery windows include their left
-    /// end (`[t - range, t]`). Prometheus 3.0 made them left-open (`(t - range, t]`), the default here.
-    /// Rule suites written against Prometheus 2.x (and promtool 2.x's verdicts) need this.
-    pub closed_windows: bool,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions {
-            lookback_ms: 5 * 60 * 1000,
-            default_subquery_step_ms: 60 * 1000,
-            closed_windows: false,
-        }
-    }
-}
 
 /// The PromQL engine. Stateless apart from its options; cheap to share.
 #[derive(Clone, Debug, Default)]
@@ -103,12 +70,8 @@ impl Engine {
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),
             other => other,
         };
-        let ann = ev.annotations.into_inner();
-        Ok(QueryResult {
-            value,
-            warnings: ann.warnings,
-            infos: ann.infos,
-        })
+        let (warnings, infos) = ev.annotations.into_lists();
+        Ok(QueryResult { value, warnings, infos })
     }
 
     /// Evaluates `expr` at every step from `start` to `end` (ms); the value is a Matrix.
@@ -214,12 +177,8 @@ impl Engine {
             t += step;
         }
         let value = Value::Matrix(finish_matrix(out)?);
-        let ann = ev.annotations.into_inner();
-        Ok(QueryResult {
-            value,
-            warnings: ann.warnings,
-            infos: ann.infos,
-        })
+        let (warnings, infos) = ev.annotations.into_lists();
+        Ok(QueryResult { value, warnings, infos })
     }
 }
 
@@ -248,27 +207,6 @@ fn warn_ineffective_sort(ev: &Evaluator, e: &Expr) {
         Expr::Paren(p) => warn_ineffective_sort(ev, &p.expr),
         Expr::Unary(u) => warn_ineffective_sort(ev, &u.expr),
         _ => {}
-    }
-}
-
-/// Warnings and infos collected during evaluation, without duplicates.
-#[derive(Debug, Default)]
-pub(crate) struct Annotations {
-    warnings: Vec<String>,
-    infos: Vec<String>,
-}
-
-impl Annotations {
-    fn add_warning(&mut self, m: String) {
-        if !self.warnings.contains(&m) {
-            self.warnings.push(m);
-        }
-    }
-
-    fn add_info(&mut self, m: String) {
-        if !self.infos.contains(&m) {
-            self.infos.push(m);
-        }
     }
 }
 

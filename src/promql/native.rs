@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use promql_parser::parser::Expr;
 
-use super::eval::{node_key, Evaluator};
+use super::annotations::Annotations;
+use super::error::Error;
 use super::mathx::kahan_inc;
+use super::select::{node_key, RangeSeries, RangeWindow};
 use super::value::Sample;
 use crate::labels::{Labels, LabelsBuilder};
 use crate::tsdb::FloatHistogram;
@@ -188,17 +190,17 @@ pub(crate) type Point = (f64, Option<Arc<FloatHistogram>>);
 /// the same window). `Ok(None)`: no output for the series. Follows Prometheus' functions,
 /// including its warnings for mixes of floats and histograms.
 pub(crate) fn range_fn(
-    ev: &Evaluator,
+    ann: &Annotations,
     name: &str,
-    r: &super::eval::RangeSeries,
-    w: &super::eval::RangeWindow,
+    r: &RangeSeries,
+    w: &RangeWindow,
     at: &str,
-) -> Result<Option<Point>, super::Error> {
+) -> Result<Option<Point>, Error> {
     let floats = r.samples.as_slice();
     let hists = &r.hists;
     let metric_name = r.metric.metric_name().unwrap_or("");
     let mixed = || {
-        ev.warn(format!(
+        ann.warn(format!(
             "PromQL warning: encountered a mix of histograms and floats for metric name \"{metric_name}\"{at}"
         ))
     };
@@ -232,19 +234,19 @@ pub(crate) fn range_fn(
                 _ => Ok(None),
             }
         }
-        "irate" | "idelta" => instant_value(ev, name, floats, hists, metric_name, at),
+        "irate" | "idelta" => instant_value(ann, name, floats, hists, metric_name, at),
         // Prometheus reconciles differing custom bucket bounds (an intersection); not done here.
         _ if hists.windows(2).any(|p| {
             p[0].1.uses_custom_buckets() && p[1].1.uses_custom_buckets() && p[0].1.custom_values != p[1].1.custom_values
         }) =>
         {
-            Err(super::Error::Unsupported(format!(
+            Err(Error::Unsupported(format!(
                 "native histograms: {name}() with differing custom buckets"
             )))
         }
         _ if !floats.is_empty() => {
             if matches!(name, "changes" | "resets") {
-                return Err(super::Error::Unsupported(format!(
+                return Err(Error::Unsupported(format!(
                     "native histograms: {name}() over a mix of floats and histograms"
                 )));
             }
@@ -271,13 +273,13 @@ pub(crate) fn range_fn(
             // A gauge among them makes the sum a gauge, without conflict.
             let has = |hint| hists.iter().any(|h| h.1.counter_reset_hint == hint);
             if has(Reset) && has(NotReset) && !has(Gauge) {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));
             }
             let all: Vec<&FloatHistogram> = hists.iter().map(|(_, h)| &**h).collect();
             let mut acc =
-                kahan_sum(&all).map_err(|e| super::Error::Unsupported(format!("native histograms: {name}(): {e}")))?;
+                kahan_sum(&all).map_err(|e| Error::Unsupported(format!("native histograms: {name}(): {e}")))?;
             if name == "avg_over_time" {
                 acc.div(hists.len() as f64);
             }
@@ -295,23 +297,23 @@ pub(crate) fn range_fn(
                 .any(|(_, h)| h.uses_custom_buckets() != first.uses_custom_buckets())
             {
                 // Prometheus 3.x partly ignores the first histogram then; not reproduced.
-                return Err(super::Error::Unsupported(format!(
+                return Err(Error::Unsupported(format!(
                     "native histograms: {name}() over a mix of exponential and custom buckets"
                 )));
             }
             use crate::tsdb::CounterResetHint::Gauge;
             if is_counter && hists.iter().any(|(_, h)| h.counter_reset_hint == Gauge) {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: this native histogram metric is not a counter: \"{metric_name}\"{at}"
                 ));
             }
             if !is_counter && (first.counter_reset_hint != Gauge || last.counter_reset_hint != Gauge) {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: this native histogram metric is not a gauge: \"{metric_name}\"{at}"
                 ));
             }
             let err = |e: crate::tsdb::histogram::HistogramError| {
-                super::Error::Unsupported(format!("native histograms: {name}(): {e}"))
+                Error::Unsupported(format!("native histograms: {name}(): {e}"))
             };
             let mut res = last.sub(first).map_err(err)?;
             if is_counter {
@@ -347,19 +349,19 @@ pub(crate) fn range_fn(
             res.counter_reset_hint = Gauge;
             hist(res)
         }
-        other => Err(super::Error::Unsupported(format!("native histograms: {other}()"))),
+        other => Err(Error::Unsupported(format!("native histograms: {other}()"))),
     }
 }
 
 /// `irate` / `idelta`: from the last two points, whatever their kinds.
 fn instant_value(
-    ev: &Evaluator,
+    ann: &Annotations,
     name: &str,
     floats: &[(i64, f64)],
     hists: &[(i64, Arc<FloatHistogram>)],
     metric_name: &str,
     at: &str,
-) -> Result<Option<Point>, super::Error> {
+) -> Result<Option<Point>, Error> {
     // The last two points by time, histogram or float.
     let mut pts: Vec<(i64, Option<&Arc<FloatHistogram>>, f64)> = Vec::with_capacity(4);
     pts.extend(floats.iter().rev().take(2).map(|&(t, v)| (t, None, v)));
@@ -385,17 +387,17 @@ fn instant_value(
         (Some(prev), Some(last)) => {
             use crate::tsdb::CounterResetHint::Gauge;
             if prev.uses_custom_buckets() && last.uses_custom_buckets() && prev.custom_values != last.custom_values {
-                return Err(super::Error::Unsupported(format!(
+                return Err(Error::Unsupported(format!(
                     "native histograms: {name}() with differing custom buckets"
                 )));
             }
             if name == "irate" && (prev.counter_reset_hint == Gauge || last.counter_reset_hint == Gauge) {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: this native histogram metric is not a counter: \"{metric_name}\"{at}"
                 ));
             }
             if name == "idelta" && (prev.counter_reset_hint != Gauge || last.counter_reset_hint != Gauge) {
-                ev.warn(format!(
+                ann.warn(format!(
                     "PromQL warning: this native histogram metric is not a gauge: \"{metric_name}\"{at}"
                 ));
             }
@@ -404,7 +406,7 @@ fn instant_value(
                 match res.sub(prev) {
                     Ok(r) => res = r,
                     Err(_) => {
-                        ev.warn(format!(
+                        ann.warn(format!(
                             "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"{metric_name}\"{at}"
                         ));
                         return Ok(None);
@@ -418,7 +420,7 @@ fn instant_value(
             Ok(Some((0.0, Some(Arc::new(res)))))
         }
         _ => {
-            ev.warn(format!(
+            ann.warn(format!(
                 "PromQL warning: encountered a mix of histograms and floats for metric name \"{metric_name}\"{at}"
             ));
             Ok(None)
@@ -686,7 +688,7 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> (f64, NanN
 /// histogram samples. A native histogram with the labels of a classic histogram in the same
 /// vector (`le` aside) is ambiguous: both are dropped with Prometheus' warning (`at` is the
 /// argument's position).
-pub(crate) fn partition(ev: &Evaluator, v: Vec<Sample>, at: &str) -> (Vec<Sample>, Vec<Sample>) {
+pub(crate) fn partition(ann: &Annotations, v: Vec<Sample>, at: &str) -> (Vec<Sample>, Vec<Sample>) {
     if v.iter().all(|s| s.h.is_none()) {
         return (v, Vec::new());
     }
@@ -707,7 +709,7 @@ pub(crate) fn partition(ev: &Evaluator, v: Vec<Sample>, at: &str) -> (Vec<Sample
         if s.h.is_none() {
             floats.push(s);
         } else if classic.contains(&s.metric) {
-            ev.warn(format!(
+            ann.warn(format!(
                 "PromQL warning: vector contains a mix of classic and native histograms for metric name \"{}\"{at}",
                 s.metric.metric_name().unwrap_or("")
             ));
@@ -725,7 +727,7 @@ pub(crate) fn partition(ev: &Evaluator, v: Vec<Sample>, at: &str) -> (Vec<Sample
 /// `f` of each native histogram sample (name dropped), with Prometheus' infos about NaN
 /// observations; `func` names the function in them.
 pub(crate) fn map_native(
-    ev: &Evaluator,
+    ann: &Annotations,
     native: &[Sample],
     t: i64,
     func: &str,
@@ -744,7 +746,7 @@ pub(crate) fn map_native(
             NanNote::Excluded => Some("which are excluded from all fractions"),
         };
         if let Some(what) = what {
-            ev.info(format!(
+            ann.info(format!(
                 "PromQL info: input to {func} has NaN observations, {what} for metric name \"{name}\"{at}"
             ));
         }

@@ -3,7 +3,7 @@
 use crate::promql::is_stale_nan;
 
 /// Go's `strconv.FormatFloat(v, 'f', -1, 64)` as the Prometheus API uses it; the engine's own.
-pub use crate::promql::mathx::format_go_float as format_float;
+pub use crate::gofmt::format_f as format_float;
 
 /// Like [`format_float`], but shows Prometheus' staleness marker as `stale`.
 pub fn format_value(v: f64) -> String {

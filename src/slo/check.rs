@@ -112,7 +112,7 @@ pub fn check(specs: &[SloSpec], opts: &GenerateOptions) -> Vec<Diagnostic> {
                             t.name.key(),
                             t.factor_text(true),
                             cx.budget_text(),
-                            super::num::go_g(t.factor_f64() * budget),
+                            crate::gofmt::format_g(t.factor_f64() * budget),
                             if all {
                                 format!("; the {which} alert can never fire")
                             } else {

@@ -7,11 +7,12 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::diag::{Diagnostic, Severity};
-use super::num::{go_g, Decimal};
+use super::num::Decimal;
 use super::spec::{PeriodSli, PluginKind, Sli, Slo, SloSpec, TierName};
 use super::windows::{resolve_tiers, AlertWindows, Tier};
 use super::SloError;
 use crate::duration::Duration;
+use crate::gofmt::format_g;
 
 /// Options of [`generate`] / [`generate_groups`].
 #[derive(Clone, Debug)]
@@ -224,7 +225,7 @@ impl<'a> SloCtx<'a> {
         if self.exact {
             exact_budget(self.slo.objective.exact)
         } else {
-            go_g((100.0 - self.slo.objective.percent) / 100.0)
+            format_g((100.0 - self.slo.objective.percent) / 100.0)
         }
     }
 
@@ -239,9 +240,9 @@ impl<'a> SloCtx<'a> {
                 .exact
                 .shift_left(2)
                 .map(|d| d.to_string())
-                .unwrap_or_else(|| go_g(self.slo.objective.percent / 100.0))
+                .unwrap_or_else(|| format_g(self.slo.objective.percent / 100.0))
         } else {
-            go_g(self.slo.objective.percent / 100.0)
+            format_g(self.slo.objective.percent / 100.0)
         }
     }
 }
@@ -251,7 +252,7 @@ fn exact_budget(objective: Decimal) -> String {
         .checked_sub(objective)
         .and_then(|d| d.shift_left(2))
         .map(|d| d.to_string())
-        .unwrap_or_else(|| go_g((100.0 - objective.to_f64()) / 100.0))
+        .unwrap_or_else(|| format_g((100.0 - objective.to_f64()) / 100.0))
 }
 
 fn id_labels(slo: &Slo) -> BTreeMap<String, String> {
@@ -521,7 +522,7 @@ fn meta_rules(cx: &SloCtx) -> Vec<Rule> {
             "slo:time_period:days",
             format!(
                 "vector({})",
-                go_g(cx.period.as_millis() as f64 / super::num::DAY as f64)
+                format_g(cx.period.as_millis() as f64 / super::num::DAY as f64)
             ),
             labels.clone(),
         ),

@@ -1,7 +1,6 @@
 //! Numbers and durations as Sloth prints them, and exact decimals for watchfire's exact budgets.
+//! (Sloth writes floats with Go's `%g`: [`crate::gofmt::format_g`].)
 //!
-//! - [`go_g`] formats a float like Go's `%g` (shortest representation that round-trips, exponent
-//!   form below 1e-4 and from 1e6), which is how Sloth writes objectives, budgets and factors.
 //! - [`Decimal`] keeps a number as written (`99.9` is 999 × 10⁻¹), so that the error budget of a
 //!   99.9 objective is exactly `0.001` rather than the float artefact `0.0009999999999999432`.
 //! - [`parse_dur`] reads an SLO period or window into the crate's one [`crate::duration::Duration`]
@@ -10,45 +9,6 @@
 use std::fmt;
 
 use crate::duration::Duration;
-
-/// Formats `f` like Go's `fmt.Sprintf("%g", f)` / `strconv.FormatFloat(f, 'g', -1, 64)`.
-pub fn go_g(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf".into() } else { "-Inf".into() };
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0".into() } else { "0".into() };
-    }
-    // Rust's `{:e}` gives the shortest round-tripping digits: "1.0000000000005117e-5".
-    let s = format!("{:e}", f.abs());
-    let (mant, exp) = s.split_once('e').unwrap_or((s.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let sign = if f < 0.0 { "-" } else { "" };
-    if !(-4..6).contains(&exp) {
-        let mut m = String::new();
-        m.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            m.push('.');
-            m.push_str(&digits[1..]);
-        }
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{m}e{esign}{:02}", exp.abs());
-    }
-    let nd = digits.len() as i32;
-    let dp = exp + 1; // position of the decimal point within the digits
-    let out = if dp <= 0 {
-        format!("0.{}{}", "0".repeat((-dp) as usize), digits)
-    } else if dp >= nd {
-        format!("{}{}", digits, "0".repeat((dp - nd) as usize))
-    } else {
-        format!("{}.{}", &digits[..dp as usize], &digits[dp as usize..])
-    };
-    format!("{sign}{out}")
-}
 
 /// An exact decimal: `mantissa × 10^-scale`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,6 +249,7 @@ pub fn parse_dur(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gofmt::format_g as go_g;
 
     #[test]
     fn go_g_matches_sloth_outputs() {

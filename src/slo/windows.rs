@@ -10,9 +10,10 @@
 
 use crate::duration::Duration;
 
-use super::num::{go_g, Decimal, Ratio, MINUTE};
+use super::num::{Decimal, Ratio, MINUTE};
 use super::spec::{TierName, TierOverride};
 use super::yaml::{self, Node};
+use crate::gofmt::format_g;
 
 /// One tier of a catalog.
 #[derive(Clone, Debug, PartialEq)]
@@ -249,8 +250,8 @@ impl Tier {
             (Factor::Budget(_), true) => self
                 .factor_exact()
                 .map(|d| d.to_string())
-                .unwrap_or_else(|| go_g(self.factor_f64())),
-            (Factor::Budget(_), false) => go_g(self.factor_f64()),
+                .unwrap_or_else(|| format_g(self.factor_f64())),
+            (Factor::Budget(_), false) => format_g(self.factor_f64()),
         }
     }
 

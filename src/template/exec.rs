@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::funcs::{self, Callee, Ctx, Ty};
-use super::gofmt::{go_quote, print_top};
+use super::gofmt::print_top;
 use super::parse::{Arg, Branch, Command, List, Node, Number, Pipe, Tree};
-use super::value::{IntKind, Value};
+use super::value::{truth, IntKind, Value};
+use crate::gofmt::quote;
 
 /// Go's `maxExecDepth`, as it appears in the error message.
 const GO_MAX_EXEC_DEPTH: usize = 100_000;
@@ -97,10 +98,7 @@ pub(crate) fn execute(
     let mut out = String::new();
     let Some(tree) = trees.get(name) else {
         return Err(ExecError {
-            message: format!(
-                "template: {name}: {} is an incomplete or empty template",
-                go_quote(name)
-            ),
+            message: format!("template: {name}: {} is an incomplete or empty template", quote(name)),
             pos: None,
         });
     };
@@ -145,7 +143,7 @@ impl<'t, 'c> State<'t, 'c> {
                         self.parse_name,
                         line,
                         col,
-                        go_quote(self.tmpl_name),
+                        quote(self.tmpl_name),
                         n.go_string(),
                         msg
                     ),
@@ -372,7 +370,7 @@ impl<'t, 'c> State<'t, 'c> {
     fn walk_template(&mut self, dot: &Value, node: &'t Node, name: &str, pipe: Option<&'t Pipe>) -> EResult<Flow> {
         self.at(NodeRef::Node(node));
         let Some(tree) = self.trees.get(name) else {
-            return Err(self.errorf(format!("template {} not defined", go_quote(name))));
+            return Err(self.errorf(format!("template {} not defined", quote(name))));
         };
         if self.depth >= MAX_TEMPLATE_DEPTH {
             return Err(self.errorf(format!("exceeded maximum template depth ({GO_MAX_EXEC_DEPTH})")));
@@ -455,7 +453,7 @@ impl<'t, 'c> State<'t, 'c> {
             Arg::Nil { .. } => Err(self.errorf("nil is not a command")),
             Arg::Number(n) => self.ideal_constant(n),
             Arg::Str { text, .. } => Ok(Value::str(text)),
-            _ => Err(self.errorf(format!("can't evaluate command {}", go_quote(&first.to_go_string())))),
+            _ => Err(self.errorf(format!("can't evaluate command {}", quote(&first.to_go_string())))),
         }
     }
 
@@ -562,7 +560,7 @@ impl<'t, 'c> State<'t, 'c> {
     ) -> EResult<Value> {
         self.at(NodeRef::Arg(node));
         let Some(def) = funcs::lookup(name) else {
-            return Err(self.errorf(format!("{} is not a defined function", go_quote(name))));
+            return Err(self.errorf(format!("{} is not a defined function", quote(name))));
         };
         self.eval_call(dot, Callee::Func(def), def.builtin, cmd, name, args, final_)
     }
@@ -811,11 +809,6 @@ impl<'t, 'c> State<'t, 'c> {
             ))),
         }
     }
-}
-
-/// Go's `truth` (`isTrue` of the indirected interface).
-pub(crate) fn truth(v: &Value) -> bool {
-    v.clone().indirect_interface().is_true().0
 }
 
 impl Ty {

@@ -8,13 +8,27 @@ use std::rc::Rc;
 
 use regex::Regex;
 
-use super::exec::truth;
-use super::gofmt::{eval_args, float_v, format_float, go_quote, is_print, sprint, sprintf, sprintln};
+use super::gofmt::{eval_args, sprint, sprintf, sprintln};
 use super::gotime::GoTime;
 use super::parse::parse_go_float;
-use super::value::{sample_from, IntKind, Kind, Sample, UintKind, Value};
-use super::Querier;
+use super::value::{sample_from, truth, IntKind, Kind, Sample, UintKind, Value};
+use crate::gofmt::{format_float, format_g, is_print, quote};
+use crate::labels::Labels;
 use crate::url::{query_escape, split_host_port};
+
+/// One element of a `query` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuerySample {
+    pub labels: Labels,
+    pub value: f64,
+}
+
+/// Runs PromQL for the `query` template function; implemented by the rule engine, which
+/// evaluates at the alert's evaluation time. An error fails the expansion with
+/// `error calling query: <message>`.
+pub trait Querier {
+    fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String>;
+}
 
 /// Go parameter types of template functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,7 +329,7 @@ fn f_args(_: &Ctx, a: Vec<Value>) -> Result<Value, String> {
 pub(crate) fn to_float(v: &Value) -> Result<f64, String> {
     match v {
         Value::Float(f) => Ok(*f),
-        Value::Str(s) => parse_go_float(s).map_err(|e| format!("strconv.ParseFloat: parsing {}: {}", go_quote(s), e)),
+        Value::Str(s) => parse_go_float(s).map_err(|e| format!("strconv.ParseFloat: parsing {}: {}", quote(s), e)),
         Value::Int(i, IntKind::Int | IntKind::Int64) => Ok(*i as f64),
         Value::Uint(u, UintKind::Uint | UintKind::Uint64) => Ok(*u as f64),
         Value::Duration(d) => Ok(*d as f64 / 1e9),
@@ -415,7 +429,7 @@ fn float_to_time(v: f64) -> Result<GoTime, String> {
     if ts > i64::MAX as f64 || ts < i64::MIN as f64 {
         return Err(format!(
             "{} cannot be represented as a nanoseconds timestamp since it overflows int64",
-            float_v(v)
+            format_g(v)
         ));
     }
     Ok(GoTime::from_unix_ms((ts as i64) / 1_000_000))
@@ -428,7 +442,7 @@ pub(crate) fn parse_prom_duration(s: &str) -> Result<i64, String> {
         "" => return Err("empty duration string".into()),
         _ => {}
     }
-    let invalid = || format!("not a valid duration string: {}", go_quote(s));
+    let invalid = || format!("not a valid duration string: {}", quote(s));
     let mut rest = s;
     let mut dur: u64 = 0;
     let mut last_pos = 0;
@@ -453,7 +467,7 @@ pub(crate) fn parse_prom_duration(s: &str) -> Result<i64, String> {
             "d" => (3, 86_400_000_000_000),
             "w" => (2, 604_800_000_000_000),
             "y" => (1, 31_536_000_000_000_000),
-            _ => return Err(format!("unknown unit {} in duration {}", go_quote(unit), go_quote(s))),
+            _ => return Err(format!("unknown unit {} in duration {}", quote(unit), quote(s))),
         };
         if pos <= last_pos {
             return Err(invalid());
@@ -879,7 +893,7 @@ fn go_regex_quote(s: &str) -> String {
     if !s.contains('`') && s.chars().all(|c| c == '\t' || !c.is_control()) {
         format!("`{s}`")
     } else {
-        go_quote(s)
+        quote(s)
     }
 }
 

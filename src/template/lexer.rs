@@ -3,7 +3,7 @@
 //! Items carry their byte position in the input and the line they start on, which the parser and
 //! the executor use for Go-compatible error messages.
 
-use super::gofmt::{go_quote, is_print};
+use crate::gofmt::{is_print, quote};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ItemType {
@@ -102,9 +102,9 @@ impl Item {
             _ => {
                 if self.val.chars().count() > 10 {
                     let short: String = self.val.chars().take(10).collect();
-                    format!("{}...", go_quote(&short))
+                    format!("{}...", quote(&short))
                 } else {
-                    go_quote(&self.val)
+                    quote(&self.val)
                 }
             }
         }
@@ -591,13 +591,13 @@ impl<'a> Lexer<'a> {
     fn lex_number(&mut self) -> Option<Item> {
         if !self.scan_number() {
             let text = self.input[self.start..self.pos].to_string();
-            return Some(self.errorf(format!("bad number syntax: {}", go_quote(&text))));
+            return Some(self.errorf(format!("bad number syntax: {}", quote(&text))));
         }
         if matches!(self.peek(), Some('+' | '-')) {
             // Complex: 1+2i. No spaces, must end in 'i'.
             if !self.scan_number() || !self.input[..self.pos].ends_with('i') {
                 let text = self.input[self.start..self.pos].to_string();
-                return Some(self.errorf(format!("bad number syntax: {}", go_quote(&text))));
+                return Some(self.errorf(format!("bad number syntax: {}", quote(&text))));
             }
             self.state = State::InsideAction;
             return Some(self.emit(ItemType::Complex));

@@ -11,8 +11,8 @@
 //! * [`check`] parses a template without running it (for `rulecheck`).
 //!
 //! Modules: `lexer` and `parse` (Go's `text/template/parse`), `exec` (evaluation), `funcs` (the
-//! function map), `value` (dynamic values), `gofmt` (Go's `fmt`/`strconv`) and `gotime` (Go's
-//! `time` formatting).
+//! function map), `value` (dynamic values), `gofmt` (Go's `fmt` verbs; `strconv` is the crate's
+//! [`crate::gofmt`]) and `gotime` (Go's `time` formatting).
 //!
 //! Semantics worth knowing: with `missingkey=zero` a missing key of `$labels` (a
 //! `map[string]string`) expands to the empty string, while a missing field of nil data or a
@@ -38,23 +38,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::labels::Labels;
-
+pub use self::funcs::{Querier, QuerySample};
 use self::value::{AlertData, Value};
-
-/// One element of a `query` result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuerySample {
-    pub labels: Labels,
-    pub value: f64,
-}
-
-/// Runs PromQL for the `query` template function; implemented by the rule engine, which
-/// evaluates at the alert's evaluation time. An error fails the expansion with
-/// `error calling query: <message>`.
-pub trait Querier {
-    fn query(&self, expr: &str) -> Result<Vec<QuerySample>, String>;
-}
 
 /// The data an alert template sees (Prometheus' `AlertTemplateData`).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use super::gofmt::go_quote;
 use super::lexer::{Item, ItemType, Lexer};
+use crate::gofmt::quote;
 
 /// Nesting limit for parenthesised pipelines and control structures. Go allows 10000 parens;
 /// we stop earlier so that deeply nested input cannot overflow the stack.
@@ -264,7 +264,7 @@ impl Node {
             Node::With(b) => b.write_to("with", sb),
             Node::Template { name, pipe, .. } => {
                 sb.push_str("{{template ");
-                sb.push_str(&go_quote(name));
+                sb.push_str(&quote(name));
                 if let Some(p) = pipe {
                     sb.push(' ');
                     p.write_to(sb);
@@ -447,7 +447,7 @@ impl<'a> Parser<'a> {
         match self.trees.get(&name) {
             Some(existing) if !is_empty_list(&existing.root) => {
                 if !is_empty_list(&root) {
-                    return Err(self.errorf(format!("template: multiple definition of template {}", go_quote(&name))));
+                    return Err(self.errorf(format!("template: multiple definition of template {}", quote(&name))));
                 }
             }
             _ => {
@@ -828,7 +828,7 @@ impl<'a> Parser<'a> {
                 Arg::Variable { pos: chain_pos, ident }
             }
             Arg::Bool { .. } | Arg::Str { .. } | Arg::Number(_) | Arg::Nil { .. } | Arg::Dot { .. } => {
-                return Err(self.errorf(format!("unexpected . after term {}", go_quote(&node.to_go_string()))));
+                return Err(self.errorf(format!("unexpected . after term {}", quote(&node.to_go_string()))));
             }
             other => Arg::Chain {
                 pos: chain_pos,
@@ -843,7 +843,7 @@ impl<'a> Parser<'a> {
         let arg = match token.typ {
             ItemType::Identifier => {
                 if !(self.has_function)(&token.val) {
-                    return Err(self.errorf(format!("function {} not defined", go_quote(&token.val))));
+                    return Err(self.errorf(format!("function {} not defined", quote(&token.val))));
                 }
                 Arg::Identifier {
                     pos: token.pos,
@@ -855,7 +855,7 @@ impl<'a> Parser<'a> {
             ItemType::Variable => {
                 let ident: Vec<String> = token.val.split('.').map(str::to_string).collect();
                 if !self.st.vars.iter().any(|v| *v == ident[0]) {
-                    return Err(self.errorf(format!("undefined variable {}", go_quote(&ident[0]))));
+                    return Err(self.errorf(format!("undefined variable {}", quote(&ident[0]))));
                 }
                 Arg::Variable { pos: token.pos, ident }
             }
@@ -1209,7 +1209,7 @@ fn new_number(pos: usize, text: &str, typ: ItemType) -> Result<Number, String> {
     } else {
         if let Ok(f) = parse_go_float(text) {
             if !text.contains(['.', 'e', 'E', 'p', 'P']) {
-                return Err(format!("integer overflow: {}", go_quote(text)));
+                return Err(format!("integer overflow: {}", quote(text)));
             }
             n.is_float = true;
             n.float64 = f;
@@ -1224,7 +1224,7 @@ fn new_number(pos: usize, text: &str, typ: ItemType) -> Result<Number, String> {
         }
     }
     if !n.is_int && !n.is_uint && !n.is_float {
-        return Err(format!("illegal number syntax: {}", go_quote(text)));
+        return Err(format!("illegal number syntax: {}", quote(text)));
     }
     Ok(n)
 }

@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use super::value::{IntKind, UintKind, Value};
 use super::*;
+use crate::labels::Labels;
 
 /// The integration tests' policy for missing tools (a failure, or with WATCHFIRE_TEST_OFFLINE=1 a
 /// recorded skip).

@@ -218,6 +218,11 @@ impl Value {
     }
 }
 
+/// Go's `truth` (`isTrue` of the indirected interface).
+pub(crate) fn truth(v: &Value) -> bool {
+    v.clone().indirect_interface().is_true().0
+}
+
 /// Converts a query sample for templates (`v.Metric.Map()` keeps `__name__`).
 pub(crate) fn sample_from(labels: &crate::labels::Labels, value: f64) -> Sample {
     Sample {

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::slo::num::go_g;
+use crate::gofmt::format_g;
 
 /// Schema of histograms with custom bucket boundaries (NHCB).
 pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
@@ -61,19 +61,19 @@ impl FloatHistogram {
             res.push(format!("schema:{}", self.schema));
         }
         if self.count != 0.0 {
-            res.push(format!("count:{}", go_g(self.count)));
+            res.push(format!("count:{}", format_g(self.count)));
         }
         if self.sum != 0.0 {
-            res.push(format!("sum:{}", go_g(self.sum)));
+            res.push(format!("sum:{}", format_g(self.sum)));
         }
         if self.zero_count != 0.0 {
-            res.push(format!("z_bucket:{}", go_g(self.zero_count)));
+            res.push(format!("z_bucket:{}", format_g(self.zero_count)));
         }
         if self.zero_threshold != 0.0 {
-            res.push(format!("z_bucket_w:{}", go_g(self.zero_threshold)));
+            res.push(format!("z_bucket_w:{}", format_g(self.zero_threshold)));
         }
         if self.uses_custom_buckets() {
-            let vs: Vec<String> = self.custom_values.iter().map(|v| go_g(*v)).collect();
+            let vs: Vec<String> = self.custom_values.iter().map(|v| format_g(*v)).collect();
             res.push(format!("custom_values:[{}]", vs.join(" ")));
         }
         match self.counter_reset_hint {
@@ -101,7 +101,7 @@ impl FloatHistogram {
                     *slot = *c;
                 }
             }
-            let vs: Vec<String> = dense.iter().map(|v| go_g(*v)).collect();
+            let vs: Vec<String> = dense.iter().map(|v| format_g(*v)).collect();
             res.push(format!("{bkey}:[{}]", vs.join(" ")));
         }
         format!("{{{{{}}}}}", res.join(" "))

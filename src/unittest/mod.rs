@@ -92,6 +92,8 @@ mod tests;
 
 use std::path::PathBuf;
 
+use crate::gofmt::quote_controls_only;
+
 pub use format::{decode, parse_start_timestamp, ExpectedState, TestFile, TestGroup};
 pub use report::{CaseKind, CaseResult, FileResult, GroupResult, Report};
 
@@ -185,30 +187,6 @@ fn run_one(path: &std::path::Path, opts: &Options) -> FileResult {
     })
 }
 
-/// Go's `strconv.Quote`.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// Go's `labels.Labels.String()`: `{a="b", c="d"}` with Go-quoted values (and names that are
 /// not classic label names).
 pub(crate) fn go_labels_string(pairs: &[(String, String)]) -> String {
@@ -220,32 +198,11 @@ pub(crate) fn go_labels_string(pairs: &[(String, String)]) -> String {
         if crate::labels::is_valid_label_name(n) {
             s.push_str(n);
         } else {
-            s.push_str(&go_quote(n));
+            s.push_str(&quote_controls_only(n));
         }
         s.push('=');
-        s.push_str(&go_quote(v));
+        s.push_str(&quote_controls_only(v));
     }
     s.push('}');
     s
-}
-
-/// Go's `strconv.FormatFloat(v, 'E', -1, 64)`: `1E+00`, `2.5E-01`, `NaN`, `+Inf`.
-pub(crate) fn fmt_float_e(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
-    }
-    let s = format!("{v:E}");
-    match s.split_once('E') {
-        Some((mant, exp)) => {
-            let (sign, digits) = match exp.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', exp),
-            };
-            format!("{mant}E{sign}{digits:0>2}")
-        }
-        None => s,
-    }
 }

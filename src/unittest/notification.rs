@@ -17,7 +17,8 @@ use crate::rules::alerting::Alert as RuleAlert;
 use crate::rules::Group;
 
 use super::format::{ExpNotification, NotificationTestCase, TestFile};
-use super::{go_labels_string, go_quote};
+use super::go_labels_string;
+use crate::gofmt::quote_controls_only;
 
 /// The routes and owners of one test file, loaded once.
 #[derive(Clone, Debug)]
@@ -56,7 +57,7 @@ pub fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetup>, Vec
                 "{}:{}: watchfire_routes_file {}: {message}",
                 path.display(),
                 routes_file.pos,
-                go_quote(&routes_file.value)
+                quote_controls_only(&routes_file.value)
             ));
             None
         }
@@ -74,7 +75,7 @@ pub fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetup>, Vec
                     "{}:{}: watchfire_owners_file {}: no such file",
                     path.display(),
                     o.pos,
-                    go_quote(&o.value)
+                    quote_controls_only(&o.value)
                 ));
                 Owners::default()
             } else {
@@ -296,8 +297,8 @@ fn mismatch(e: &ExpNotification, g: &Got) -> Option<String> {
     if e.receiver != g.receiver {
         return Some(format!(
             "receiver: exp {}, got {}",
-            go_quote(&e.receiver),
-            go_quote(&g.receiver)
+            quote_controls_only(&e.receiver),
+            quote_controls_only(&g.receiver)
         ));
     }
     if let Some(gl) = &e.group_labels {
@@ -318,13 +319,21 @@ fn mismatch(e: &ExpNotification, g: &Got) -> Option<String> {
     if let Some(o) = &e.owner {
         let got = g.owner.as_deref().unwrap_or("");
         if o != got {
-            return Some(format!("owner: exp {}, got {}", go_quote(o), go_quote(got)));
+            return Some(format!(
+                "owner: exp {}, got {}",
+                quote_controls_only(o),
+                quote_controls_only(got)
+            ));
         }
     }
     if let Some(s) = &e.summary {
         let got = g.summary.as_deref().unwrap_or("");
         if s != got {
-            return Some(format!("summary: exp {}, got {}", go_quote(s), go_quote(got)));
+            return Some(format!(
+                "summary: exp {}, got {}",
+                quote_controls_only(s),
+                quote_controls_only(got)
+            ));
         }
     }
     if let Some(links) = &e.links {
@@ -333,8 +342,8 @@ fn mismatch(e: &ExpNotification, g: &Got) -> Option<String> {
             if got != Some(url.as_str()) {
                 return Some(format!(
                     "links.{kind}: exp {}, got {}",
-                    go_quote(url),
-                    got.map_or("none".to_string(), go_quote)
+                    quote_controls_only(url),
+                    got.map_or("none".to_string(), quote_controls_only)
                 ));
             }
         }
@@ -416,7 +425,7 @@ fn exp_string(e: &ExpNotification) -> String {
         s.push_str(&format!("\nalerts: [{}]", list.join(", ")));
     }
     if let Some(sum) = &e.summary {
-        s.push_str(&format!("\nsummary: {}", go_quote(sum)));
+        s.push_str(&format!("\nsummary: {}", quote_controls_only(sum)));
     }
     if let Some(l) = &e.links {
         s.push_str(&format!("\nlinks: {}", map_string(l)));
@@ -437,7 +446,7 @@ fn got_string(g: &Got) -> String {
     let list: Vec<String> = g.alerts.iter().map(labels_string).collect();
     s.push_str(&format!("\nalerts: [{}]", list.join(", ")));
     if let Some(sum) = &g.summary {
-        s.push_str(&format!("\nsummary: {}", go_quote(sum)));
+        s.push_str(&format!("\nsummary: {}", quote_controls_only(sum)));
     }
     if !g.links.is_empty() {
         let pairs: Vec<(String, String)> = g.links.iter().map(|l| (l.kind.to_string(), l.url.clone())).collect();

@@ -19,7 +19,8 @@ use crate::tsdb::{self, Store};
 use super::format::{self, ExpectedState, TestFile, TestGroup};
 use super::notification::{self, NotifySetup, Sim};
 use super::report::{CaseKind, CaseResult, FileResult, GroupResult};
-use super::{fmt_float_e, go_labels_string, go_quote, Options};
+use super::{go_labels_string, Options};
+use crate::gofmt::{format_e_upper, quote_controls_only};
 
 /// The most evaluation steps one test group may take (guards against `1ms` intervals over
 /// years).
@@ -290,7 +291,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
                 res.errors.push(format!(
                     "input_series[{i}] at {}: series {}: {e}",
                     s.pos,
-                    go_quote(&s.series)
+                    quote_controls_only(&s.series)
                 ));
                 continue;
             }
@@ -300,7 +301,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
             Err(e) => res.errors.push(format!(
                 "input_series[{i}] at {}: values {}: {e}",
                 s.pos,
-                go_quote(&s.values)
+                quote_controls_only(&s.values)
             )),
         }
     }
@@ -555,7 +556,7 @@ fn check_promql(
     mint: i64,
     fuzzy: bool,
 ) -> Result<(), String> {
-    let head = format!("    expr: {}, time: {}", go_quote(&c.expr), c.eval_time);
+    let head = format!("    expr: {}, time: {}", quote_controls_only(&c.expr), c.eval_time);
     let t = mint.saturating_add(c.eval_time.ms());
     let got = match engine.instant_query(view, &c.expr, t) {
         Ok(r) => match r.value {
@@ -574,10 +575,13 @@ fn check_promql(
         let labels = if s.labels.trim().is_empty() {
             Labels::empty()
         } else {
-            tsdb::parse_metric(&s.labels).map_err(|e| format!("{head}, err: labels {}: {e}", go_quote(&s.labels)))?
+            tsdb::parse_metric(&s.labels)
+                .map_err(|e| format!("{head}, err: labels {}: {e}", quote_controls_only(&s.labels)))?
         };
         let hist = match &s.histogram {
-            Some(h) => Some(exp_histogram(h).map_err(|e| format!("{head}, err: histogram {}: {e}", go_quote(h)))?),
+            Some(h) => {
+                Some(exp_histogram(h).map_err(|e| format!("{head}, err: histogram {}: {e}", quote_controls_only(h)))?)
+            }
             None => None,
         };
         exp.push((labels, s.value, hist));
@@ -621,7 +625,7 @@ fn samples_string(list: &[(Labels, f64, Option<String>)]) -> String {
             let pairs: Vec<(String, String)> = l.iter().map(|x| (x.name.to_string(), x.value.to_string())).collect();
             match h {
                 Some(h) => format!("{} {h}", go_labels_string(&pairs)),
-                None => format!("{} {}", go_labels_string(&pairs), fmt_float_e(*v)),
+                None => format!("{} {}", go_labels_string(&pairs), format_e_upper(*v)),
             }
         })
         .collect::<Vec<_>>()

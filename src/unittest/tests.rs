@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::gofmt::{format_e_upper as fmt_float_e, quote_controls_only as go_quote};
 
 const RULES: &str = r#"
 groups:

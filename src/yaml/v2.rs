@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 
+use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::yaml::{self as tree, Depth, Documents, Keys, Maps, Options};
 pub use crate::yaml::{Pos, Scalar, Style, YamlError as SyntaxError};
 
@@ -532,45 +533,6 @@ fn merge_sources(v: &Node) -> DResult<Vec<&Node>> {
             "map merge requires map or sequence of maps as the value",
         )),
     }
-}
-
-/// Go's `%q` / `strconv.Quote`.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if is_go_printable(c) => out.push(c),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols
-/// and the ASCII space.
-fn is_go_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    // Unassigned/format characters are rare in labels; treat the common invisible ones as
-    // non-printable.
-    !matches!(c as u32, 0x00AD | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB)
 }
 
 #[cfg(test)]

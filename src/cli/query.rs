@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
+use watchfire::gofmt::format_f as format_float;
 use watchfire::labels::Labels;
 use watchfire::promql::{Engine, EngineOptions, QueryResult, Value};
-use watchfire::promqltest::format::{format_api_timestamp, format_float, format_secs3};
+use watchfire::promqltest::format::{format_api_timestamp, format_secs3};
 use watchfire::promqltest::parse_duration;
 use watchfire::tsdb::Store;
 use watchfire::tsdb::{self as notation, SeriesValue};

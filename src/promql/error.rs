@@ -1,6 +1,6 @@
 //! The error of a query: what stops parsing or evaluation.
 
-use crate::source::SourceError;
+use super::queryable::SourceError;
 
 /// Errors of parsing and evaluation.
 #[derive(Debug, thiserror::Error)]

@@ -4,10 +4,10 @@
 use promql_parser::parser::Expr;
 
 use super::error::Error;
+use super::queryable::Queryable;
 use super::select::{convert_matchers, last_in_lookback};
 use super::value::Sample;
 use crate::labels::{Labels, LabelsBuilder, Matcher, METRIC_NAME};
-use crate::source::Queryable;
 
 const IDENTIFYING: [&str; 2] = ["instance", "job"];
 

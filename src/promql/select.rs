@@ -13,9 +13,9 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::VectorSelector;
 
 use super::error::Error;
+use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
 use super::value::is_stale_nan;
 use crate::labels::{Labels, Matcher, METRIC_NAME};
-use crate::source::{HistogramSeriesData, Queryable, SeriesData};
 use crate::tsdb::FloatHistogram;
 
 /// Series fetched for one selector, shared by every step of the query.

@@ -143,7 +143,7 @@ fn pairs_obj(p: &[(String, String)]) -> Json {
 }
 
 fn value_str(v: f64) -> String {
-    crate::promqltest::format::format_float(v)
+    crate::gofmt::format_f(v)
 }
 
 async fn rules(State(st): State<AppState>) -> Response {

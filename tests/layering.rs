@@ -33,17 +33,7 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     // The HTTP face sees everything but the other drivers.
     m.insert(
         "server",
-        &[
-            "tsdb",
-            "promql",
-            "source",
-            "rules",
-            "slo",
-            "notify",
-            "state",
-            "run",
-            "promqltest",
-        ],
+        &["tsdb", "promql", "source", "rules", "slo", "notify", "state", "run"],
     );
     m
 }

@@ -2,6 +2,8 @@
 //!
 //! Data flows one way: sources → engine (`promql`, over `tsdb` or a remote source) → rules → notify.
 
+#![warn(unreachable_pub)]
+
 pub mod alert;
 pub mod aws;
 pub mod check;

@@ -8,7 +8,7 @@ use std::process::Command;
 /// Changed line ranges per file (absolute, canonical paths). A file mapped to `None` is new
 /// (untracked or added): every line counts as changed.
 #[derive(Debug, Default)]
-pub struct Changes {
+pub(crate) struct Changes {
     pub files: HashMap<PathBuf, Option<Vec<(usize, usize)>>>,
 }
 
@@ -29,7 +29,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// Parses `git diff -U0` hunk headers into the new file's changed line ranges.
-pub fn parse_hunks(diff: &str) -> Vec<(usize, usize)> {
+pub(crate) fn parse_hunks(diff: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     for l in diff.lines() {
         let Some(rest) = l.strip_prefix("@@ ") else { continue };
@@ -52,7 +52,7 @@ pub fn parse_hunks(diff: &str) -> Vec<(usize, usize)> {
 }
 
 /// What changed between `base` and the working tree of the repository containing `dir`.
-pub fn changes_since(dir: &Path, base: &str) -> Result<Changes, String> {
+pub(crate) fn changes_since(dir: &Path, base: &str) -> Result<Changes, String> {
     let top = PathBuf::from(git(dir, &["rev-parse", "--show-toplevel"])?.trim());
     git(
         &top,
@@ -82,7 +82,7 @@ pub fn changes_since(dir: &Path, base: &str) -> Result<Changes, String> {
 
 impl Changes {
     /// Whether a finding about `file`, lines `span`, is on changed lines.
-    pub fn touches(&self, file: &str, span: (usize, usize)) -> bool {
+    pub(crate) fn touches(&self, file: &str, span: (usize, usize)) -> bool {
         let p = Path::new(file);
         let key = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         match self.files.get(&key) {

@@ -12,11 +12,11 @@ use promql_parser::label::MatchOp;
 use promql_parser::parser::{Expr, LabelModifier, VectorMatchCardinality};
 
 /// The labels an expression's output may carry: `None` = unknown (any label).
-pub type LabelSet = Option<BTreeSet<String>>;
+pub(crate) type LabelSet = Option<BTreeSet<String>>;
 
 /// What an expression evaluates to, as far as labels go.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Flow {
+pub(crate) struct Flow {
     /// A scalar or string: no labels, and it does not restrict a vector it is combined with.
     pub scalar: bool,
     pub labels: LabelSet,
@@ -36,7 +36,7 @@ impl Flow {
 }
 
 /// The upper bound on the labels of `expr`'s output series.
-pub fn output_labels(expr: &Expr) -> LabelSet {
+pub(crate) fn output_labels(expr: &Expr) -> LabelSet {
     flow(expr, 0).labels
 }
 
@@ -222,7 +222,7 @@ fn unparen(e: &Expr) -> &Expr {
 
 /// The labels a template reads from `$labels`: `$labels.name`, `.Labels.name` and
 /// `index $labels "name"`.
-pub fn template_label_refs(text: &str) -> Vec<(String, usize)> {
+pub(crate) fn template_label_refs(text: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for prefix in ["$labels.", ".Labels."] {
         let mut from = 0;

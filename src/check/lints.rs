@@ -99,7 +99,7 @@ fn unparen(e: &Expr) -> &Expr {
 }
 
 /// The metric name a selector reads (its name or an `__name__="..."` matcher).
-pub fn metric_name(vs: &VectorSelector) -> Option<String> {
+pub(crate) fn metric_name(vs: &VectorSelector) -> Option<String> {
     vs.name.clone().or_else(|| {
         vs.matchers
             .matchers
@@ -244,7 +244,7 @@ fn route_requirements(routes: &RoutesConfig) -> Vec<(BTreeSet<String>, crate::no
 type RecordKey = (String, Vec<(String, String)>);
 
 /// Runs the rule lints over every loaded file.
-pub fn run(
+pub(crate) fn run(
     files: &[RuleFile],
     routes: Option<&RoutesConfig>,
     cfg: &Config,

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Diagnostic, Report, Severity};
 
 /// `error[code]: message` with a `--> file:line:col` header, the source line and a caret.
-pub fn human(report: &Report) -> String {
+pub(crate) fn human(report: &Report) -> String {
     let mut s = String::new();
     let mut lines: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
     for d in &report.diagnostics {
@@ -62,7 +62,7 @@ fn gh_escape_prop(s: &str) -> String {
 }
 
 /// `::error file=F,line=L,col=C,title=CODE::message` lines.
-pub fn github(report: &Report) -> String {
+pub(crate) fn github(report: &Report) -> String {
     let mut s = String::new();
     for d in &report.diagnostics {
         let kind = match d.severity {
@@ -88,7 +88,7 @@ pub fn github(report: &Report) -> String {
 }
 
 /// A JSON document: `{"diagnostics": [...], "errors": N, "warnings": N, ...}`.
-pub fn json(report: &Report) -> String {
+pub(crate) fn json(report: &Report) -> String {
     #[derive(serde::Serialize)]
     struct Out<'a> {
         diagnostics: &'a [Diagnostic],

@@ -9,12 +9,12 @@ use chrono::{DateTime, Datelike, Timelike, Utc};
 use crate::labels::Labels;
 
 use crate::alert::FNV_PRIME;
-pub use crate::alert::{alert_order, fingerprint_of, labelset_string, Alert, Fingerprint};
+pub(crate) use crate::alert::{alert_order, fingerprint_of, labelset_string, Alert, Fingerprint};
 
 use crate::duration::Duration;
 
 /// Go's `time.Time` JSON form (RFC 3339 with trimmed nanoseconds); `None` is the zero time.
-pub fn go_time_json(t: Option<DateTime<Utc>>) -> String {
+pub(crate) fn go_time_json(t: Option<DateTime<Utc>>) -> String {
     let Some(t) = t else {
         return "0001-01-01T00:00:00Z".into();
     };
@@ -67,7 +67,7 @@ impl PostableAlert {
 /// [`PostableAlert`] whose labels are already a label set (empty values dropped) and whose
 /// annotations are already filtered, so ingest copies no string twice.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReceivedAlert {
+pub(crate) struct ReceivedAlert {
     pub labels: Labels,
     pub annotations: BTreeMap<String, String>,
     pub starts_at: Option<DateTime<Utc>>,
@@ -77,7 +77,7 @@ pub struct ReceivedAlert {
 
 impl ReceivedAlert {
     /// As [`PostableAlert::into_alert`]: Alertmanager's defaults and validation.
-    pub fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
+    pub(crate) fn into_alert(self, now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Alert, String> {
         let starts_at = match (self.starts_at, self.ends_at) {
             (Some(s), _) => s,
             (None, Some(e)) if e < now => e,
@@ -130,7 +130,7 @@ impl IntoAlert for ReceivedAlert {
     }
 }
 
-pub use decode::decode_postable_alerts;
+pub(crate) use decode::decode_postable_alerts;
 
 /// `POST /api/v2/alerts` bodies decoded straight into [`ReceivedAlert`]s (no `serde_json::Value`
 /// in between: that was about half of the ingest CPU), with the checks the Value-based parser
@@ -153,7 +153,7 @@ mod decode {
     use crate::labels::{Label, Labels};
 
     /// Decodes a request body; the error is the message for a 400 answer.
-    pub fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
+    pub(crate) fn decode_postable_alerts(body: &[u8]) -> Result<Vec<ReceivedAlert>, String> {
         let index = Cell::new(None);
         // UTF-8 checked once for the whole body, so the parser need not check every string.
         let text = std::str::from_utf8(body).map_err(|e| {

@@ -15,7 +15,7 @@ use super::alert::{alert_order, fingerprint_of, labelset_string, Alert, Fingerpr
 use super::route::{Route, RouteOpts};
 
 /// How often empty groups are dropped (the dispatcher's cleanup ticker).
-pub const CLEANUP_INTERVAL: chrono::Duration = chrono::Duration::seconds(30);
+pub(crate) const CLEANUP_INTERVAL: chrono::Duration = chrono::Duration::seconds(30);
 
 /// An aggregation group.
 #[derive(Clone, Debug)]
@@ -39,7 +39,7 @@ impl AggrGroup {
 }
 
 /// Alertmanager's group key for a route key and group labels.
-pub fn group_key(route_key: &str, labels: &Labels) -> String {
+pub(crate) fn group_key(route_key: &str, labels: &Labels) -> String {
     format!("{route_key}:{}", labelset_string(labels))
 }
 
@@ -60,7 +60,7 @@ pub struct Flush {
 
 /// A group's identity: its route's rank (routes order by rank as by id) and the fingerprint of
 /// its group labels.
-pub type GroupId = (u32, Fingerprint);
+pub(crate) type GroupId = (u32, Fingerprint);
 
 /// The dispatcher.
 #[derive(Clone, Debug)]

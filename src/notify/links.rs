@@ -55,7 +55,7 @@ impl Link {
 /// watchfire's rules and Prometheus' both set. The notification log keeps using the original
 /// alerts; only the delivered copy is changed. `owner_of` names the owner of a label set
 /// (`Owners::outgoing` passes its resolution).
-pub fn outgoing(
+pub(crate) fn outgoing(
     n: &super::Notification,
     settings: &NotificationSettings,
     owner_of: &dyn Fn(&Labels) -> Option<String>,
@@ -94,7 +94,7 @@ pub fn outgoing(
 }
 
 /// The expression in a Prometheus generator URL (`.../graph?g0.expr=...&g0.tab=1`).
-pub fn expr_from_generator_url(url: &str) -> Option<String> {
+pub(crate) fn expr_from_generator_url(url: &str) -> Option<String> {
     let query = url.split_once('?')?.1;
     let raw = query.split('&').find_map(|kv| kv.strip_prefix("g0.expr="))?;
     let bytes = raw.as_bytes();
@@ -203,7 +203,7 @@ pub struct LinkContext<'a> {
     pub at_ms: i64,
 }
 
-pub use crate::url::encode as url_encode;
+pub(crate) use crate::url::encode as url_encode;
 
 fn json_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()

@@ -72,7 +72,7 @@ impl MaintenanceWindow {
 
 /// Parses a cron expression: standard 5 fields (minute hour day-of-month month day-of-week,
 /// Sunday = 0 or 7), or the `cron` crate's 6/7 fields with seconds first.
-pub fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
+pub(crate) fn parse_cron(expr: &str) -> Result<cron::Schedule, String> {
     let fields: Vec<&str> = expr.split_whitespace().collect();
     let full = if fields.len() == 5 {
         let dow = translate_dow(fields[4])?;
@@ -122,7 +122,7 @@ fn translate_dow(field: &str) -> Result<String, String> {
 }
 
 /// Decodes a route's `watchfire:` key.
-pub fn decode_route_extensions(d: &mut Decoder, node: &Node) -> DResult<RouteExtensions> {
+pub(crate) fn decode_route_extensions(d: &mut Decoder, node: &Node) -> DResult<RouteExtensions> {
     let mut ext = RouteExtensions::default();
     d.fields(
         node,

@@ -15,7 +15,7 @@ use crate::labels::{MatchOp, Matcher};
 
 /// Compiles a Go (RE2) regular expression with Rust's `regex`, translating the classes whose
 /// meaning differs (`\d`, `\s`, `\w`, `\b` are ASCII-only in Go).
-pub fn go_regex(pattern: &str) -> Result<Regex, String> {
+pub(crate) fn go_regex(pattern: &str) -> Result<Regex, String> {
     let translated = translate_go_regex(pattern);
     Regex::new(&translated).map_err(|e| format!("error parsing regexp: {}", first_line(&e.to_string())))
 }
@@ -101,7 +101,7 @@ fn translate_go_regex(p: &str) -> String {
 }
 
 /// `labels.NewMatcher`: regexes are compiled as `^(?:value)$`.
-pub fn new_matcher(op: &str, name: &str, value: &str) -> Result<Matcher, String> {
+pub(crate) fn new_matcher(op: &str, name: &str, value: &str) -> Result<Matcher, String> {
     let op = match op {
         "=" => MatchOp::Equal,
         "!=" => MatchOp::NotEqual,
@@ -123,7 +123,7 @@ static MATCHER_RE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// `labels.ParseMatcher` (0.25): one `name op value` matcher; the value may be double-quoted
 /// (with `\"`, `\\`, `\n` escapes) or bare.
-pub fn parse_matcher(s: &str) -> Result<Matcher, String> {
+pub(crate) fn parse_matcher(s: &str) -> Result<Matcher, String> {
     let caps = MATCHER_RE
         .captures(s)
         .ok_or_else(|| format!("bad matcher format: {s}"))?;
@@ -177,7 +177,7 @@ pub fn parse_matcher(s: &str) -> Result<Matcher, String> {
 
 /// `labels.ParseMatchers` (0.25): `{a="1", b=~"x|y"}` or `a=1,b=2`; braces optional, commas
 /// inside quotes kept.
-pub fn parse_matchers(s: &str) -> Result<Vec<Matcher>, String> {
+pub(crate) fn parse_matchers(s: &str) -> Result<Vec<Matcher>, String> {
     let s = s.strip_prefix('{').unwrap_or(s);
     let s = s.strip_suffix('}').unwrap_or(s);
     let mut tokens: Vec<String> = Vec::new();
@@ -221,7 +221,7 @@ fn type_rank(m: &Matcher) -> u8 {
 }
 
 /// `labels.Matchers.Less`: by name, then value, then type.
-pub fn compare(a: &Matcher, b: &Matcher) -> Ordering {
+pub(crate) fn compare(a: &Matcher, b: &Matcher) -> Ordering {
     a.name
         .cmp(&b.name)
         .then_with(|| a.value.cmp(&b.value))
@@ -229,12 +229,12 @@ pub fn compare(a: &Matcher, b: &Matcher) -> Ordering {
 }
 
 /// Sorts matchers as Alertmanager does before printing or keying a route.
-pub fn sort(ms: &mut [Matcher]) {
+pub(crate) fn sort(ms: &mut [Matcher]) {
     ms.sort_by(compare);
 }
 
 /// `labels.Matchers.String()`: `{a="1",b=~"x"}` (no spaces).
-pub fn matchers_string(ms: &[Matcher]) -> String {
+pub(crate) fn matchers_string(ms: &[Matcher]) -> String {
     let mut s = String::from("{");
     for (i, m) in ms.iter().enumerate() {
         if i > 0 {
@@ -247,7 +247,7 @@ pub fn matchers_string(ms: &[Matcher]) -> String {
 }
 
 /// Whether every matcher matches `get(name)` (absent labels read as "").
-pub fn all_match<'a>(ms: &[Matcher], get: impl Fn(&str) -> Option<&'a str>) -> bool {
+pub(crate) fn all_match<'a>(ms: &[Matcher], get: impl Fn(&str) -> Option<&'a str>) -> bool {
     ms.iter().all(|m| m.matches(get(&m.name).unwrap_or("")))
 }
 

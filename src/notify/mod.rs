@@ -24,7 +24,8 @@ pub(crate) mod routes_cli;
 pub(crate) mod silence;
 pub(crate) mod timeinterval;
 
-pub use alert::{Alert, PostableAlert};
+pub use crate::alert::Alert;
+pub use alert::PostableAlert;
 pub use config::{load_file, load_str, Config, ConfigError};
 pub use notifier::{Notification, Notifier};
 pub use owners::Owners;

@@ -9,7 +9,7 @@ use super::config::Config;
 use super::route::RouteOpts;
 
 /// Why notifications of a route are muted at `now`, or `None` when they are not.
-pub fn route_muted_at(cfg: &Config, opts: &RouteOpts, now: DateTime<Utc>) -> Option<String> {
+pub(crate) fn route_muted_at(cfg: &Config, opts: &RouteOpts, now: DateTime<Utc>) -> Option<String> {
     if !opts.active_time_intervals.is_empty() {
         let active = opts
             .active_time_intervals

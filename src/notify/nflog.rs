@@ -116,7 +116,7 @@ impl NotificationLog {
 
 /// `DedupStage.needsUpdate`: whether the current firing/resolved sets must be notified given
 /// the last entry.
-pub fn needs_update(
+pub(crate) fn needs_update(
     entry: Option<&Entry>,
     firing: &BTreeSet<u64>,
     resolved: &BTreeSet<u64>,

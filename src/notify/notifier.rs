@@ -72,7 +72,7 @@ pub struct Notifier {
 }
 
 /// How often expired notification-log entries are dropped (`--data.maintenance-interval`).
-pub const MAINTENANCE_INTERVAL: chrono::Duration = chrono::Duration::minutes(15);
+pub(crate) const MAINTENANCE_INTERVAL: chrono::Duration = chrono::Duration::minutes(15);
 
 impl Notifier {
     /// A notifier for a loaded configuration, started at `start`.

@@ -124,7 +124,7 @@ fn matching_tree(route: &Route, labels: &Labels) -> Tree {
 }
 
 /// The text of `amtool config routes show` for a loaded configuration.
-pub fn render_routes_show(cfg: &Config) -> String {
+pub(crate) fn render_routes_show(cfg: &Config) -> String {
     let root = Route::new(&cfg.route);
     let tree = show_tree(&root);
     format!("Routing tree:\n{}\n", Tree::render_root(std::slice::from_ref(&tree)))
@@ -157,7 +157,7 @@ pub fn routes_test(
 }
 
 /// [`routes_test`] on an already loaded configuration.
-pub fn render_routes_test(
+pub(crate) fn render_routes_test(
     cfg: &Config,
     labels: &[(String, String)],
     tree: bool,

@@ -273,7 +273,7 @@ impl Silences {
 /// Alertmanager's `GET /api/v2/silences?filter=`: whether a silence's matchers satisfy the
 /// filter matchers (`CheckSilenceMatchesFilterLabels`): the silence's matchers are read as a
 /// label set (name → value/pattern); an empty filter value on an absent name passes.
-pub fn matches_filter(s: &Silence, filter: &[Matcher]) -> bool {
+pub(crate) fn matches_filter(s: &Silence, filter: &[Matcher]) -> bool {
     let sms: BTreeMap<&str, &str> = s.matchers.iter().map(|m| (m.name.as_str(), m.value.as_str())).collect();
     filter.iter().all(|m| {
         let v = sms.get(m.name.as_str()).copied();

@@ -351,7 +351,7 @@ fn decode_time_range(d: &mut Decoder, node: &Node) -> DResult<Option<TimeRange>>
 }
 
 /// Decodes one `time_intervals` entry (`timeinterval.TimeInterval`).
-pub fn decode_time_interval(d: &mut Decoder, node: &Node) -> DResult<TimeInterval> {
+pub(crate) fn decode_time_interval(d: &mut Decoder, node: &Node) -> DResult<TimeInterval> {
     let mut ti = TimeInterval::default();
     d.fields(
         node,
@@ -392,7 +392,7 @@ pub fn decode_time_interval(d: &mut Decoder, node: &Node) -> DResult<TimeInterva
 }
 
 /// Decodes a named interval (`config.TimeInterval` / `config.MuteTimeInterval`).
-pub fn decode_named(d: &mut Decoder, node: &Node, mute: bool) -> DResult<Option<NamedTimeInterval>> {
+pub(crate) fn decode_named(d: &mut Decoder, node: &Node, mute: bool) -> DResult<Option<NamedTimeInterval>> {
     if node.is_null() {
         return Ok(None);
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::labels::Labels;
-pub use crate::tsdb::FloatHistogram;
+pub(crate) use crate::tsdb::FloatHistogram;
 
 /// Prometheus' staleness marker: a NaN with a distinct bit pattern.
 pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;

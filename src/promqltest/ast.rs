@@ -23,7 +23,7 @@ const AT_MODIFIER_UNSAFE_FUNCTIONS: &[&str] = &[
 ];
 
 /// Every vector selector in the expression (including those of matrix selectors).
-pub fn selectors(e: &Expr) -> Vec<&VectorSelector> {
+pub(crate) fn selectors(e: &Expr) -> Vec<&VectorSelector> {
     let mut out = Vec::new();
     collect(e, &mut out);
     out
@@ -66,7 +66,7 @@ fn to_matcher(m: &promql_parser::label::Matcher) -> Option<Matcher> {
 
 /// Whether the selector would select a series with these labels. Unconvertible matchers count
 /// as matching, so that the answer errs on the side of "yes".
-pub fn selector_matches(vs: &VectorSelector, labels: &Labels) -> bool {
+pub(crate) fn selector_matches(vs: &VectorSelector, labels: &Labels) -> bool {
     if let Some(name) = &vs.name {
         if labels.get(METRIC_NAME) != Some(name.as_str()) {
             return false;
@@ -86,7 +86,7 @@ pub fn selector_matches(vs: &VectorSelector, labels: &Labels) -> bool {
 }
 
 /// Whether any selector of the expression would select a series with these labels.
-pub fn touches(e: &Expr, labels: &Labels) -> bool {
+pub(crate) fn touches(e: &Expr, labels: &Labels) -> bool {
     selectors(e).iter().any(|vs| selector_matches(vs, labels))
 }
 
@@ -95,7 +95,7 @@ pub fn touches(e: &Expr, labels: &Labels) -> bool {
 /// rewritten expression and the evaluation times (ms), or nothing when Prometheus skips this (an
 /// unsafe function is used) or when the rewritten expression does not print back to the same
 /// AST (so a failure would be the printer's, not the engine's).
-pub fn at_modifier_cases(expr: &Expr, eval_ms: i64) -> Option<(String, Vec<i64>)> {
+pub(crate) fn at_modifier_cases(expr: &Expr, eval_ms: i64) -> Option<(String, Vec<i64>)> {
     let at = AtModifier::try_from(eval_ms as f64 / 1000.0).ok()?;
     let mut e = expr.clone();
     let mut unsafe_fn = false;

@@ -11,7 +11,7 @@ use super::format::{format_secs3, format_value};
 use super::script::{EvalCmd, ExpectedSeries};
 
 /// Relative error allowed for sample values.
-pub const DEFAULT_EPSILON: f64 = 0.000001;
+pub(crate) const DEFAULT_EPSILON: f64 = 0.000001;
 
 /// Most series shown on each side of a diff.
 const MAX_DIFF_SERIES: usize = 10;
@@ -19,7 +19,7 @@ const MAX_DIFF_SERIES: usize = 10;
 const MAX_VALUES: usize = 16;
 
 /// Prometheus' `almost.Equal`: NaN equals NaN, otherwise a relative tolerance of `epsilon`.
-pub fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
+pub(crate) fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
     if a.is_nan() && b.is_nan() {
         return true;
     }
@@ -37,13 +37,13 @@ pub fn almost_equal(a: f64, b: f64, epsilon: f64) -> bool {
 
 /// What differs: compact, human-readable renderings of both sides.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mismatch {
+pub(crate) struct Mismatch {
     pub expected: String,
     pub got: String,
 }
 
 impl Mismatch {
-    pub fn new(expected: impl Into<String>, got: impl Into<String>) -> Self {
+    pub(crate) fn new(expected: impl Into<String>, got: impl Into<String>) -> Self {
         Mismatch {
             expected: expected.into(),
             got: got.into(),
@@ -54,7 +54,7 @@ impl Mismatch {
 /// The time grid expected values are laid on: `start + i*step`, up to `end` (`None`: no room for
 /// any point, as for an instant query without `expect range vector`).
 #[derive(Debug, Clone, Copy)]
-pub struct Grid {
+pub(crate) struct Grid {
     pub start: i64,
     pub end: Option<i64>,
     pub step: i64,
@@ -108,7 +108,7 @@ impl Pt<'_> {
 
 /// Histograms compare after compaction, floats within [`DEFAULT_EPSILON`]; the counter reset
 /// hint only when the expectation names one.
-pub fn histogram_matches(exp: &FloatHistogram, got: &FloatHistogram) -> bool {
+pub(crate) fn histogram_matches(exp: &FloatHistogram, got: &FloatHistogram) -> bool {
     exp.equals_ignoring_hint(got, DEFAULT_EPSILON)
         && (exp.counter_reset_hint == CounterResetHint::Unknown || exp.counter_reset_hint == got.counter_reset_hint)
 }
@@ -175,7 +175,7 @@ fn join_lines(lines: &[String]) -> String {
 }
 
 /// A one-line description of what the command expects, for messages.
-pub fn describe_expected(cmd: &EvalCmd) -> String {
+pub(crate) fn describe_expected(cmd: &EvalCmd) -> String {
     if let Some(v) = cmd.expected_scalar {
         return format!("scalar {}", format_value(v));
     }
@@ -192,7 +192,7 @@ fn fmt_expected_series(s: &ExpectedSeries) -> String {
 }
 
 /// A compact description of a value, for messages.
-pub fn describe_value(v: &Value) -> String {
+pub(crate) fn describe_value(v: &Value) -> String {
     match v {
         Value::Scalar { v, .. } => format!("scalar {}", format_value(*v)),
         Value::String { s, .. } => format!("string {s:?}"),
@@ -226,7 +226,7 @@ pub fn describe_value(v: &Value) -> String {
 }
 
 /// Compares `value` with the expectations of `cmd`, laying expected values on `grid`.
-pub fn compare_result(cmd: &EvalCmd, grid: Grid, value: &Value) -> Result<(), Mismatch> {
+pub(crate) fn compare_result(cmd: &EvalCmd, grid: Grid, value: &Value) -> Result<(), Mismatch> {
     match value {
         Value::Matrix(series) => {
             if cmd.is_ordered() {
@@ -275,7 +275,7 @@ pub fn compare_result(cmd: &EvalCmd, grid: Grid, value: &Value) -> Result<(), Mi
 }
 
 /// Prometheus requires matrices sorted by label set.
-pub fn check_sorted(series: &[Series]) -> Result<(), Mismatch> {
+pub(crate) fn check_sorted(series: &[Series]) -> Result<(), Mismatch> {
     for w in series.windows(2) {
         if w[0].metric > w[1].metric {
             return Err(Mismatch::new(

@@ -222,7 +222,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 
 /// Go's `strconv.ParseInt(s, 0, 64)` then `strconv.ParseFloat(s, 64)`, as promqltest uses for a
 /// bare scalar line.
-pub fn parse_number(s: &str) -> Option<f64> {
+pub(crate) fn parse_number(s: &str) -> Option<f64> {
     let (neg, body) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -264,7 +264,7 @@ pub fn parse_number(s: &str) -> Option<f64> {
 }
 
 /// Go's `strconv.Unquote` for the forms `expect string` accepts: "...", `...`, '.'.
-pub fn unquote(s: &str) -> Result<String, String> {
+pub(crate) fn unquote(s: &str) -> Result<String, String> {
     let bad = || "expected string literal not valid - check that the string is correctly quoted".to_string();
     let b = s.as_bytes();
     if b.len() < 2 {
@@ -338,7 +338,7 @@ pub fn unquote(s: &str) -> Result<String, String> {
 }
 
 /// Splits a series line into its metric part and its values part, respecting quotes and braces.
-pub fn split_series_line(line: &str) -> (&str, &str) {
+pub(crate) fn split_series_line(line: &str) -> (&str, &str) {
     let bytes = line.as_bytes();
     let mut i = 0;
     let mut depth = 0usize;

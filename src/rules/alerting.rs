@@ -43,20 +43,20 @@ use super::eval::{EvalContext, Health, OutputSample, RuleError};
 use super::template;
 
 /// How long a resolved alert is kept and re-sent (ms).
-pub const RESOLVED_RETENTION_MS: i64 = 15 * 60 * 1000;
+pub(crate) const RESOLVED_RETENTION_MS: i64 = 15 * 60 * 1000;
 /// Prometheus' default `--rules.alert.resend-delay` (ms).
-pub const DEFAULT_RESEND_DELAY_MS: i64 = 60 * 1000;
+pub(crate) const DEFAULT_RESEND_DELAY_MS: i64 = 60 * 1000;
 
-pub const ALERTS_METRIC: &str = "ALERTS";
-pub const ALERTS_FOR_STATE_METRIC: &str = "ALERTS_FOR_STATE";
-pub const ALERTNAME_LABEL: &str = "alertname";
-pub const ALERTSTATE_LABEL: &str = "alertstate";
+pub(crate) const ALERTS_METRIC: &str = "ALERTS";
+pub(crate) const ALERTS_FOR_STATE_METRIC: &str = "ALERTS_FOR_STATE";
+pub(crate) const ALERTNAME_LABEL: &str = "alertname";
+pub(crate) const ALERTSTATE_LABEL: &str = "alertstate";
 /// The no-data policy annotation (see the module docs).
-pub const NO_DATA_ANNOTATION: &str = "watchfire_no_data_state";
+pub(crate) const NO_DATA_ANNOTATION: &str = "watchfire_no_data_state";
 /// The error policy annotation (see the module docs).
-pub const ERROR_ANNOTATION: &str = "watchfire_error_state";
+pub(crate) const ERROR_ANNOTATION: &str = "watchfire_error_state";
 /// The label synthetic alerts carry: `nodata` or `error`.
-pub const STATE_LABEL: &str = "watchfire_state";
+pub(crate) const STATE_LABEL: &str = "watchfire_state";
 
 /// `watchfire_no_data_state`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ impl ErrorPolicy {
 }
 
 /// What is wrong with a policy annotation's value (`None`: not a policy annotation, or valid).
-pub fn policy_annotation_error(name: &str, value: &str) -> Option<String> {
+pub(crate) fn policy_annotation_error(name: &str, value: &str) -> Option<String> {
     match name {
         NO_DATA_ANNOTATION if NoDataPolicy::parse(value).is_none() => Some(format!(
             "{NO_DATA_ANNOTATION}: {value:?} is not one of Alerting, NoData, OK, KeepLast"

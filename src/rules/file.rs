@@ -173,7 +173,7 @@ pub struct LoadOptions {
 
 /// The result of parsing a file: the model (with what could be read) and every error found.
 #[derive(Clone, Debug)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     pub file: RuleFile,
     pub errors: Vec<LoadError>,
 }
@@ -202,7 +202,7 @@ pub fn load_file(path: &Path, opts: LoadOptions) -> Result<RuleFile, Vec<LoadErr
 }
 
 /// Parses and validates rule-file text; `path` names the file in errors.
-pub fn parse(src: &str, path: &Path, opts: LoadOptions) -> Parsed {
+pub(crate) fn parse(src: &str, path: &Path, opts: LoadOptions) -> Parsed {
     let file = path.display().to_string();
     let mut model = RuleFile {
         path: path.to_path_buf(),
@@ -508,7 +508,7 @@ fn label_defs(m: &MapReader<'_>, key: &str, derrs: &mut Vec<DecodeError>) -> Vec
 /// `promtool check rules`' only lint: rules with the same name and the same labels (group
 /// labels merged under rule labels), which would write or alert on the same series. Returns
 /// pairs of (group, rule) indexes.
-pub fn duplicate_rules(file: &RuleFile) -> Vec<((usize, usize), (usize, usize))> {
+pub(crate) fn duplicate_rules(file: &RuleFile) -> Vec<((usize, usize), (usize, usize))> {
     type Key = (String, Vec<(String, String)>);
     let mut seen: std::collections::HashMap<Key, (usize, usize)> = std::collections::HashMap::new();
     let mut out = Vec::new();

@@ -11,7 +11,7 @@ use crate::template::{Expander, Querier, TemplateData, TemplateError};
 
 /// The template data for one alert: the sample's labels (with `__name__` if it has one) and
 /// value, and the external labels and URL.
-pub fn alert_data(labels: &Labels, value: f64, external_labels: &Labels, external_url: &str) -> TemplateData {
+pub(crate) fn alert_data(labels: &Labels, value: f64, external_labels: &Labels, external_url: &str) -> TemplateData {
     TemplateData {
         labels: to_map(labels),
         external_labels: to_map(external_labels),
@@ -29,7 +29,7 @@ fn to_map(labels: &Labels) -> BTreeMap<String, String> {
 
 /// Checks that an alert template parses, as `promtool check rules` does; the error is Go's
 /// message (`template: __alert_X:1: ...`) with the position inside `text`.
-pub fn check(alert_name: &str, text: &str) -> Result<(), TemplateError> {
+pub(crate) fn check(alert_name: &str, text: &str) -> Result<(), TemplateError> {
     if !text.contains("{{") {
         return Ok(());
     }
@@ -37,7 +37,7 @@ pub fn check(alert_name: &str, text: &str) -> Result<(), TemplateError> {
 }
 
 /// Expands one template for an alert at `ts_ms`.
-pub fn expand(alert_name: &str, text: &str, data: &TemplateData, querier: &dyn Querier, ts_ms: i64) -> String {
+pub(crate) fn expand(alert_name: &str, text: &str, data: &TemplateData, querier: &dyn Querier, ts_ms: i64) -> String {
     if !text.contains("{{") {
         return text.to_string();
     }

@@ -64,19 +64,19 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    pub fn new(file: &str) -> Self {
+    pub(crate) fn new(file: &str) -> Self {
         Sink {
             file: file.to_string(),
             diags: Vec::new(),
         }
     }
 
-    pub fn error(&mut self, pos: Pos, code: &'static str, msg: impl Into<String>) {
+    pub(crate) fn error(&mut self, pos: Pos, code: &'static str, msg: impl Into<String>) {
         self.diags
             .push(Diagnostic::new(&self.file, pos, Severity::Error, code, msg));
     }
 
-    pub fn warn(&mut self, pos: Pos, code: &'static str, msg: impl Into<String>) {
+    pub(crate) fn warn(&mut self, pos: Pos, code: &'static str, msg: impl Into<String>) {
         self.diags
             .push(Diagnostic::new(&self.file, pos, Severity::Warning, code, msg));
     }

@@ -178,7 +178,7 @@ pub(crate) struct SloCtx<'a> {
 }
 
 impl<'a> SloCtx<'a> {
-    pub fn new(spec: &'a SloSpec, slo: &'a Slo, opts: &'a GenerateOptions) -> Self {
+    pub(crate) fn new(spec: &'a SloSpec, slo: &'a Slo, opts: &'a GenerateOptions) -> Self {
         let period = slo.period.unwrap_or(opts.default_period);
         let tiers = resolve_tiers(period, &opts.windows, &slo.ext.tiers);
         let mut labels = slo.labels.clone();
@@ -202,7 +202,7 @@ impl<'a> SloCtx<'a> {
     }
 
     /// The windows of the SLI recording rules: every tier window, sorted, then the period.
-    pub fn windows(&self) -> Vec<Duration> {
+    pub(crate) fn windows(&self) -> Vec<Duration> {
         let mut set: BTreeSet<Duration> = BTreeSet::new();
         for t in &self.tiers {
             set.insert(t.short);
@@ -216,12 +216,12 @@ impl<'a> SloCtx<'a> {
 
     /// The short window of the page-quick tier: the base of the optimized period SLI and of
     /// the current burn rate.
-    pub fn base_window(&self) -> Duration {
+    pub(crate) fn base_window(&self) -> Duration {
         self.tier(TierName::PageQuick).short
     }
 
     /// The error budget ratio as written in alert thresholds.
-    pub fn budget_text(&self) -> String {
+    pub(crate) fn budget_text(&self) -> String {
         if self.exact {
             exact_budget(self.slo.objective.exact)
         } else {
@@ -229,7 +229,7 @@ impl<'a> SloCtx<'a> {
         }
     }
 
-    pub fn budget_f64(&self) -> f64 {
+    pub(crate) fn budget_f64(&self) -> f64 {
         (100.0 - self.slo.objective.percent) / 100.0
     }
 
@@ -748,7 +748,7 @@ fn block_safe(v: &str) -> bool {
 }
 
 /// A YAML scalar that reads back as the same string.
-pub fn yaml_scalar(s: &str) -> String {
+pub(crate) fn yaml_scalar(s: &str) -> String {
     if is_plain_safe(s) {
         return s.to_string();
     }

@@ -228,9 +228,9 @@ impl Ratio {
     }
 }
 
-pub const MINUTE: u64 = 60_000;
-pub const HOUR: u64 = 60 * MINUTE;
-pub const DAY: u64 = 24 * HOUR;
+pub(crate) const MINUTE: u64 = 60_000;
+pub(crate) const HOUR: u64 = 60 * MINUTE;
+pub(crate) const DAY: u64 = 24 * HOUR;
 
 /// Parses an SLO period or window (`5m`, `1h30m`, `30d`, `4w`): Prometheus' syntax, but plain
 /// numbers and zero are refused, with the SLO tools' wording.

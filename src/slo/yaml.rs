@@ -6,10 +6,10 @@
 //! is checked on the text before parsing so that no input can overflow the stack.
 
 use crate::yaml::{self as tree, Depth, Documents, Maps, Options, ScalarKeys};
-pub use crate::yaml::{Pos, Scalar, Style, YamlError};
+pub(crate) use crate::yaml::{Pos, Scalar, Style, YamlError};
 
 /// A YAML node; mapping entries are in file order, merged entries after the explicit ones.
-pub type Node = tree::Node<ScalarKeys>;
+pub(crate) type Node = tree::Node<ScalarKeys>;
 
 impl Node {
     pub fn kind(&self) -> &'static str {
@@ -40,7 +40,7 @@ impl Node {
 
 /// One document of a stream.
 #[derive(Clone, Debug)]
-pub struct Document {
+pub(crate) struct Document {
     pub root: Node,
     /// 0-based index of the document in the stream.
     pub index: usize,
@@ -57,7 +57,7 @@ const OPTIONS: Options = Options {
 };
 
 /// Parses every document of `text`. Empty documents (only comments, or nothing) are skipped.
-pub fn parse_stream(text: &str) -> Result<Vec<Document>, YamlError> {
+pub(crate) fn parse_stream(text: &str) -> Result<Vec<Document>, YamlError> {
     Ok(tree::parse_documents::<ScalarKeys>(text, &OPTIONS)?
         .into_iter()
         .enumerate()
@@ -69,7 +69,7 @@ pub fn parse_stream(text: &str) -> Result<Vec<Document>, YamlError> {
 /// Maps a position inside a scalar's value (1-based line and column) to a file position. Exact
 /// for one-line plain scalars, quoted scalars without escapes and literal blocks (whose marker
 /// is their first content line); approximate for folded text.
-pub fn scalar_offset_pos(s: &Scalar, line: usize, col: usize) -> Pos {
+pub(crate) fn scalar_offset_pos(s: &Scalar, line: usize, col: usize) -> Pos {
     match s.style {
         Style::Literal | Style::Folded => {
             let leading = s.value.chars().take_while(|c| *c == '\n').count();

@@ -81,7 +81,7 @@ impl PartialEq for SourceConfig {
 
 /// Decodes one entry of `sources:` in watchfire.yaml (the format is documented in
 /// `run::config`), checking which keys each type takes.
-pub fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
+pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
     let entries = r.map(
         node,
         "a source",

@@ -52,7 +52,7 @@ impl Queryable for Store {
 
 /// The embedded store as a shared, writable source.
 #[derive(Default)]
-pub struct SharedStore(pub RwLock<Store>);
+pub(crate) struct SharedStore(pub RwLock<Store>);
 
 impl Queryable for SharedStore {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {

@@ -36,14 +36,14 @@ use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
 
 /// One member source.
-pub enum MemberSource {
+pub(crate) enum MemberSource {
     Prometheus(Arc<PrometheusSource>),
     CloudWatch(Arc<CloudWatchSource>),
     Embedded(Arc<SharedStore>),
 }
 
 /// A member with its name, claims and counters.
-pub struct Member {
+pub(crate) struct Member {
     pub name: String,
     pub source: MemberSource,
     /// Metric names (anchored regexes) a Prometheus member owns.
@@ -55,7 +55,7 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn new(name: &str, source: MemberSource, claims: Vec<regex::Regex>) -> Self {
+    pub(crate) fn new(name: &str, source: MemberSource, claims: Vec<regex::Regex>) -> Self {
         Member {
             name: name.to_string(),
             source,
@@ -75,7 +75,7 @@ impl Member {
 }
 
 /// The federation of the configured sources.
-pub struct Federated {
+pub(crate) struct Federated {
     members: Vec<Member>,
     default: usize,
     /// Metric names produced locally (recording rules, `ALERTS`): never pushed down.
@@ -86,7 +86,7 @@ pub struct Federated {
 
 impl Federated {
     /// `members` in configuration order (at least one).
-    pub fn new(members: Vec<Member>) -> Self {
+    pub(crate) fn new(members: Vec<Member>) -> Self {
         let default = members
             .iter()
             .position(|m| matches!(m.source, MemberSource::Prometheus(_)))
@@ -100,13 +100,13 @@ impl Federated {
     }
 
     /// Names produced by rules evaluated here (recording rules), which pushdown must not send away.
-    pub fn with_local_names(mut self, names: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn with_local_names(mut self, names: impl IntoIterator<Item = String>) -> Self {
         self.local_names.extend(names);
         self
     }
 
     /// Per member: (name, selects sent, expressions pushed down).
-    pub fn counts(&self) -> Vec<(String, u64, u64)> {
+    pub(crate) fn counts(&self) -> Vec<(String, u64, u64)> {
         self.members
             .iter()
             .map(|m| {
@@ -122,7 +122,7 @@ impl Federated {
     /// The index of the member owning `name`; `None` for names only rules evaluated here
     /// produce (recording rules, `ALERTS`), which no member holds: the rule-output layers
     /// above this source answer them, and asking a remote would only cost a request.
-    pub fn route(&self, name: &str) -> Option<usize> {
+    pub(crate) fn route(&self, name: &str) -> Option<usize> {
         let o = self.owner(name);
         if self.local_names.contains(name) && !self.holds(o, name) {
             return None;
@@ -143,7 +143,7 @@ impl Federated {
     }
 
     /// The index of the member owning `name`.
-    pub fn owner(&self, name: &str) -> usize {
+    pub(crate) fn owner(&self, name: &str) -> usize {
         for (i, m) in self.members.iter().enumerate() {
             if let MemberSource::CloudWatch(c) = &m.source {
                 if c.mapping().names().any(|n| n == name) {
@@ -163,7 +163,7 @@ impl Federated {
     }
 
     /// The member that would answer a whole expression, if one can.
-    pub fn pushdown_target(&self, expr: &Expr) -> Option<usize> {
+    pub(crate) fn pushdown_target(&self, expr: &Expr) -> Option<usize> {
         let mut names = Vec::new();
         if !collect_names(expr, &mut names) || names.is_empty() {
             return None;

@@ -45,7 +45,7 @@ pub(crate) enum Ty {
 }
 
 impl Ty {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Ty::Any => "interface {}",
             Ty::RValue => "reflect.Value",
@@ -87,14 +87,14 @@ pub(crate) enum Callee {
 }
 
 impl Callee {
-    pub fn signature(&self) -> (&'static [Ty], bool) {
+    pub(crate) fn signature(&self) -> (&'static [Ty], bool) {
         match self {
             Callee::Func(f) => (f.params, f.variadic),
             Callee::Method(_, m) => (m.params, false),
         }
     }
 
-    pub fn call(&self, ctx: &Ctx, argv: Vec<Value>) -> Result<Value, String> {
+    pub(crate) fn call(&self, ctx: &Ctx, argv: Vec<Value>) -> Result<Value, String> {
         match self {
             Callee::Func(f) => (f.imp)(ctx, argv),
             Callee::Method(recv, m) => (m.imp)(recv, argv),

@@ -85,14 +85,14 @@ pub(crate) struct Civil {
 
 impl GoTime {
     /// Builds a time from Unix milliseconds (as Prometheus' `model.Time` does).
-    pub fn from_unix_ms(ms: i64) -> GoTime {
+    pub(crate) fn from_unix_ms(ms: i64) -> GoTime {
         GoTime {
             secs: ms.div_euclid(1000),
             nanos: (ms.rem_euclid(1000) * 1_000_000) as u32,
         }
     }
 
-    pub fn civil(&self) -> Civil {
+    pub(crate) fn civil(&self) -> Civil {
         let days = self.secs.div_euclid(86_400);
         let sod = self.secs.rem_euclid(86_400) as u32;
         let (year, month, day) = civil_from_days(days);
@@ -114,17 +114,17 @@ impl GoTime {
         }
     }
 
-    pub fn unix_nano(&self) -> i64 {
+    pub(crate) fn unix_nano(&self) -> i64 {
         self.secs.wrapping_mul(1_000_000_000).wrapping_add(self.nanos as i64)
     }
 
     /// Go's `Time.String()` for a UTC time without a monotonic reading.
-    pub fn string(&self) -> String {
+    pub(crate) fn string(&self) -> String {
         self.format("2006-01-02 15:04:05.999999999 -0700 MST")
     }
 
     /// Go's `Time.Format` with a reference layout.
-    pub fn format(&self, layout: &str) -> String {
+    pub(crate) fn format(&self, layout: &str) -> String {
         let c = self.civil();
         let mut out = String::new();
         let mut rest = layout;

@@ -94,7 +94,7 @@ pub(crate) struct Item {
 
 impl Item {
     /// Go's `item.String()`, used in "unexpected ..." parse errors.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.typ {
             ItemType::Eof => "EOF".to_string(),
             ItemType::Error => self.val.clone(),
@@ -182,7 +182,7 @@ pub(crate) fn sharp_u(c: char) -> String {
 }
 
 impl<'a> Lexer<'a> {
-    pub fn new(input: &'a str) -> Self {
+    pub(crate) fn new(input: &'a str) -> Self {
         Lexer {
             input,
             pos: 0,
@@ -271,7 +271,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// Returns the next item; after an error or EOF it keeps returning EOF.
-    pub fn next_item(&mut self) -> Item {
+    pub(crate) fn next_item(&mut self) -> Item {
         loop {
             if self.state == State::Done {
                 return Item {

@@ -140,7 +140,7 @@ pub(crate) enum Arg {
 // String forms (Go's `Node.String()`), used as the `<context>` of execution errors.
 
 impl Arg {
-    pub fn pos(&self) -> usize {
+    pub(crate) fn pos(&self) -> usize {
         match self {
             Arg::Field { pos, .. }
             | Arg::Chain { pos, .. }
@@ -155,7 +155,7 @@ impl Arg {
         }
     }
 
-    pub fn write_to(&self, sb: &mut String) {
+    pub(crate) fn write_to(&self, sb: &mut String) {
         match self {
             Arg::Field { ident, .. } => {
                 for id in ident {
@@ -187,7 +187,7 @@ impl Arg {
         }
     }
 
-    pub fn to_go_string(&self) -> String {
+    pub(crate) fn to_go_string(&self) -> String {
         let mut s = String::new();
         self.write_to(&mut s);
         s
@@ -195,7 +195,7 @@ impl Arg {
 }
 
 impl Command {
-    pub fn write_to(&self, sb: &mut String) {
+    pub(crate) fn write_to(&self, sb: &mut String) {
         for (i, arg) in self.args.iter().enumerate() {
             if i > 0 {
                 sb.push(' ');
@@ -212,7 +212,7 @@ impl Command {
 }
 
 impl Pipe {
-    pub fn write_to(&self, sb: &mut String) {
+    pub(crate) fn write_to(&self, sb: &mut String) {
         if !self.decl.is_empty() {
             for (i, (_, v)) in self.decl.iter().enumerate() {
                 if i > 0 {
@@ -232,7 +232,7 @@ impl Pipe {
 }
 
 impl List {
-    pub fn write_to(&self, sb: &mut String) {
+    pub(crate) fn write_to(&self, sb: &mut String) {
         for n in &self.nodes {
             n.write_to(sb);
         }
@@ -240,7 +240,7 @@ impl List {
 }
 
 impl Node {
-    pub fn pos(&self) -> usize {
+    pub(crate) fn pos(&self) -> usize {
         match self {
             Node::Text { pos, .. }
             | Node::Action { pos, .. }
@@ -251,7 +251,7 @@ impl Node {
         }
     }
 
-    pub fn write_to(&self, sb: &mut String) {
+    pub(crate) fn write_to(&self, sb: &mut String) {
         match self {
             Node::Text { text, .. } => sb.push_str(text),
             Node::Action { pipe, .. } => {

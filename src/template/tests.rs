@@ -11,6 +11,8 @@ use crate::labels::Labels;
 
 /// The integration tests' policy for missing tools (a failure, or with WATCHFIRE_TEST_OFFLINE=1 a
 /// recorded skip).
+// Shared with the integration tests, where its items are public.
+#[allow(unreachable_pub)]
 #[path = "../../tests/common/require.rs"]
 mod require;
 

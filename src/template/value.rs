@@ -99,16 +99,16 @@ pub(crate) enum Kind {
 }
 
 impl Value {
-    pub fn str(s: &str) -> Value {
+    pub(crate) fn str(s: &str) -> Value {
         Value::Str(Rc::from(s))
     }
 
-    pub fn int(i: i64) -> Value {
+    pub(crate) fn int(i: i64) -> Value {
         Value::Int(i, IntKind::Int)
     }
 
     /// Go's `%T` / `reflect.Type.String()`.
-    pub fn type_name(&self) -> String {
+    pub(crate) fn type_name(&self) -> String {
         match self {
             Value::Invalid => "<nil>".into(),
             Value::Nil | Value::Iface(_) => "interface {}".into(),
@@ -140,7 +140,7 @@ impl Value {
         }
     }
 
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Value::Invalid => Kind::Invalid,
             Value::Nil | Value::Iface(_) => Kind::Interface,
@@ -157,7 +157,7 @@ impl Value {
     }
 
     /// `indirectInterface`: a nil interface becomes the invalid value.
-    pub fn indirect_interface(self) -> Value {
+    pub(crate) fn indirect_interface(self) -> Value {
         match self {
             Value::Nil => Value::Invalid,
             Value::Iface(v) => Rc::unwrap_or_clone(v),
@@ -166,7 +166,7 @@ impl Value {
     }
 
     /// Wraps a value stored in an `interface{}` slot.
-    pub fn iface(v: Value) -> Value {
+    pub(crate) fn iface(v: Value) -> Value {
         match v {
             Value::Nil | Value::Invalid => Value::Nil,
             Value::Iface(_) => v,
@@ -175,7 +175,7 @@ impl Value {
     }
 
     /// Length for kinds that have one (string, map, slice).
-    pub fn len(&self) -> Option<usize> {
+    pub(crate) fn len(&self) -> Option<usize> {
         match self {
             Value::Iface(v) => v.len(),
             Value::Str(s) | Value::Html(s) => Some(s.len()),
@@ -188,7 +188,7 @@ impl Value {
     }
 
     /// Go's `isTrue`: (truth, ok).
-    pub fn is_true(&self) -> (bool, bool) {
+    pub(crate) fn is_true(&self) -> (bool, bool) {
         match self {
             Value::Iface(v) => v.is_true(),
             Value::Invalid | Value::Nil => (false, true),
@@ -206,7 +206,7 @@ impl Value {
     }
 
     /// The `String()` method, for values whose Go type is a `fmt.Stringer`.
-    pub fn stringer(&self) -> Option<String> {
+    pub(crate) fn stringer(&self) -> Option<String> {
         match self {
             Value::Iface(v) => v.stringer(),
             Value::Time(t) => Some(t.string()),

@@ -13,7 +13,7 @@ use std::fmt;
 use crate::gofmt::format_g;
 
 /// Schema of histograms with custom bucket boundaries (NHCB).
-pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
+pub(crate) const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
 
 /// Highest and lowest exponential schemas Prometheus accepts.
 const MAX_SCHEMA: i32 = 8;
@@ -366,7 +366,7 @@ pub enum HistogramError {
 
 /// The hint of a sum or difference, as Prometheus' `adjustCounterReset`: gauges stay gauges,
 /// anything else not agreeing becomes unknown.
-pub fn combined_hint(a: CounterResetHint, b: CounterResetHint) -> CounterResetHint {
+pub(crate) fn combined_hint(a: CounterResetHint, b: CounterResetHint) -> CounterResetHint {
     adjust_hint(a, b)
 }
 
@@ -445,7 +445,7 @@ fn decreased(prev: &[(i32, f64)], cur: &[(i32, f64)]) -> bool {
 
 /// Upper bound of bucket `i` at exponential `schema`: 2^(i * 2^-schema), with Prometheus'
 /// special cases for the last finite bucket.
-pub fn exponential_bound(i: i32, schema: i32) -> f64 {
+pub(crate) fn exponential_bound(i: i32, schema: i32) -> f64 {
     if schema < 0 {
         let exp = i64::from(i) << (-schema).min(31);
         if exp == 1024 {
@@ -483,7 +483,7 @@ fn ldexp(frac: f64, exp: i64) -> f64 {
 }
 
 /// Parses one histogram in notation, `{{...}}` included.
-pub fn parse(s: &str) -> Result<FloatHistogram, String> {
+pub(crate) fn parse(s: &str) -> Result<FloatHistogram, String> {
     let inner = s
         .trim()
         .strip_prefix("{{")

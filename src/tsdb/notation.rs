@@ -13,10 +13,10 @@ use super::histogram::{self, CounterResetHint, FloatHistogram};
 use super::store::Store;
 
 /// Bits of Prometheus' staleness marker NaN.
-pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+pub(crate) const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 
 /// Prefix of errors about native histogram values, so callers can tell them apart.
-pub const NATIVE_HISTOGRAM_ERROR: &str = "native histogram";
+pub(crate) const NATIVE_HISTOGRAM_ERROR: &str = "native histogram";
 
 /// One point of a series description.
 #[derive(Clone, Debug)]

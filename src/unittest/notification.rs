@@ -22,14 +22,14 @@ use crate::gofmt::quote_controls_only;
 
 /// The routes and owners of one test file, loaded once.
 #[derive(Clone, Debug)]
-pub struct NotifySetup {
+pub(crate) struct NotifySetup {
     pub routes: notify::Config,
     pub owners: Owners,
 }
 
 /// Loads `watchfire_routes_file` and `watchfire_owners_file` (relative to the test file's
 /// directory). `Ok(None)` when the file names no routes file. Errors name file:line:col.
-pub fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetup>, Vec<String>> {
+pub(crate) fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetup>, Vec<String>> {
     let base = path.parent().unwrap_or(Path::new(""));
     let join = |p: &str| {
         if Path::new(p).is_absolute() {
@@ -124,7 +124,7 @@ struct Got {
 }
 
 /// The pipeline of one test group in simulated time.
-pub struct Sim<'a> {
+pub(crate) struct Sim<'a> {
     setup: &'a NotifySetup,
     notifier: Notifier,
     external_labels: Labels,
@@ -138,7 +138,7 @@ fn ms_to_time(ms: i64) -> DateTime<Utc> {
 }
 
 impl<'a> Sim<'a> {
-    pub fn new(setup: &'a NotifySetup, external_labels: Labels, external_url: &str, mint: i64) -> Self {
+    pub(crate) fn new(setup: &'a NotifySetup, external_labels: Labels, external_url: &str, mint: i64) -> Self {
         Sim {
             setup,
             notifier: Notifier::new(setup.routes.clone(), ms_to_time(mint)),
@@ -151,7 +151,7 @@ impl<'a> Sim<'a> {
 
     /// Runs every notification timer due up to `now_ms` (absolute), each at its own instant,
     /// recording what the receivers get.
-    pub fn advance(&mut self, now_ms: i64) {
+    pub(crate) fn advance(&mut self, now_ms: i64) {
         let now = ms_to_time(now_ms);
         if self.notifier.next_timer() > now {
             return;
@@ -176,7 +176,7 @@ impl<'a> Sim<'a> {
     }
 
     /// The owners file, for reading namespace teams before [`Sim::put`].
-    pub fn owners(&self) -> &Owners {
+    pub(crate) fn owners(&self) -> &Owners {
         &self.setup.owners
     }
 
@@ -184,7 +184,7 @@ impl<'a> Sim<'a> {
     /// Prometheus' notifier sends them (external labels added where unset, the generator URL
     /// of the rule that fired), with the owner stamped, then runs what is due at once (a
     /// `group_wait: 0s` flush happens at `now_ms`).
-    pub fn put(&mut self, group: &Group, sent: &[(usize, Vec<RuleAlert>)], now_ms: i64) {
+    pub(crate) fn put(&mut self, group: &Group, sent: &[(usize, Vec<RuleAlert>)], now_ms: i64) {
         let now = ms_to_time(now_ms);
         let mut alerts = Vec::new();
         for (ri, list) in sent {
@@ -229,7 +229,7 @@ impl<'a> Sim<'a> {
 
     /// Checks a case against the notifications recorded in `(after, T]` (times relative to
     /// time zero; `after` `None` = from the start). The notifier must have been advanced to T.
-    pub fn check(&self, c: &NotificationTestCase, after: Option<i64>, group_name: &str) -> Result<(), String> {
+    pub(crate) fn check(&self, c: &NotificationTestCase, after: Option<i64>, group_name: &str) -> Result<(), String> {
         let t = c.eval_time.ms();
         let got: Vec<&Got> = self
             .got

@@ -27,7 +27,7 @@ use crate::gofmt::{format_e_upper, quote_controls_only};
 const MAX_STEPS: i64 = 20_000_000;
 
 /// Runs one test file.
-pub fn run_file(path: &Path, opts: &Options) -> FileResult {
+pub(crate) fn run_file(path: &Path, opts: &Options) -> FileResult {
     let mut result = FileResult {
         path: path.to_path_buf(),
         ..FileResult::default()

@@ -9,10 +9,10 @@
 use std::fmt;
 
 use crate::yaml::{self as tree, Depth, Documents, Maps, Options, ScalarKeys};
-pub use crate::yaml::{Pos, Scalar, Style, YamlError};
+pub(crate) use crate::yaml::{Pos, Scalar, Style, YamlError};
 
 /// A YAML node; mapping entries are in file order, with merge keys (`<<`) already applied.
-pub type Node = tree::Node<ScalarKeys>;
+pub(crate) type Node = tree::Node<ScalarKeys>;
 
 impl Node {
     /// Go yaml's name for the node kind, used in type errors (`!!map`, `!!seq`, `!!str`, ...).
@@ -53,7 +53,7 @@ fn scalar_kind(s: &Scalar) -> &'static str {
 }
 
 /// A YAML integer as Go yaml resolves one (decimal, `0x`, `0o`, `0b`, optional sign, `_`).
-pub fn parse_yaml_int(v: &str) -> Option<i64> {
+pub(crate) fn parse_yaml_int(v: &str) -> Option<i64> {
     let (neg, rest) = match v.as_bytes().first()? {
         b'-' => (true, &v[1..]),
         b'+' => (false, &v[1..]),
@@ -80,7 +80,7 @@ pub fn parse_yaml_int(v: &str) -> Option<i64> {
 }
 
 /// A YAML float as Go yaml resolves one (`1.5`, `1e3`, `.inf`, `-.Inf`, `.nan`), or an integer.
-pub fn parse_yaml_float(v: &str) -> Option<f64> {
+pub(crate) fn parse_yaml_float(v: &str) -> Option<f64> {
     match v {
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
         "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
@@ -101,7 +101,7 @@ pub fn parse_yaml_float(v: &str) -> Option<f64> {
 
 /// The first document of a YAML stream.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Document {
+pub(crate) struct Document {
     /// `None` for an empty document (only comments or nothing).
     pub root: Option<Node>,
 }
@@ -117,7 +117,7 @@ const OPTIONS: Options = Options {
 };
 
 /// Parses the first document of `src`.
-pub fn parse(src: &str) -> Result<Document, YamlError> {
+pub(crate) fn parse(src: &str) -> Result<Document, YamlError> {
     let root = tree::parse_documents::<ScalarKeys>(src, &OPTIONS)?.into_iter().next();
     Ok(Document { root })
 }
@@ -187,7 +187,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Reads the fields of one mapping, checking that every key is known.
-pub struct MapReader<'a> {
+pub(crate) struct MapReader<'a> {
     entries: Vec<(&'a Scalar, &'a Node)>,
     pub pos: Pos,
 }
@@ -196,7 +196,7 @@ impl<'a> MapReader<'a> {
     /// `node` must be a mapping (a null node reads as an empty mapping). Unknown keys are
     /// reported into `errs` with the Go type name `type_name` (e.g. `rulefmt.Rule`), unless
     /// `allow_unknown` is set.
-    pub fn new(
+    pub(crate) fn new(
         node: &'a Node,
         type_name: &str,
         known: &[&str],
@@ -233,7 +233,7 @@ impl<'a> MapReader<'a> {
     }
 
     /// The node of a key, if present and not null.
-    pub fn get(&self, key: &str) -> Option<&'a Node> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Node> {
         self.entries
             .iter()
             .find(|(k, _)| k.value == key)
@@ -242,12 +242,12 @@ impl<'a> MapReader<'a> {
     }
 
     /// Whether a key is present (even with a null value).
-    pub fn has(&self, key: &str) -> bool {
+    pub(crate) fn has(&self, key: &str) -> bool {
         self.entries.iter().any(|(k, _)| k.value == key)
     }
 
     /// A string field: any scalar (numbers and booleans read as their text).
-    pub fn string(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(&'a str, Pos, &'a Scalar)> {
+    pub(crate) fn string(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(&'a str, Pos, &'a Scalar)> {
         let node = self.get(key)?;
         match node {
             Node::Scalar(s) => Some((s.value.as_str(), s.pos, s)),
@@ -259,7 +259,7 @@ impl<'a> MapReader<'a> {
     }
 
     /// A sequence field (null reads as empty).
-    pub fn seq(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<&'a [Node]> {
+    pub(crate) fn seq(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<&'a [Node]> {
         let node = self.get(key)?;
         match node {
             Node::Seq(items, _) => Some(items),
@@ -271,7 +271,7 @@ impl<'a> MapReader<'a> {
     }
 
     /// An integer field.
-    pub fn int(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(i64, Pos)> {
+    pub(crate) fn int(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(i64, Pos)> {
         let node = self.get(key)?;
         match node {
             Node::Scalar(s) if s.style == Style::Plain || s.tag.as_deref().is_some_and(|t| t.ends_with(":int")) => {
@@ -291,7 +291,7 @@ impl<'a> MapReader<'a> {
     }
 
     /// A float field.
-    pub fn float(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(f64, Pos)> {
+    pub(crate) fn float(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(f64, Pos)> {
         let node = self.get(key)?;
         match node {
             Node::Scalar(s) if s.style == Style::Plain || s.tag.as_deref().is_some_and(|t| t.ends_with(":float")) => {
@@ -311,7 +311,7 @@ impl<'a> MapReader<'a> {
     }
 
     /// A boolean field.
-    pub fn bool(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(bool, Pos)> {
+    pub(crate) fn bool(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<(bool, Pos)> {
         let node = self.get(key)?;
         match node {
             Node::Scalar(s) if s.style == Style::Plain => match s.value.as_str() {
@@ -330,14 +330,14 @@ impl<'a> MapReader<'a> {
     }
 
     /// A `map[string]string` field, in file order.
-    pub fn string_map(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
+    pub(crate) fn string_map(&self, key: &str, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
         let node = self.get(key)?;
         string_map(node, errs)
     }
 }
 
 /// Decodes a `map[string]string` node (null reads as empty), in file order.
-pub fn string_map<'a>(node: &'a Node, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
+pub(crate) fn string_map<'a>(node: &'a Node, errs: &mut Vec<DecodeError>) -> Option<Vec<(&'a Scalar, &'a Scalar)>> {
     match node {
         Node::Map(entries, _) => {
             let mut out = Vec::with_capacity(entries.len());
@@ -360,7 +360,7 @@ pub fn string_map<'a>(node: &'a Node, errs: &mut Vec<DecodeError>) -> Option<Vec
 /// Maps a position inside a scalar's value (1-based line and column of the value text) to its
 /// position in the file, given the file's text. Exact for single-line plain and quoted
 /// scalars without escapes and for literal (`|`) blocks; best effort for folded text.
-pub fn value_pos_in_file(src: &str, scalar: &Scalar, line: usize, col: usize) -> Pos {
+pub(crate) fn value_pos_in_file(src: &str, scalar: &Scalar, line: usize, col: usize) -> Pos {
     let lines: Vec<&str> = src.split('\n').collect();
     let start = scalar.pos;
     let line = line.max(1);

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::yaml::{self as tree, Depth, Documents, Keys, Maps, Options};
-pub use crate::yaml::{Pos, Scalar, Style, YamlError as SyntaxError};
+pub(crate) use crate::yaml::{Pos, Scalar, Style, YamlError as SyntaxError};
 
 /// Mapping keys as yaml.v2 sees them: any node. Non-scalar keys, merge keys and repeated keys
 /// are left to the [`Decoder`], which reports them as yaml.v2 does.
@@ -40,7 +40,7 @@ impl Keys for AnyKeys {
 
 /// A YAML node. Mapping entries stay in file order, merge keys (`<<`) included: the decoder
 /// applies them where they stand, as yaml.v2 does.
-pub type Node = tree::Node<AnyKeys>;
+pub(crate) type Node = tree::Node<AnyKeys>;
 
 /// What a plain scalar resolves to under yaml.v2's (YAML 1.1-flavoured) rules.
 #[derive(Clone, Debug, PartialEq)]
@@ -260,7 +260,7 @@ const OPTIONS: Options = Options {
 };
 
 /// Parses the first document of `src`; `Ok(None)` for an empty document.
-pub fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
+pub(crate) fn parse(src: &str) -> Result<Option<Node>, SyntaxError> {
     Ok(tree::parse_documents::<AnyKeys>(src, &OPTIONS)?.into_iter().next())
 }
 
@@ -287,7 +287,7 @@ impl Fail {
     }
 }
 
-pub type DResult<T> = Result<T, Fail>;
+pub(crate) type DResult<T> = Result<T, Fail>;
 
 /// yaml.v2 `UnmarshalStrict` emulation: see the module docs.
 #[derive(Default, Debug)]

@@ -196,7 +196,7 @@ fn describe(d: &Delivery, base: i64) -> String {
 
 /// Checks the outcome of replaying `s` with `setup`. An owner that is not a team of the
 /// owners file is an error at the expectation's `owner:`.
-pub fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, FileError> {
+pub(crate) fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, FileError> {
     let owners_file = setup.owners.path.as_deref().unwrap_or("the owners file");
     let receiver = |owner: &str, pos, page: bool| -> Result<String, FileError> {
         let err = |message: String| FileError {

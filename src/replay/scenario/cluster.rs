@@ -19,12 +19,12 @@ const POD_START_MS: i64 = 2 * M;
 const DAEMONSET_START_MS: i64 = M;
 /// How long after a hardware XID the NVIDIA device plugin withdraws the GPU from allocatable
 /// (its health check marks the device unhealthy; the kubelet then updates node status).
-pub const DEVICE_PLUGIN_DELAY_MS: i64 = 2 * M;
+pub(crate) const DEVICE_PLUGIN_DELAY_MS: i64 = 2 * M;
 /// The share of step time a healthy training job waits on its input pipeline.
-pub const STEADY_DATA_WAIT: f64 = 0.05;
+pub(crate) const STEADY_DATA_WAIT: f64 = 0.05;
 
 /// FNV-1a: a stable hash of a name (the same on every machine and run).
-pub fn key(s: &str) -> u64 {
+pub(crate) fn key(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in s.bytes() {
         h ^= u64::from(b);
@@ -34,7 +34,7 @@ pub fn key(s: &str) -> u64 {
 }
 
 /// Deterministic noise in [0, 1) for a key and a step (splitmix64).
-pub fn noise(key: u64, step: i64) -> f64 {
+pub(crate) fn noise(key: u64, step: i64) -> f64 {
     let mut z = key ^ (step as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -46,7 +46,7 @@ pub fn noise(key: u64, step: i64) -> f64 {
 const NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// A generated-name suffix of `n` characters, e.g. the `x7k2p` of a pod name.
-pub fn suffix(seed: &str, n: usize) -> String {
+pub(crate) fn suffix(seed: &str, n: usize) -> String {
     let mut h = key(seed);
     (0..n)
         .map(|i| {
@@ -61,7 +61,7 @@ pub fn suffix(seed: &str, n: usize) -> String {
 }
 
 /// A UUID-shaped identifier (pod uid, GPU UUID, system uuid).
-pub fn uuid(seed: &str) -> String {
+pub(crate) fn uuid(seed: &str) -> String {
     let a = key(seed);
     let b = key(&format!("{seed}/2"));
     format!(
@@ -76,7 +76,7 @@ pub fn uuid(seed: &str) -> String {
 
 /// One node from its launch until it leaves (replaced) or the data ends.
 #[derive(Debug)]
-pub struct NodeLife {
+pub(crate) struct NodeLife {
     pub slot: NodeRef,
     pub name: String,
     pub ip: String,
@@ -90,14 +90,14 @@ pub struct NodeLife {
 }
 
 impl NodeLife {
-    pub fn alive(&self, t: i64) -> bool {
+    pub(crate) fn alive(&self, t: i64) -> bool {
         t >= self.from_ms && t < self.to_ms
     }
 }
 
 /// What a pod belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodOwner {
+pub(crate) enum PodOwner {
     /// Replica (or Job worker) `replica` of a scenario workload.
     Workload {
         namespace: usize,
@@ -115,7 +115,7 @@ pub enum PodOwner {
 }
 
 #[derive(Debug)]
-pub struct Pod {
+pub(crate) struct Pod {
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -140,18 +140,18 @@ pub struct Pod {
 }
 
 impl Pod {
-    pub fn exists(&self, t: i64) -> bool {
+    pub(crate) fn exists(&self, t: i64) -> bool {
         t >= self.from_ms && t < self.to_ms
     }
 
-    pub fn running(&self, t: i64) -> bool {
+    pub(crate) fn running(&self, t: i64) -> bool {
         t >= self.running_ms && t < self.to_ms
     }
 }
 
 /// The scrape state of an exporter on a node.
 #[derive(Clone, Copy, Debug)]
-pub enum Scrape<'c> {
+pub(crate) enum Scrape<'c> {
     /// No target: no `up`, no series.
     Absent,
     /// The target is there but its scrape fails: `up` 0, no other series.
@@ -161,7 +161,7 @@ pub enum Scrape<'c> {
 
 /// The resolved cluster.
 #[derive(Debug)]
-pub struct Cluster<'s> {
+pub(crate) struct Cluster<'s> {
     pub s: &'s Scenario,
     pub nodes: Vec<NodeLife>,
     pub pods: Vec<Pod>,
@@ -199,7 +199,7 @@ struct Builder<'s> {
 impl<'s> Cluster<'s> {
     /// Resolves a scenario; a workload that does not fit its node group is an error at its
     /// position.
-    pub fn build(s: &'s Scenario) -> Result<Cluster<'s>, FileError> {
+    pub(crate) fn build(s: &'s Scenario) -> Result<Cluster<'s>, FileError> {
         let vpc = (key(&s.cluster) % 200 + 20) as u8;
         let mut b = Builder {
             s,
@@ -253,7 +253,7 @@ impl<'s> Cluster<'s> {
         })
     }
 
-    pub fn start_ms(&self) -> i64 {
+    pub(crate) fn start_ms(&self) -> i64 {
         self.s.start_ms
     }
 
@@ -262,26 +262,26 @@ impl<'s> Cluster<'s> {
     }
 
     /// Events active at `t`.
-    pub fn active(&self, t: i64) -> impl Iterator<Item = &'s Event> + '_ {
+    pub(crate) fn active(&self, t: i64) -> impl Iterator<Item = &'s Event> + '_ {
         let rel = self.rel(t);
         self.s.events.iter().filter(move |e| e.active(rel))
     }
 
     /// The absolute window of an event.
-    pub fn window(&self, e: &Event) -> (i64, i64) {
+    pub(crate) fn window(&self, e: &Event) -> (i64, i64) {
         (self.s.start_ms + e.at_ms, self.s.start_ms + e.end_ms())
     }
 
-    pub fn is_gpu_node(&self, node: usize) -> bool {
+    pub(crate) fn is_gpu_node(&self, node: usize) -> bool {
         self.gpus(node) > 0
     }
 
-    pub fn gpus(&self, node: usize) -> usize {
+    pub(crate) fn gpus(&self, node: usize) -> usize {
         self.s.node_groups[self.nodes[node].slot.group].instance_type.gpus
     }
 
     /// The exporter pod of `e` on `node` at `t`, and whether its scrape works.
-    pub fn scrape(&self, e: Exporter, node: usize, t: i64) -> Scrape<'_> {
+    pub(crate) fn scrape(&self, e: Exporter, node: usize, t: i64) -> Scrape<'_> {
         let Some(pod) = self
             .pods
             .iter()
@@ -306,7 +306,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// Whether the node condition is in its unhealthy state (pressure true, readiness false).
-    pub fn condition_bad(&self, node: usize, condition: &str, t: i64) -> bool {
+    pub(crate) fn condition_bad(&self, node: usize, condition: &str, t: i64) -> bool {
         let slot = self.nodes[node].slot;
         self.active(t).any(|e| {
             matches!(&e.kind, EventKind::NodeCondition { node: n, condition: c, .. } if *n == slot && *c == condition)
@@ -328,7 +328,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// The last XID of a GPU seen since `since` (an exporter's start), with its time.
-    pub fn last_xid_since(&self, node: usize, gpu: usize, since: i64, t: i64) -> Option<(u32, i64)> {
+    pub(crate) fn last_xid_since(&self, node: usize, gpu: usize, since: i64, t: i64) -> Option<(u32, i64)> {
         self.xids(node, gpu, t)
             .map(|(e, x)| (x, self.s.start_ms + e.at_ms))
             .filter(|(_, at)| *at >= since)
@@ -336,20 +336,20 @@ impl<'s> Cluster<'s> {
     }
 
     /// Whether a hardware XID on this GPU is in effect (the GPU is broken until the event ends).
-    pub fn faulted(&self, node: usize, gpu: usize, t: i64) -> bool {
+    pub(crate) fn faulted(&self, node: usize, gpu: usize, t: i64) -> bool {
         let rel = self.rel(t);
         self.xids(node, gpu, t)
             .any(|(e, x)| is_hardware_xid(x) && e.active(rel))
     }
 
     /// Whether the GPU has fallen off the bus (XID 79 in effect): NVML and DCGM cannot read it.
-    pub fn lost(&self, node: usize, gpu: usize, t: i64) -> bool {
+    pub(crate) fn lost(&self, node: usize, gpu: usize, t: i64) -> bool {
         let rel = self.rel(t);
         self.xids(node, gpu, t).any(|(e, x)| x == 79 && e.active(rel))
     }
 
     /// When the GPU fell off the bus in this node life, if it did by `t` and still is.
-    pub fn lost_since(&self, node: usize, gpu: usize, t: i64) -> Option<i64> {
+    pub(crate) fn lost_since(&self, node: usize, gpu: usize, t: i64) -> Option<i64> {
         let rel = self.rel(t);
         self.xids(node, gpu, t)
             .find(|(e, x)| *x == 79 && e.active(rel))
@@ -357,7 +357,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// GPUs the device plugin has withdrawn from allocatable at `t`.
-    pub fn withdrawn(&self, node: usize, t: i64) -> usize {
+    pub(crate) fn withdrawn(&self, node: usize, t: i64) -> usize {
         (0..self.gpus(node))
             .filter(|&g| {
                 self.xids(node, g, t).any(|(e, x)| {
@@ -370,7 +370,7 @@ impl<'s> Cluster<'s> {
 
     /// Whether a pod is Running but not ready: its container crash-loops (a degraded
     /// deployment's missing replicas, or a workload whose GPU broke).
-    pub fn crash_looping(&self, pod: &Pod, t: i64) -> bool {
+    pub(crate) fn crash_looping(&self, pod: &Pod, t: i64) -> bool {
         if !pod.running(t) {
             return false;
         }
@@ -396,7 +396,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// Whether a pod is Running and ready.
-    pub fn ready(&self, pod: &Pod, t: i64) -> bool {
+    pub(crate) fn ready(&self, pod: &Pod, t: i64) -> bool {
         pod.running(t) && !self.crash_looping(pod, t)
     }
 
@@ -422,7 +422,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// How long a server-queueing event on the pod's deployment has been going at `t`.
-    pub fn queueing_for(&self, pod: &Pod, t: i64) -> Option<i64> {
+    pub(crate) fn queueing_for(&self, pod: &Pod, t: i64) -> Option<i64> {
         self.s.events.iter().find_map(|e| match e.kind {
             EventKind::ServerQueueing { namespace, workload }
                 if e.active(self.rel(t))
@@ -435,13 +435,13 @@ impl<'s> Cluster<'s> {
     }
 
     /// Whether the pod's training job makes no progress at `t` (Running, GPUs held, no steps).
-    pub fn stalled(&self, pod: &Pod, t: i64) -> bool {
+    pub(crate) fn stalled(&self, pod: &Pod, t: i64) -> bool {
         self.workload_events(pod, t)
             .any(|k| matches!(k, EventKind::TrainingStall { .. }))
     }
 
     /// The share of step time the pod's training job waits on its input pipeline at `t`.
-    pub fn data_wait_share(&self, pod: &Pod, t: i64) -> f64 {
+    pub(crate) fn data_wait_share(&self, pod: &Pod, t: i64) -> f64 {
         self.workload_events(pod, t)
             .find_map(|k| match k {
                 EventKind::DataloaderBound { share, .. } => Some(*share),
@@ -451,14 +451,14 @@ impl<'s> Cluster<'s> {
     }
 
     /// How long collector backpressure has been going at `t`.
-    pub fn backpressure_for(&self, t: i64) -> Option<i64> {
+    pub(crate) fn backpressure_for(&self, t: i64) -> Option<i64> {
         self.active(t)
             .find(|e| matches!(e.kind, EventKind::CollectorBackpressure))
             .map(|e| self.rel(t) - e.at_ms)
     }
 
     /// The share of TDP a ready workload pod's GPUs draw at `t`.
-    pub fn load(&self, pod: &Pod, t: i64) -> f64 {
+    pub(crate) fn load(&self, pod: &Pod, t: i64) -> f64 {
         let PodOwner::Workload { namespace, .. } = pod.owner else {
             return 0.0;
         };
@@ -490,7 +490,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// The clock throttle (clocks event) reasons of a GPU at `t`, as a bitmask.
-    pub fn throttle_mask(&self, node: usize, gpu: usize, t: i64, busy: bool) -> u64 {
+    pub(crate) fn throttle_mask(&self, node: usize, gpu: usize, t: i64, busy: bool) -> u64 {
         let slot = self.nodes[node].slot;
         let mut mask = if busy { 0 } else { throttle_bit("gpu_idle") };
         for e in self.active(t) {
@@ -509,7 +509,7 @@ impl<'s> Cluster<'s> {
     }
 
     /// The pods of a scenario workload (a deployment or a job).
-    pub fn workload_pods(&self, namespace: usize, workload: usize) -> impl Iterator<Item = &Pod> {
+    pub(crate) fn workload_pods(&self, namespace: usize, workload: usize) -> impl Iterator<Item = &Pod> {
         self.pods.iter().filter(move |p| {
             matches!(p.owner, PodOwner::Workload { namespace: n, workload: w, .. } if n == namespace && w == workload)
         })

@@ -96,7 +96,7 @@ struct Gen<'c, 's> {
 }
 
 /// Generates every series of the scenario's cluster.
-pub fn generate(c: &Cluster<'_>) -> Store {
+pub(crate) fn generate(c: &Cluster<'_>) -> Store {
     let s = c.s;
     let mut g = Gen {
         v: View {

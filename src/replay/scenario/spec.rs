@@ -149,7 +149,7 @@ const G_BUS: &[&str] = &[
 const G1_BUS: &[&str] = &["00000000:00:1E.0"];
 
 /// The instance types a scenario may use.
-pub const INSTANCE_TYPES: &[InstanceType] = &[
+pub(crate) const INSTANCE_TYPES: &[InstanceType] = &[
     InstanceType {
         name: "p5.48xlarge",
         gpus: 8,
@@ -527,7 +527,7 @@ impl fmt::Display for Exporter {
 
 /// Node conditions kube-state-metrics reports: the kubelet's and the EKS node monitoring
 /// agent's. Pressure conditions are healthy when false, the others when true.
-pub const NODE_CONDITIONS: &[&str] = &[
+pub(crate) const NODE_CONDITIONS: &[&str] = &[
     "Ready",
     "MemoryPressure",
     "DiskPressure",
@@ -541,7 +541,7 @@ pub const NODE_CONDITIONS: &[&str] = &[
 
 /// Clock throttle (clocks event) reasons by name, as node-probe and DCGM-Exporter's
 /// `clock_event` label name them, with their NVML / DCGM bit.
-pub const THROTTLE_REASONS: &[(&str, u64)] = &[
+pub(crate) const THROTTLE_REASONS: &[(&str, u64)] = &[
     ("gpu_idle", 0x1),
     ("clocks_setting", 0x2),
     ("power_cap", 0x4),
@@ -555,7 +555,7 @@ pub const THROTTLE_REASONS: &[(&str, u64)] = &[
     ("reliability", 0x400),
 ];
 
-pub fn throttle_bit(reason: &str) -> u64 {
+pub(crate) fn throttle_bit(reason: &str) -> u64 {
     THROTTLE_REASONS
         .iter()
         .find(|(n, _)| *n == reason)
@@ -1359,7 +1359,7 @@ impl Parser<'_> {
 
 /// XIDs that need a GPU reset or a node replacement (node-probe classes drain and reboot;
 /// the list in rules/accelerator.yaml).
-pub fn is_hardware_xid(xid: u32) -> bool {
+pub(crate) fn is_hardware_xid(xid: u32) -> bool {
     matches!(
         xid,
         46 | 48 | 62 | 64 | 74 | 79 | 95 | 109 | 110 | 119 | 120 | 136 | 140 | 142 | 143 | 151 | 155 | 156 | 158
@@ -1367,7 +1367,7 @@ pub fn is_hardware_xid(xid: u32) -> bool {
 }
 
 /// node-probe's class of an XID (node-probe/src/xid.rs).
-pub fn xid_class(xid: u32) -> &'static str {
+pub(crate) fn xid_class(xid: u32) -> &'static str {
     match xid {
         79 | 151 => "reboot",
         x if is_hardware_xid(x) => "drain",

@@ -43,7 +43,7 @@ impl Clock for SimClock {
 }
 
 /// Converts ms to a UTC time (the epoch for out-of-range values).
-pub fn ms_to_time(ms: i64) -> DateTime<Utc> {
+pub(crate) fn ms_to_time(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 

@@ -28,8 +28,9 @@ mod runner;
 mod silences;
 mod snapshot;
 
-pub use clock::{ms_to_time, Clock, SimClock, SystemClock};
-pub use snapshot::{GroupSnapshot, Metrics, NotifierAlert, SourceHealth};
+pub(crate) use clock::ms_to_time;
+pub use clock::{Clock, SimClock, SystemClock};
+pub(crate) use snapshot::{GroupSnapshot, Metrics, NotifierAlert, SourceHealth};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};

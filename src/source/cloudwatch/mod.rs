@@ -29,7 +29,8 @@
 
 mod mapping;
 
-pub use mapping::{MappedKind, MappedSeries, Mapping};
+pub use mapping::Mapping;
+pub(crate) use mapping::{MappedKind, MappedSeries};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,7 @@ use crate::promql::stale_nan;
 use mapping::substitute_m;
 
 /// GetMetricData takes at most this many queries per call.
-pub const MAX_QUERIES_PER_CALL: usize = 500;
+pub(crate) const MAX_QUERIES_PER_CALL: usize = 500;
 
 /// Counters of what the source sent (for tests and `/metrics`).
 #[derive(Debug, Default)]

@@ -9,12 +9,12 @@ use super::{period_values, Gen, Sink, CLOUDWATCH_PERIOD_MS};
 const M: i64 = 60_000;
 
 /// vLLM's `time_to_first_token_seconds` buckets.
-pub const TTFT_BUCKETS: &[f64] = &[
+pub(crate) const TTFT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
     160.0, 640.0, 2560.0,
 ];
 /// vLLM's request latency buckets (`e2e_request_latency_seconds`, `request_queue_time_seconds`).
-pub const LATENCY_BUCKETS: &[f64] = &[
+pub(crate) const LATENCY_BUCKETS: &[f64] = &[
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0,
     1920.0, 7680.0,
 ];

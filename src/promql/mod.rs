@@ -19,16 +19,24 @@ mod value;
 
 pub use error::Error;
 pub use options::EngineOptions;
-pub use value::{is_stale_nan, stale_nan, QueryResult, Sample, Series, Value, STALE_NAN_BITS};
+pub use value::is_stale_nan;
+pub(crate) use value::stale_nan;
+pub use value::QueryResult;
+pub use value::Sample;
+pub use value::Series;
+pub use value::Value;
 
 use std::collections::{HashMap, HashSet};
 
 use promql_parser::parser::value::ValueType;
-pub use promql_parser::parser::Expr;
+pub(crate) use promql_parser::parser::Expr;
 
 use crate::labels::Labels;
 use eval::Evaluator;
-pub use queryable::{HistogramSeriesData, Queryable, SeriesData, SourceError};
+pub(crate) use queryable::HistogramSeriesData;
+pub use queryable::Queryable;
+pub use queryable::SeriesData;
+pub use queryable::SourceError;
 
 /// The PromQL engine. Stateless apart from its options; cheap to share.
 #[derive(Clone, Debug, Default)]

@@ -6,9 +6,9 @@ use crate::labels::Labels;
 pub(crate) use crate::tsdb::FloatHistogram;
 
 /// Prometheus' staleness marker: a NaN with a distinct bit pattern.
-pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+pub(crate) const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
 
-pub fn stale_nan() -> f64 {
+pub(crate) fn stale_nan() -> f64 {
     f64::from_bits(STALE_NAN_BITS)
 }
 

@@ -28,7 +28,7 @@ use compare::{compare_result, describe_expected, describe_value, Grid, Mismatch}
 use format::{format_duration, format_secs3};
 use script::{Command, DataLimit, EvalCmd, LoadCmd, Matcher};
 
-pub use script::{parse, parse_duration, Script};
+pub use script::parse_duration;
 
 /// Reason for a skip when promql-parser cannot parse a query Prometheus parses.
 pub const SKIP_UNPARSEABLE: &str = "unparseable";

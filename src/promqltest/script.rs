@@ -37,7 +37,7 @@ const EXPECT_STRING_PREFIX: &str = "expect string";
 
 /// Why data (and so the queries touching it) cannot be checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DataLimit {
+pub(crate) enum DataLimit {
     /// Native histogram samples (`{{...}}`), including NHCB series made by `load_with_nhcb`.
     NativeHistogram,
     /// Start timestamps (`@st` lines), which the store does not keep.
@@ -45,7 +45,7 @@ pub enum DataLimit {
 }
 
 impl DataLimit {
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             DataLimit::NativeHistogram => "native histogram",
             DataLimit::StartTimestamp => "start timestamps",
@@ -53,9 +53,11 @@ impl DataLimit {
     }
 }
 
-/// One parsed command with its 1-based line number.
+/// One parsed command with its 1-based line number. Every node keeps its line, as the AST's
+/// contract with its tests; the runner reports only evaluations and errors by line.
 #[derive(Debug)]
-pub enum Command {
+#[allow(dead_code)]
+pub(crate) enum Command {
     Load(LoadCmd),
     Clear {
         line: usize,
@@ -71,7 +73,8 @@ pub enum Command {
 
 /// A float series to load.
 #[derive(Debug, Clone)]
-pub struct LoadSeries {
+#[allow(dead_code)] // `line`: see [`Command`]
+pub(crate) struct LoadSeries {
     pub line: usize,
     pub labels: Labels,
     pub values: Vec<Option<SeriesValue>>,
@@ -79,7 +82,8 @@ pub struct LoadSeries {
 
 /// `load <interval>` / `load_with_nhcb <interval>`.
 #[derive(Debug, Default)]
-pub struct LoadCmd {
+#[allow(dead_code)] // `line`: see [`Command`]
+pub(crate) struct LoadCmd {
     pub line: usize,
     pub interval_ms: i64,
     pub with_nhcb: bool,
@@ -92,14 +96,14 @@ pub struct LoadCmd {
 
 /// How an `expect` line matches an error or annotation message.
 #[derive(Debug, Clone)]
-pub enum Matcher {
+pub(crate) enum Matcher {
     Any,
     Msg(String),
     Regex(Regex),
 }
 
 impl Matcher {
-    pub fn matches(&self, s: &str) -> bool {
+    pub(crate) fn matches(&self, s: &str) -> bool {
         match self {
             Matcher::Any => true,
             Matcher::Msg(m) => m == s,
@@ -120,7 +124,7 @@ impl fmt::Display for Matcher {
 
 /// The `expect` lines of an eval command, by type.
 #[derive(Debug, Default)]
-pub struct Expects {
+pub(crate) struct Expects {
     pub ordered: bool,
     pub fail: Vec<Matcher>,
     pub warn: Vec<Matcher>,
@@ -131,7 +135,7 @@ pub struct Expects {
 
 /// Start, end and step in ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RangeSpec {
+pub(crate) struct RangeSpec {
     pub start: i64,
     pub end: i64,
     pub step: i64,
@@ -139,7 +143,7 @@ pub struct RangeSpec {
 
 /// An expected series: its labels and values, and its 1-based position among series lines.
 #[derive(Debug, Clone)]
-pub struct ExpectedSeries {
+pub(crate) struct ExpectedSeries {
     pub pos: usize,
     pub labels: Labels,
     pub values: Vec<Option<SeriesValue>>,
@@ -147,7 +151,7 @@ pub struct ExpectedSeries {
 
 /// `eval instant at T EXPR` or `eval range from A to B step S EXPR` with its expectations.
 #[derive(Debug, Default)]
-pub struct EvalCmd {
+pub(crate) struct EvalCmd {
     pub line: usize,
     pub expr: String,
     /// `Some` for a range query.
@@ -177,22 +181,18 @@ pub struct EvalCmd {
 }
 
 impl EvalCmd {
-    pub fn is_fail(&self) -> bool {
+    pub(crate) fn is_fail(&self) -> bool {
         self.legacy_fail || !self.expects.fail.is_empty()
     }
 
-    pub fn is_ordered(&self) -> bool {
+    pub(crate) fn is_ordered(&self) -> bool {
         self.legacy_ordered || self.expects.ordered
-    }
-
-    pub fn is_range(&self) -> bool {
-        self.range.is_some()
     }
 }
 
 /// A parsed script.
 #[derive(Debug, Default)]
-pub struct Script {
+pub(crate) struct Script {
     pub commands: Vec<Command>,
 }
 
@@ -411,7 +411,7 @@ fn get_lines(input: &str) -> Vec<String> {
 }
 
 /// Parses a whole script. Never fails: problems are recorded on the commands.
-pub fn parse(input: &str) -> Script {
+pub(crate) fn parse(input: &str) -> Script {
     let lines = get_lines(input);
     let mut commands = Vec::new();
     let mut i = 0;

@@ -1,4 +1,6 @@
-use super::script::{parse_duration, parse_number, split_series_line, unquote, Command, DataLimit, Matcher};
+use super::script::{
+    parse, parse_duration, parse_number, split_series_line, unquote, Command, DataLimit, EvalCmd, Matcher, Script,
+};
 use super::*;
 
 fn evals(s: &Script) -> Vec<&EvalCmd> {

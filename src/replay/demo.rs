@@ -1331,7 +1331,13 @@ mod tests {
         write_openmetrics(&b, &mut y).unwrap();
         assert!(x == y, "the generator must be deterministic");
         let mut back = Store::new();
-        crate::tsdb::load_openmetrics(&mut back, &x[..], "demo.om").unwrap();
+        crate::tsdb::openmetrics::load_text(
+            &mut back,
+            &x[..],
+            "demo.om",
+            crate::tsdb::openmetrics::TimestampUnit::Seconds,
+        )
+        .unwrap();
         assert_eq!(back.num_samples(), a.num_samples());
     }
 

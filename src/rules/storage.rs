@@ -11,7 +11,7 @@ use crate::promql::{Queryable, SeriesData, SourceError};
 use crate::tsdb::Store;
 
 /// Rule outputs over a source.
-pub struct Layered<'a> {
+pub(crate) struct Layered<'a> {
     pub base: &'a dyn Queryable,
     pub outputs: &'a Store,
     /// Samples of `base` after this time (ms) are invisible, to replay data as it would have
@@ -20,7 +20,7 @@ pub struct Layered<'a> {
 }
 
 impl<'a> Layered<'a> {
-    pub fn new(base: &'a dyn Queryable, outputs: &'a Store) -> Self {
+    pub(crate) fn new(base: &'a dyn Queryable, outputs: &'a Store) -> Self {
         Layered {
             base,
             outputs,
@@ -29,7 +29,7 @@ impl<'a> Layered<'a> {
     }
 
     /// Hides base samples after `t` (ms).
-    pub fn until(mut self, t: i64) -> Self {
+    pub(crate) fn until(mut self, t: i64) -> Self {
         self.base_maxt = t;
         self
     }

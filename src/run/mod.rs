@@ -4,7 +4,10 @@
 
 pub mod config;
 pub(crate) mod scheduler;
-pub use scheduler::{Clock, Service, SimClock, SystemClock};
+pub use scheduler::Clock;
+pub use scheduler::Service;
+pub use scheduler::SimClock;
+pub use scheduler::SystemClock;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use crate::duration::Duration;
 const POLICY_SEVERITIES: [&str; 3] = ["page", "notify", "info"];
 
 /// Checks the specs of one file's text: load diagnostics, then [`check`].
-pub fn check_str(file: &str, text: &str, opts: &GenerateOptions) -> Vec<Diagnostic> {
+pub(crate) fn check_str(file: &str, text: &str, opts: &GenerateOptions) -> Vec<Diagnostic> {
     let (specs, mut diags) = parse_specs(file, text);
     diags.extend(check(&specs, opts));
     sort(&mut diags);

@@ -688,7 +688,7 @@ fn period_words(p: Duration) -> String {
 // YAML output
 
 /// Writes rule groups as a Prometheus rule file (`groups:`), keys in Sloth's order.
-pub fn to_yaml(groups: &[RuleGroup]) -> String {
+pub(crate) fn to_yaml(groups: &[RuleGroup]) -> String {
     let mut out = String::from("groups:\n");
     if groups.is_empty() {
         return "groups: []\n".into();

@@ -89,16 +89,23 @@ pub(crate) mod yaml;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{check, check_file, check_str};
-pub use diag::{Diagnostic, Severity};
-pub use generate::{generate, generate_groups, to_yaml, GenerateOptions, Rule, RuleGroup};
+pub use check::check;
+pub use check::check_file;
+pub(crate) use diag::Diagnostic;
+pub(crate) use diag::Severity;
+pub use generate::generate;
+pub use generate::generate_groups;
+pub use generate::GenerateOptions;
+pub use generate::RuleGroup;
 pub use num::parse_dur;
-pub use report::{render_json, render_table, report, ReportOptions, ReportSource, SloReport};
-pub use spec::{
-    parse_specs, AlertMeta, Extensions, LatencySli, Objective, PeriodSli, PluginKind, PluginRef, Query, Sli, Slo,
-    SloSpec, SpecFormat, TierName, TierOverride,
-};
-pub use windows::{resolve_tiers, AlertWindows, Factor, Tier, Window};
+pub use report::render_json;
+pub use report::render_table;
+pub use report::report;
+pub use report::ReportOptions;
+pub use report::ReportSource;
+pub use spec::parse_specs;
+pub use spec::SloSpec;
+pub(crate) use windows::AlertWindows;
 
 /// Errors of the SLO front.
 #[derive(Debug, thiserror::Error)]

@@ -202,7 +202,7 @@ fn only_keys(n: &Node, allowed: &[&str]) -> Result<(), String> {
 
 /// How a tier's burn factor was obtained.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Factor {
+pub(crate) enum Factor {
     /// From a catalog's budget percent: `pct × period / 100 / long`.
     Budget(Decimal),
     /// Given as is (`watchfire.tiers.<tier>.factor`).
@@ -211,7 +211,7 @@ pub enum Factor {
 
 /// A resolved tier of one SLO.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tier {
+pub(crate) struct Tier {
     pub name: TierName,
     pub enabled: bool,
     pub short: Duration,
@@ -222,7 +222,7 @@ pub struct Tier {
 
 impl Tier {
     /// The factor as Sloth computes it, in float64 and in its operation order.
-    pub fn factor_f64(&self) -> f64 {
+    pub(crate) fn factor_f64(&self) -> f64 {
         match &self.factor {
             Factor::Budget(p) => p.to_f64() * self.period.as_hours_f64() / 100.0 / self.long.as_hours_f64(),
             Factor::Explicit(d) => d.to_f64(),
@@ -230,7 +230,7 @@ impl Tier {
     }
 
     /// The exact factor, when it has a finite decimal expansion.
-    pub fn factor_exact(&self) -> Option<Decimal> {
+    pub(crate) fn factor_exact(&self) -> Option<Decimal> {
         match &self.factor {
             Factor::Budget(p) => p
                 .to_ratio()?
@@ -244,7 +244,7 @@ impl Tier {
     }
 
     /// The factor as written in the rules: Sloth's `%g`, or exact when asked and possible.
-    pub fn factor_text(&self, exact: bool) -> String {
+    pub(crate) fn factor_text(&self, exact: bool) -> String {
         match (&self.factor, exact) {
             (Factor::Explicit(d), _) => d.to_string(),
             (Factor::Budget(_), true) => self
@@ -254,15 +254,10 @@ impl Tier {
             (Factor::Budget(_), false) => format_g(self.factor_f64()),
         }
     }
-
-    /// Percent of the period's budget consumed over the long window at this factor.
-    pub fn budget_percent_f64(&self) -> f64 {
-        self.factor_f64() * self.long.as_millis() as f64 / self.period.as_millis() as f64 * 100.0
-    }
 }
 
 /// The four tiers of an SLO: the catalog for its period with the spec's overrides applied.
-pub fn resolve_tiers(
+pub(crate) fn resolve_tiers(
     period: Duration,
     custom: &[AlertWindows],
     overrides: &std::collections::BTreeMap<TierName, TierOverride>,

@@ -334,7 +334,7 @@ impl Queryable for Federated {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceConfig;
+    use crate::source::config::SourceConfig;
 
     fn prom(name: &str, rt: &tokio::runtime::Runtime) -> Arc<PrometheusSource> {
         let cfg = SourceConfig {

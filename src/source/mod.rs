@@ -8,8 +8,12 @@ pub(crate) mod embedded;
 pub(crate) mod federated;
 pub(crate) mod prometheus;
 
-pub use config::{SigV4Config, SourceConfig, SourceKind};
+pub(crate) use config::SourceKind;
 // The interface every source implements is the engine's; re-exported for the drivers.
-pub use crate::promql::{HistogramSeriesData, Queryable, SeriesData, SourceError};
-pub use cloudwatch::{CloudWatchSource, Mapping};
+pub(crate) use crate::promql::HistogramSeriesData;
+pub use crate::promql::Queryable;
+pub use crate::promql::SeriesData;
+pub use crate::promql::SourceError;
+pub use cloudwatch::CloudWatchSource;
+pub use cloudwatch::Mapping;
 pub use prometheus::PrometheusSource;

@@ -38,7 +38,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-pub use self::funcs::{Querier, QuerySample};
+pub use self::funcs::Querier;
+pub use self::funcs::QuerySample;
 use self::value::{AlertData, Value};
 
 /// The data an alert template sees (Prometheus' `AlertTemplateData`).

@@ -16,7 +16,7 @@
 
 /// Prometheus closes a chunk at 120 samples: small enough that a query decodes little it does not
 /// need, large enough that per-chunk overhead stays small.
-pub const MAX_SAMPLES_PER_CHUNK: usize = 120;
+pub(crate) const MAX_SAMPLES_PER_CHUNK: usize = 120;
 
 /// Appends bits most-significant first into a byte vector.
 #[derive(Clone, Debug, Default)]
@@ -197,7 +197,7 @@ struct EncState {
 
 /// An appendable compressed chunk of `(timestamp ms, value)` samples.
 #[derive(Clone, Debug)]
-pub struct XorChunk {
+pub(crate) struct XorChunk {
     w: BitWriter,
     len: u32,
     min_t: i64,
@@ -212,7 +212,7 @@ impl Default for XorChunk {
 }
 
 impl XorChunk {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         XorChunk {
             w: BitWriter::default(),
             len: 0,
@@ -230,7 +230,7 @@ impl XorChunk {
 
     /// Appends one sample; the caller guarantees `t` is greater than every earlier timestamp
     /// (other sequences still round-trip, but `min_time`/`max_time` then bound rather than order).
-    pub fn append(&mut self, t: i64, v: f64) {
+    pub(crate) fn append(&mut self, t: i64, v: f64) {
         let vb = v.to_bits();
         match self.len {
             0 => {
@@ -306,45 +306,46 @@ impl XorChunk {
         w.write_bits(xor >> trailing, sig);
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len as usize
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Whether the chunk reached the size at which the store closes it.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.len as usize >= MAX_SAMPLES_PER_CHUNK
     }
 
     /// Smallest timestamp, or `i64::MAX` for an empty chunk.
-    pub fn min_time(&self) -> i64 {
+    pub(crate) fn min_time(&self) -> i64 {
         self.min_t
     }
 
     /// Largest timestamp, or `i64::MIN` for an empty chunk.
-    pub fn max_time(&self) -> i64 {
+    pub(crate) fn max_time(&self) -> i64 {
         self.max_t
     }
 
     /// The timestamp of the last appended sample, if any.
-    pub fn last_time(&self) -> Option<i64> {
+    pub(crate) fn last_time(&self) -> Option<i64> {
         (self.len > 0).then_some(self.st.t)
     }
 
     /// Bytes of compressed data.
-    pub fn byte_size(&self) -> usize {
+    pub(crate) fn byte_size(&self) -> usize {
         self.w.data.len()
     }
 
-    pub fn iter(&self) -> ChunkIter<'_> {
+    pub(crate) fn iter(&self) -> ChunkIter<'_> {
         ChunkIter::new(&self.w.data, self.len)
     }
 
     /// Freezes the chunk into its compact, read-only form.
-    pub fn close(self) -> ClosedChunk {
+    pub(crate) fn close(self) -> ClosedChunk {
         ClosedChunk {
             data: self.w.data.into_boxed_slice(),
             len: self.len,
@@ -356,7 +357,7 @@ impl XorChunk {
 
 /// A read-only chunk: only the compressed bytes and the time bounds (40 bytes of overhead).
 #[derive(Clone, Debug)]
-pub struct ClosedChunk {
+pub(crate) struct ClosedChunk {
     data: Box<[u8]>,
     len: u32,
     min_t: i64,
@@ -364,34 +365,31 @@ pub struct ClosedChunk {
 }
 
 impl ClosedChunk {
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len as usize
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn min_time(&self) -> i64 {
+    pub(crate) fn min_time(&self) -> i64 {
         self.min_t
     }
 
-    pub fn max_time(&self) -> i64 {
+    pub(crate) fn max_time(&self) -> i64 {
         self.max_t
     }
 
-    pub fn byte_size(&self) -> usize {
+    pub(crate) fn byte_size(&self) -> usize {
         self.data.len()
     }
 
-    pub fn iter(&self) -> ChunkIter<'_> {
+    pub(crate) fn iter(&self) -> ChunkIter<'_> {
         ChunkIter::new(&self.data, self.len)
     }
 }
 
 /// Decodes a chunk's samples in append order.
 #[derive(Clone, Debug)]
-pub struct ChunkIter<'a> {
+pub(crate) struct ChunkIter<'a> {
     r: BitReader<'a>,
     remaining: u32,
     read: u32,

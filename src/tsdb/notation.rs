@@ -82,7 +82,7 @@ pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>
 }
 
 /// Parses a series selector alone: `name`, `name{l="v"}`, `{l="v"}`, `{"quoted.name", l="v"}`.
-pub fn parse_metric(s: &str) -> Result<Labels, String> {
+pub(crate) fn parse_metric(s: &str) -> Result<Labels, String> {
     let s = s.trim();
     let mut p = Cursor::new(s);
     let labels = p.metric()?;
@@ -97,7 +97,7 @@ pub fn parse_metric(s: &str) -> Result<Labels, String> {
 }
 
 /// Parses and expands a whitespace-separated value sequence.
-pub fn parse_values(s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
+pub(crate) fn parse_values(s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
     let mut out = Vec::new();
     for item in split_items(s)? {
         let res = if item.starts_with("{{") {

@@ -33,7 +33,7 @@ const NORMAL_NAN_BITS: u64 = 0x7ff8_0000_0000_0001;
 
 /// The unit of the timestamps in a text exposition file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimestampUnit {
+pub(crate) enum TimestampUnit {
     /// OpenMetrics: seconds, possibly fractional.
     Seconds,
     /// Prometheus text format: integer milliseconds.
@@ -54,11 +54,6 @@ pub struct LoadStats {
     pub max_time: Option<i64>,
 }
 
-/// Loads OpenMetrics text (timestamps in seconds, `# EOF` required at the end).
-pub fn load_openmetrics<R: BufRead>(store: &mut Store, reader: R, file_name: &str) -> Result<LoadStats, LoadError> {
-    load_text(store, reader, file_name, TimestampUnit::Seconds)
-}
-
 /// Loads a file, choosing the dialect with [`detect_unit`].
 pub fn load_file(store: &mut Store, path: impl AsRef<Path>) -> Result<LoadStats, LoadError> {
     let path = path.as_ref();
@@ -74,7 +69,7 @@ pub fn load_file(store: &mut Store, path: impl AsRef<Path>) -> Result<LoadStats,
 
 /// `Seconds` (OpenMetrics) if the file's last non-blank line is `# EOF`, else `Millis`
 /// (Prometheus text format). Reads only the file's tail.
-pub fn detect_unit(path: impl AsRef<Path>) -> Result<TimestampUnit, LoadError> {
+pub(crate) fn detect_unit(path: impl AsRef<Path>) -> Result<TimestampUnit, LoadError> {
     let path = path.as_ref();
     let io = |source| LoadError::Io {
         file: path.display().to_string(),
@@ -94,7 +89,7 @@ pub fn detect_unit(path: impl AsRef<Path>) -> Result<TimestampUnit, LoadError> {
 
 /// Loads text exposition data with timestamps in `unit`. With `Seconds` the input must end
 /// with `# EOF` (a truncated OpenMetrics file is an error rather than silently short).
-pub fn load_text<R: BufRead>(
+pub(crate) fn load_text<R: BufRead>(
     store: &mut Store,
     mut reader: R,
     file_name: &str,

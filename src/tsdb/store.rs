@@ -11,7 +11,7 @@ use super::chunk::{ChunkIter, ClosedChunk, XorChunk};
 use super::histogram::FloatHistogram;
 
 /// Dense series identifier: the index of the series in the store, assigned in creation order.
-pub type SeriesId = u32;
+pub(crate) type SeriesId = u32;
 
 type Hasher = ahash::RandomState;
 

@@ -11,7 +11,7 @@ use crate::yaml::strict::{self as yaml, DecodeError, MapReader, Node, Pos};
 
 /// One unit-test file.
 #[derive(Clone, Debug, Default)]
-pub struct TestFile {
+pub(crate) struct TestFile {
     /// Globs, relative to the test file's directory.
     pub rule_files: Vec<Spanned<String>>,
     /// Default 1m.
@@ -29,8 +29,7 @@ pub struct TestFile {
 
 /// One entry of `tests`.
 #[derive(Clone, Debug, Default)]
-pub struct TestGroup {
-    pub pos: Pos,
+pub(crate) struct TestGroup {
     /// `name`, used by `--run`.
     pub name: String,
     /// Spacing of input samples; default `evaluation_interval`.
@@ -49,37 +48,34 @@ pub struct TestGroup {
 }
 
 #[derive(Clone, Debug)]
-pub struct InputSeries {
+pub(crate) struct InputSeries {
     pub pos: Pos,
     pub series: String,
     pub values: String,
 }
 
 #[derive(Clone, Debug)]
-pub struct AlertTestCase {
-    pub pos: Pos,
+pub(crate) struct AlertTestCase {
     pub eval_time: Duration,
     pub alertname: String,
     pub exp_alerts: Vec<ExpAlert>,
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct ExpAlert {
+pub(crate) struct ExpAlert {
     pub exp_labels: BTreeMap<String, String>,
     pub exp_annotations: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug)]
-pub struct PromqlTestCase {
-    pub pos: Pos,
+pub(crate) struct PromqlTestCase {
     pub expr: String,
     pub eval_time: Duration,
     pub exp_samples: Vec<ExpSample>,
 }
 
 #[derive(Clone, Debug)]
-pub struct ExpSample {
-    pub pos: Pos,
+pub(crate) struct ExpSample {
     /// Series notation, e.g. `metric{a="b"}` or `{a="b"}`; empty = no labels.
     pub labels: String,
     pub value: f64,
@@ -89,8 +85,7 @@ pub struct ExpSample {
 
 /// `watchfire_alert_state_test` entry.
 #[derive(Clone, Debug)]
-pub struct StateTestCase {
-    pub pos: Pos,
+pub(crate) struct StateTestCase {
     pub eval_time: Duration,
     pub alertname: String,
     pub exp_states: Vec<ExpState>,
@@ -98,7 +93,7 @@ pub struct StateTestCase {
 
 /// The states a state test can expect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExpectedState {
+pub(crate) enum ExpectedState {
     Pending,
     Firing,
     /// Resolved and still retained (re-sent to Alertmanager for 15m).
@@ -108,7 +103,7 @@ pub enum ExpectedState {
 }
 
 impl ExpectedState {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ExpectedState::Pending => "pending",
             ExpectedState::Firing => "firing",
@@ -121,7 +116,7 @@ impl ExpectedState {
 /// `watchfire_notification_test` entry: the notifications flushed in the window ending at
 /// `eval_time` (see the module documentation of `unittest` for the semantics).
 #[derive(Clone, Debug)]
-pub struct NotificationTestCase {
+pub(crate) struct NotificationTestCase {
     pub pos: Pos,
     pub eval_time: Duration,
     pub notifications: Vec<ExpNotification>,
@@ -129,7 +124,7 @@ pub struct NotificationTestCase {
 
 /// One expected notification; fields left out are not checked.
 #[derive(Clone, Debug, Default)]
-pub struct ExpNotification {
+pub(crate) struct ExpNotification {
     pub pos: Pos,
     pub receiver: String,
     /// Exact.
@@ -147,8 +142,7 @@ pub struct ExpNotification {
 }
 
 #[derive(Clone, Debug)]
-pub struct ExpState {
-    pub pos: Pos,
+pub(crate) struct ExpState {
     /// Alert labels without `alertname` (added automatically).
     pub labels: BTreeMap<String, String>,
     pub state: ExpectedState,
@@ -181,7 +175,7 @@ const GROUP_FIELDS: &[&str] = &[
 ];
 
 /// Decodes a test file; all decoding errors are returned, each with its position.
-pub fn decode(src: &str, ignore_unknown_fields: bool) -> Result<TestFile, Vec<DecodeError>> {
+pub(crate) fn decode(src: &str, ignore_unknown_fields: bool) -> Result<TestFile, Vec<DecodeError>> {
     let doc = yaml::parse(src).map_err(|e| {
         vec![DecodeError {
             pos: e.pos,
@@ -284,10 +278,7 @@ impl Decoder<'_> {
 
     fn group(&mut self, node: &Node) -> Option<TestGroup> {
         let m = self.map(node, "main.testGroup", GROUP_FIELDS)?;
-        let mut g = TestGroup {
-            pos: m.pos,
-            ..TestGroup::default()
-        };
+        let mut g = TestGroup { ..TestGroup::default() };
         g.name = m
             .string("name", self.errs)
             .map(|(s, _, _)| s.to_string())
@@ -342,7 +333,6 @@ impl Decoder<'_> {
                 });
             }
             g.alert_rule_test.push(AlertTestCase {
-                pos: a.pos,
                 eval_time,
                 alertname,
                 exp_alerts,
@@ -363,7 +353,6 @@ impl Decoder<'_> {
                     continue;
                 };
                 exp_samples.push(ExpSample {
-                    pos: sm.pos,
                     labels: sm
                         .string("labels", self.errs)
                         .map(|(v, _, _)| v.to_string())
@@ -373,7 +362,6 @@ impl Decoder<'_> {
                 });
             }
             g.promql_expr_test.push(PromqlTestCase {
-                pos: p.pos,
                 expr,
                 eval_time,
                 exp_samples,
@@ -422,7 +410,6 @@ impl Decoder<'_> {
                     }
                 };
                 exp_states.push(ExpState {
-                    pos: sm.pos,
                     labels: self.string_map(&sm, "labels"),
                     state,
                     active_at: self.duration(&sm, "active_at"),
@@ -431,7 +418,6 @@ impl Decoder<'_> {
                 });
             }
             g.alert_state_test.push(StateTestCase {
-                pos: a.pos,
                 eval_time,
                 alertname,
                 exp_states,
@@ -546,7 +532,7 @@ impl Decoder<'_> {
 }
 
 /// `start_timestamp`: Unix seconds (integer or decimal) or RFC 3339; returns ms.
-pub fn parse_start_timestamp(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_start_timestamp(s: &str) -> Result<i64, String> {
     let s = s.trim();
     if let Ok(secs) = s.parse::<f64>() {
         if secs.is_finite() && secs.abs() < 9.0e12 {

@@ -94,8 +94,8 @@ use std::path::PathBuf;
 
 use crate::gofmt::quote_controls_only;
 
-pub use format::{decode, parse_start_timestamp, ExpectedState, TestFile, TestGroup};
-pub use report::{CaseKind, CaseResult, FileResult, GroupResult, Report};
+pub(crate) use report::FileResult;
+pub use report::Report;
 
 /// How to run.
 #[derive(Clone, Debug, Default)]

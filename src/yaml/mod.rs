@@ -11,7 +11,8 @@ mod reader;
 pub(crate) mod strict;
 pub(crate) mod v2;
 
-pub use reader::{FileError, Reader};
+pub(crate) use reader::FileError;
+pub(crate) use reader::Reader;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -127,7 +127,7 @@ pub(crate) fn parse(src: &str) -> Result<Document, YamlError> {
 
 /// A decoding problem at a position.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DecodeError {
+pub(crate) struct DecodeError {
     pub pos: Pos,
     pub message: String,
 }

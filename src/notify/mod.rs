@@ -26,14 +26,9 @@ pub(crate) mod timeinterval;
 
 pub(crate) use crate::alert::Alert;
 pub use alert::PostableAlert;
-pub use config::load_file;
-pub use config::load_str;
-pub use config::Config;
 pub(crate) use config::ConfigError;
-pub use notifier::Notification;
-pub use notifier::Notifier;
+pub use config::{load_file, load_str, Config};
+pub use notifier::{Notification, Notifier};
 pub use owners::Owners;
 pub use route::Route;
-pub use routes_cli::parse_label_args;
-pub use routes_cli::routes_show;
-pub use routes_cli::routes_test;
+pub use routes_cli::{parse_label_args, routes_show, routes_test};

@@ -21,10 +21,7 @@ pub use error::Error;
 pub use options::EngineOptions;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
-pub use value::QueryResult;
-pub use value::Sample;
-pub use value::Series;
-pub use value::Value;
+pub use value::{QueryResult, Sample, Series, Value};
 
 use std::collections::{HashMap, HashSet};
 
@@ -34,9 +31,7 @@ pub(crate) use promql_parser::parser::Expr;
 use crate::labels::Labels;
 use eval::Evaluator;
 pub(crate) use queryable::HistogramSeriesData;
-pub use queryable::Queryable;
-pub use queryable::SeriesData;
-pub use queryable::SourceError;
+pub use queryable::{Queryable, SeriesData, SourceError};
 
 /// The PromQL engine. Stateless apart from its options; cheap to share.
 #[derive(Clone, Debug, Default)]

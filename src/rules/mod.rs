@@ -13,13 +13,8 @@ pub(crate) mod recording;
 pub(crate) mod storage;
 pub(crate) mod template;
 
-pub(crate) use alerting::Alert;
-pub(crate) use alerting::AlertState;
-pub use file::load_file;
-pub use file::LoadOptions;
+pub(crate) use alerting::{Alert, AlertState};
 pub(crate) use file::RuleFile;
-pub use file::RuleGroup;
-pub use file::RuleKind;
-pub(crate) use group::Group;
-pub(crate) use group::GroupConfig;
-pub(crate) use group::GroupRule;
+pub use file::{load_file, LoadOptions};
+pub use file::{RuleGroup, RuleKind};
+pub(crate) use group::{Group, GroupConfig, GroupRule};

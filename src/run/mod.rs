@@ -4,10 +4,7 @@
 
 pub mod config;
 pub(crate) mod scheduler;
-pub use scheduler::Clock;
-pub use scheduler::Service;
-pub use scheduler::SimClock;
-pub use scheduler::SystemClock;
+pub use scheduler::{Clock, Service, SimClock, SystemClock};
 
 use std::path::Path;
 use std::sync::Arc;

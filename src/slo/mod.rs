@@ -89,22 +89,12 @@ pub(crate) mod yaml;
 
 use std::path::{Path, PathBuf};
 
-pub use check::check;
-pub use check::check_file;
-pub(crate) use diag::Diagnostic;
-pub(crate) use diag::Severity;
-pub use generate::generate;
-pub use generate::generate_groups;
-pub use generate::GenerateOptions;
-pub use generate::RuleGroup;
+pub use check::{check, check_file};
+pub(crate) use diag::{Diagnostic, Severity};
+pub use generate::{generate, generate_groups, GenerateOptions, RuleGroup};
 pub use num::parse_dur;
-pub use report::render_json;
-pub use report::render_table;
-pub use report::report;
-pub use report::ReportOptions;
-pub use report::ReportSource;
-pub use spec::parse_specs;
-pub use spec::SloSpec;
+pub use report::{render_json, render_table, report, ReportOptions, ReportSource};
+pub use spec::{parse_specs, SloSpec};
 pub(crate) use windows::AlertWindows;
 
 /// Errors of the SLO front.

@@ -11,9 +11,6 @@ pub(crate) mod prometheus;
 pub(crate) use config::SourceKind;
 // The interface every source implements is the engine's; re-exported for the drivers.
 pub(crate) use crate::promql::HistogramSeriesData;
-pub use crate::promql::Queryable;
-pub use crate::promql::SeriesData;
-pub use crate::promql::SourceError;
-pub use cloudwatch::CloudWatchSource;
-pub use cloudwatch::Mapping;
+pub use crate::promql::{Queryable, SeriesData, SourceError};
+pub use cloudwatch::{CloudWatchSource, Mapping};
 pub use prometheus::PrometheusSource;

@@ -38,8 +38,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-pub use self::funcs::Querier;
-pub use self::funcs::QuerySample;
+pub use self::funcs::{Querier, QuerySample};
 use self::value::{AlertData, Value};
 
 /// The data an alert template sees (Prometheus' `AlertTemplateData`).

@@ -12,8 +12,7 @@ pub(crate) mod notation;
 pub(crate) mod openmetrics;
 mod store;
 
-pub(crate) use histogram::CounterResetHint;
-pub(crate) use histogram::FloatHistogram;
+pub(crate) use histogram::{CounterResetHint, FloatHistogram};
 pub use notation::load_notation;
 pub(crate) use notation::parse_metric;
 pub use notation::parse_series_line;

@@ -11,8 +11,7 @@ mod reader;
 pub(crate) mod strict;
 pub(crate) mod v2;
 
-pub(crate) use reader::FileError;
-pub(crate) use reader::Reader;
+pub(crate) use reader::{FileError, Reader};
 
 use std::collections::HashMap;
 use std::fmt;

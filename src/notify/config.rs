@@ -17,7 +17,7 @@ use super::timeinterval::{decode_named, NamedTimeInterval};
 use crate::duration::{parse_alertmanager as parse_duration, Duration};
 use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::labels::is_valid_label_name;
-use crate::url::{parse_am_url, split_host_port};
+use crate::url::parse_am_url;
 use crate::yaml::v2::{self as yaml, DResult, Decoder, Fail, Issue, Node, Pos};
 
 /// Why a configuration file could not be loaded.
@@ -346,13 +346,7 @@ fn decode_host_port(d: &mut Decoder, v: &Node) -> DResult<String> {
     match d.custom_string(v) {
         Some(s) if s.is_empty() => Ok(s),
         Some(s) => {
-            let (_, port) = split_host_port(&s).map_err(|e| Fail::new(v.pos(), e))?;
-            if port.is_empty() {
-                return Err(Fail::new(
-                    v.pos(),
-                    format!("address {}: port cannot be empty", go_quote(&s)),
-                ));
-            }
+            integrations::check_host_port(&s, v.pos())?;
             Ok(s)
         }
         None => Ok(String::new()),

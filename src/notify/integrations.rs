@@ -504,13 +504,7 @@ fn decode_value(d: &mut Decoder, v: &Node, f: F) -> DResult<Option<Val>> {
         F::HostPort => match d.custom_string(v) {
             Some(s) if s.is_empty() => Some(Val::Str(s)),
             Some(s) => {
-                let (_, port) = split_host_port(&s).map_err(|e| Fail::new(v.pos(), e))?;
-                if port.is_empty() {
-                    return Err(Fail::new(
-                        v.pos(),
-                        format!("address {}: port cannot be empty", go_quote(&s)),
-                    ));
-                }
+                check_host_port(&s, v.pos())?;
                 Some(Val::Str(s))
             }
             None => None,
@@ -1107,6 +1101,15 @@ fn canonical_mime_header_key(s: &str) -> String {
             out
         })
         .collect()
+}
+
+/// Alertmanager's `HostPort` check: `host:port` with a port (an empty string is allowed).
+pub(crate) fn check_host_port(s: &str, pos: Pos) -> DResult<()> {
+    let (_, port) = split_host_port(s).map_err(|e| Fail::new(pos, e))?;
+    if port.is_empty() {
+        return Err(Fail::new(pos, format!("address {}: port cannot be empty", go_quote(s))));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

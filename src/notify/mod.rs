@@ -28,6 +28,7 @@ pub(crate) use crate::alert::Alert;
 pub use alert::PostableAlert;
 pub(crate) use config::ConfigError;
 pub use config::{load_file, load_str, Config};
+pub(crate) use notifier::flushes;
 pub use notifier::{Notification, Notifier};
 pub use owners::Owners;
 pub use route::Route;

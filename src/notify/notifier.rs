@@ -276,6 +276,28 @@ impl Notifier {
     }
 }
 
+/// The notifications of one `advance` grouped per receiver flush (same group, receiver and
+/// time), each with the integrations it went to: what a reader of the pipeline counts as one
+/// delivery.
+pub(crate) fn flushes(notes: &[Notification]) -> Vec<(&Notification, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < notes.len() {
+        let mut j = i + 1;
+        while j < notes.len()
+            && notes[j].group_key == notes[i].group_key
+            && notes[j].receiver == notes[i].receiver
+            && notes[j].at == notes[i].at
+        {
+            j += 1;
+        }
+        let integrations = notes[i..j].iter().map(|n| n.target.key.integration.clone()).collect();
+        out.push((&notes[i], integrations));
+        i = j;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

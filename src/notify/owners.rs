@@ -165,12 +165,7 @@ impl Default for Owners {
 impl Owners {
     /// Reads an owners file.
     pub fn load_file(path: &Path) -> Result<Owners, FileError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FileError {
-            file: shown.clone(),
-            pos: Pos { line: 1, col: 1 },
-            message: format!("cannot read: {e}"),
-        })?;
+        let (text, shown) = crate::yaml::read_file(path)?;
         let mut o = Owners::load_str(&text, &shown)?;
         o.path = Some(shown);
         Ok(o)

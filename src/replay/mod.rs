@@ -272,19 +272,8 @@ fn deliver_due(
     }
     let notes = notifier.advance(now, &mut |_| true);
     // One delivery per receiver flush; its integrations listed.
-    let mut i = 0;
-    while i < notes.len() {
-        let mut j = i + 1;
-        while j < notes.len()
-            && notes[j].group_key == notes[i].group_key
-            && notes[j].receiver == notes[i].receiver
-            && notes[j].at == notes[i].at
-        {
-            j += 1;
-        }
-        let integrations: Vec<String> = notes[i..j].iter().map(|n| n.target.key.integration.clone()).collect();
-        out.push(build_delivery(setup, state, &notes[i], integrations));
-        i = j;
+    for (note, integrations) in notify::flushes(&notes) {
+        out.push(build_delivery(setup, state, note, integrations));
     }
 }
 

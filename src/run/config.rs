@@ -212,12 +212,7 @@ const TOP_KEYS: &[&str] = &[
 
 /// Loads and validates a configuration file.
 pub fn load_file(path: &Path) -> Result<RunConfig, FileError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| FileError {
-        file: name.clone(),
-        pos: Pos { line: 0, col: 0 },
-        message: format!("cannot read: {e}"),
-    })?;
+    let (text, name) = crate::yaml::read_file(path)?;
     let mut cfg = load_str(&text, &name, &|k| std::env::var(k).ok())?;
     cfg.path = path.to_path_buf();
     rebase_paths(&mut cfg, path);
@@ -251,12 +246,7 @@ pub fn load_str(text: &str, file: &str, env: &dyn Fn(&str) -> Option<String>) ->
 /// checks except the secrets it names (token files and environment variables exist only where
 /// watchfire runs). Paths are resolved against the file's directory.
 pub fn check_file(path: &Path) -> Result<RunConfig, FileError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| FileError {
-        file: name.clone(),
-        pos: Pos { line: 1, col: 1 },
-        message: format!("cannot read: {e}"),
-    })?;
+    let (text, name) = crate::yaml::read_file(path)?;
     let mut cfg = load_str_with(&text, &name, &|_| Some("(set at run time)".into()), false)?;
     cfg.path = path.to_path_buf();
     rebase_paths(&mut cfg, path);

@@ -54,15 +54,19 @@ impl Queryable for Store {
 #[derive(Default)]
 pub(crate) struct SharedStore(pub RwLock<Store>);
 
+impl SharedStore {
+    /// The store for reading; a poisoned lock is the source being unavailable.
+    fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Store>, SourceError> {
+        self.0.read().map_err(|_| SourceError::Unavailable {
+            source_name: "embedded".into(),
+            message: "store lock poisoned".into(),
+        })
+    }
+}
+
 impl Queryable for SharedStore {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
-        match self.0.read() {
-            Ok(s) => s.select(matchers, mint, maxt),
-            Err(_) => Err(SourceError::Unavailable {
-                source_name: "embedded".into(),
-                message: "store lock poisoned".into(),
-            }),
-        }
+        self.read()?.select(matchers, mint, maxt)
     }
 
     fn select_histograms(
@@ -71,13 +75,7 @@ impl Queryable for SharedStore {
         mint: i64,
         maxt: i64,
     ) -> Result<Vec<HistogramSeriesData>, SourceError> {
-        match self.0.read() {
-            Ok(s) => s.select_histograms(matchers, mint, maxt),
-            Err(_) => Err(SourceError::Unavailable {
-                source_name: "embedded".into(),
-                message: "store lock poisoned".into(),
-            }),
-        }
+        self.read()?.select_histograms(matchers, mint, maxt)
     }
 
     fn has_histograms(&self) -> bool {

@@ -158,20 +158,9 @@ impl<'a> Sim<'a> {
         }
         // The recorder accepts everything, so the notification log records each as sent.
         let notes = self.notifier.advance(now, &mut |_| true);
-        let mut i = 0;
-        while i < notes.len() {
-            let mut j = i + 1;
-            while j < notes.len()
-                && notes[j].group_key == notes[i].group_key
-                && notes[j].receiver == notes[i].receiver
-                && notes[j].at == notes[i].at
-            {
-                j += 1;
-            }
-            let integrations = notes[i..j].iter().map(|n| n.target.key.integration.clone()).collect();
-            let g = self.record(&notes[i], integrations);
+        for (note, integrations) in notify::flushes(&notes) {
+            let g = self.record(note, integrations);
             self.got.push(g);
-            i = j;
         }
     }
 

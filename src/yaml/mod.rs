@@ -11,7 +11,7 @@ mod reader;
 pub(crate) mod strict;
 pub(crate) mod v2;
 
-pub(crate) use reader::{FileError, Reader};
+pub(crate) use reader::{read_file, FileError, Reader};
 
 use std::collections::HashMap;
 use std::fmt;

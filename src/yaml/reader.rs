@@ -2,6 +2,8 @@
 //! mapping, scenarios) over the yaml.v2 tree: unknown keys, repeated keys, wrong types and bad
 //! values are errors with `file:line:col`.
 
+use std::path::Path;
+
 use regex::Regex;
 
 use super::v2::{self as yaml, Node, Pos};
@@ -118,5 +120,19 @@ impl<'a> Reader<'a> {
     pub fn regex(&self, node: &Node, what: &str) -> Result<Regex, FileError> {
         let s = self.string(node, what)?;
         Regex::new(&format!("^(?:{s})$")).map_err(|e| self.err(node.pos(), format!("{what}: invalid regex: {e}")))
+    }
+}
+
+/// Reads a file for one of the readers above: its text and the name errors show, or an error
+/// at 1:1 naming why it could not be read.
+pub(crate) fn read_file(path: &Path) -> Result<(String, String), FileError> {
+    let shown = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((text, shown)),
+        Err(e) => Err(FileError {
+            file: shown,
+            pos: Pos::new(1, 1),
+            message: format!("cannot read: {e}"),
+        }),
     }
 }

@@ -500,12 +500,7 @@ impl Scenario {
 
     /// Reads a scenario file.
     pub fn load_file(path: &Path) -> Result<Scenario, FileError> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FileError {
-            file: shown.clone(),
-            pos: Pos::new(1, 1),
-            message: format!("cannot read: {e}"),
-        })?;
+        let (text, shown) = crate::yaml::read_file(path)?;
         Scenario::parse(&text, &shown)
     }
 

@@ -87,12 +87,7 @@ impl Mapping {
 
     /// Loads and validates a mapping file.
     pub fn load_file(path: &Path) -> Result<Mapping, FileError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FileError {
-            file: name.clone(),
-            pos: Pos { line: 0, col: 0 },
-            message: format!("cannot read: {e}"),
-        })?;
+        let (text, name) = crate::yaml::read_file(path)?;
         Mapping::load_str(&text, &name)
     }
 

@@ -320,13 +320,14 @@ fn fmt_e(out: &mut String, d: &Digits, prec: i32, fmt: char) {
         }
     }
     out.push(fmt);
-    let mut exp = if d.d.is_empty() { 0 } else { d.dp - 1 };
-    if exp < 0 {
-        out.push('-');
-        exp = -exp;
-    } else {
-        out.push('+');
-    }
+    let exp = if d.d.is_empty() { 0 } else { d.dp - 1 };
+    push_exponent(out, exp);
+}
+
+/// An exponent as strconv writes it after `e` or `p`: a sign and at least two digits.
+fn push_exponent(out: &mut String, exp: i32) {
+    out.push(if exp < 0 { '-' } else { '+' });
+    let exp = exp.unsigned_abs();
     if exp < 10 {
         out.push('0');
     }
@@ -411,16 +412,7 @@ fn fmt_x(out: &mut String, f: f64, prec: i32, fmt: char) {
         }
     }
     out.push(if fmt == 'X' { 'P' } else { 'p' });
-    if exp < 0 {
-        out.push('-');
-        exp = -exp;
-    } else {
-        out.push('+');
-    }
-    if exp < 10 {
-        out.push('0');
-    }
-    out.push_str(&exp.to_string());
+    push_exponent(out, exp);
 }
 
 /// Go's `strconv.FormatFloat(f, fmt, prec, 64)` for fmt in `b e E f g G x X`.

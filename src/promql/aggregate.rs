@@ -10,6 +10,7 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::error::Error;
 use super::eval::Evaluator;
+use super::functions::valid_label_name;
 use super::mathx::{kahan_inc, quantile};
 use super::value::{FloatHistogram, Sample, Value};
 use crate::gofmt::format_f;
@@ -362,9 +363,4 @@ fn cmp_nan_high(a: f64, b: f64) -> std::cmp::Ordering {
         (false, true) => std::cmp::Ordering::Less,
         _ => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
     }
-}
-
-/// Prometheus 3.x accepts any UTF-8 label name that is not empty.
-fn valid_label_name(s: &str) -> bool {
-    !s.is_empty()
 }

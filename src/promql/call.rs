@@ -307,12 +307,7 @@ impl Evaluator<'_> {
                     if let Some(caps) = re.captures(&sv) {
                         let mut res = String::new();
                         caps.expand(&repl, &mut res);
-                        let mut b = LabelsBuilder::new(&s.metric);
-                        b.set(&dst, &res);
-                        s.metric = b.build();
-                        if dst == METRIC_NAME {
-                            s.drop_name = false;
-                        }
+                        set_label(&mut s, &dst, &res);
                     }
                     out.push(s);
                 }
@@ -338,12 +333,7 @@ impl Evaluator<'_> {
                         .map(|n| s.metric.get(n).unwrap_or(""))
                         .collect::<Vec<_>>()
                         .join(&sep);
-                    let mut b = LabelsBuilder::new(&s.metric);
-                    b.set(&dst, &joined);
-                    s.metric = b.build();
-                    if dst == METRIC_NAME {
-                        s.drop_name = false;
-                    }
+                    set_label(&mut s, &dst, &joined);
                     out.push(s);
                 }
                 vector(out)
@@ -533,5 +523,16 @@ impl Evaluator<'_> {
             }
             other => Err(Error::Unsupported(format!("function {other}()"))),
         }
+    }
+}
+
+/// Sets `name` on a sample's labels, as label_replace and label_join write their destination;
+/// writing `__name__` keeps the name the function would otherwise drop.
+fn set_label(s: &mut Sample, name: &str, value: &str) {
+    let mut b = LabelsBuilder::new(&s.metric);
+    b.set(name, value);
+    s.metric = b.build();
+    if name == METRIC_NAME {
+        s.drop_name = false;
     }
 }

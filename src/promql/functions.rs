@@ -51,6 +51,8 @@ pub(crate) fn days_in_month(y: i32, m: u32) -> u32 {
     }
 }
 
+/// A label name a function or aggregation may write: Prometheus 3.x accepts any non-empty UTF-8
+/// name.
 pub(crate) fn valid_label_name(s: &str) -> bool {
     !s.is_empty()
 }

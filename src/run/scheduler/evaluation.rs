@@ -430,22 +430,12 @@ fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64)
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{groups, setup};
-    use super::super::{Service, SimClock};
-    use crate::state::StateStore;
-    use std::sync::Arc;
+    use super::super::testing::{groups, setup, sim_service};
 
     #[test]
     fn reload_keeps_alert_state_of_matching_rules() {
         let src = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n        for: 5m\n";
-        let clock = Arc::new(SimClock::new(0));
-        let svc = Service::new(
-            setup(),
-            groups(src),
-            None,
-            StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
+        let (clock, svc) = sim_service(src);
         let mut t = 0;
         while svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts.is_empty() {
             t += 60_000;
@@ -464,14 +454,7 @@ mod tests {
     #[test]
     fn groups_read_each_others_recording_rules() {
         let src = "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: vector(3)\n  - name: b\n    rules:\n      - alert: B\n        expr: x:rec == 3\n";
-        let clock = Arc::new(SimClock::new(0));
-        let svc = Service::new(
-            setup(),
-            groups(src),
-            None,
-            StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
+        let (clock, svc) = sim_service(src);
         for i in 1..=3 {
             clock.set(i * 60_000);
             svc.run_due(i * 60_000);

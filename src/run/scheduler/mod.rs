@@ -401,6 +401,19 @@ mod testing {
         Group::from_file(&p.file, &crate::rules::GroupConfig::default()).unwrap()
     }
 
+    /// A service over the rules in `src` without routes, on a simulated clock at 0.
+    pub(super) fn sim_service(src: &str) -> (Arc<SimClock>, Service) {
+        let clock = Arc::new(SimClock::new(0));
+        let svc = Service::new(
+            setup(),
+            groups(src),
+            None,
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        (clock, svc)
+    }
+
     pub(super) fn notify_config() -> NotifyConfig {
         crate::notify::config::load_str(
             "route:\n  receiver: r\n  group_by: [alertname]\nreceivers:\n  - name: r\n",

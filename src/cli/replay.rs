@@ -3,6 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use watchfire::replay::history::{FetchStats, History, HistoryOptions, Limits};
 use watchfire::replay::scenario::{self, Scenario};
 use watchfire::replay::FileConfig;
 use watchfire::replay::{self, demo, output, Options, Outcome, Setup};
@@ -43,6 +44,38 @@ pub struct Args {
     /// Write the demo data (or the `--scenario`'s) as OpenMetrics text to FILE and exit.
     #[arg(long, value_name = "FILE")]
     demo_out: Option<PathBuf>,
+    /// Replay the built-in demo even with --config (whose sources are otherwise replayed).
+    #[arg(long, conflicts_with_all = ["data", "scenario"])]
+    demo: bool,
+    #[command(flatten)]
+    fetch: FetchArgs,
+}
+
+/// How a replay from the configured sources fetches their history.
+#[derive(clap::Args, Debug)]
+struct FetchArgs {
+    /// Cache of fetched chunks (default: $XDG_CACHE_HOME/watchfire/replay, else
+    /// ~/.cache/watchfire/replay); a second replay of the same window sends nothing.
+    #[arg(long, value_name = "DIR")]
+    cache: Option<PathBuf>,
+    /// Fetch everything again, and keep nothing.
+    #[arg(long, conflicts_with = "cache")]
+    no_cache: bool,
+    /// Length of one raw-sample request (chunks the source refuses as too large are split).
+    #[arg(long, value_name = "DURATION", default_value = "2h")]
+    chunk: String,
+    /// Requests in flight per source.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    concurrency: usize,
+    /// Requests a second per source (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 20.0)]
+    rate: f64,
+    /// Most requests the whole replay may send.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_requests: u64,
+    /// Most samples the whole replay may fetch.
+    #[arg(long, value_name = "N", default_value_t = 500_000_000)]
+    max_samples: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,11 +139,23 @@ fn load_data(paths: &[PathBuf]) -> Result<(Store, i64, i64), String> {
     Ok((store, min, max))
 }
 
-/// RFC 3339, unix seconds, or `+DURATION` after `base`.
+/// RFC 3339, unix seconds, `+DURATION` after `base`, `now` or `-DURATION` before now.
 fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
     if let Some(d) = s.strip_prefix('+') {
         let d = watchfire::duration::Duration::parse(d).map_err(|e| format!("{flag} {s}: {e}"))?;
         return Ok(base.saturating_add(d.ms()));
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    if s == "now" {
+        return Ok(now);
+    }
+    if let Some(d) = s
+        .strip_prefix('-')
+        .filter(|d| d.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        if let Ok(d) = watchfire::duration::Duration::parse(d) {
+            return Ok(now.saturating_sub(d.ms()));
+        }
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(t.timestamp_millis());
@@ -121,7 +166,7 @@ fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
         }
     }
     Err(format!(
-        "{flag} {s:?}: expected an RFC 3339 time (2026-11-02T00:00:00Z), unix seconds or +DURATION (+6h)"
+        "{flag} {s:?}: expected an RFC 3339 time (2026-11-02T00:00:00Z), unix seconds, +DURATION after the first sample (+6h), now, or -DURATION before now (-7d)"
     ))
 }
 
@@ -150,6 +195,12 @@ fn run_inner(args: Args) -> Result<i32, String> {
     }
     let cfg = load_config(args.config.as_deref())?;
     let setup = build(&cfg, None)?;
+    if let (Some(config), true) = (
+        &args.config,
+        args.data.is_empty() && scenario.is_none() && !args.demo && !args.bench,
+    ) {
+        return from_sources(&args, config, &setup);
+    }
     let is_demo = args.data.is_empty() && scenario.is_none();
     let (store, min, max) = if let Some(s) = &scenario {
         let data = scenario::generate(s).map_err(|e| e.to_string())?;
@@ -284,8 +335,115 @@ fn run_inner(args: Args) -> Result<i32, String> {
 }
 
 fn run_with_progress(setup: &Setup, store: &Store, opts: &Options) -> Outcome {
+    with_replay_bar(opts, |progress| replay::run(setup, store, opts, progress))
+}
+
+/// The default cache directory.
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("watchfire/replay"))
+}
+
+/// `watchfire replay --config watchfire.yaml --from -7d`: the history of the configured sources.
+fn from_sources(args: &Args, config: &Path, setup: &Setup) -> Result<i32, String> {
+    let run_cfg = watchfire::run::config::load_file(config).map_err(|e| e.to_string())?;
+    if run_cfg
+        .sources
+        .iter()
+        .all(|s| s.kind == watchfire::source::SourceKind::Embedded)
+    {
+        return Err(format!(
+            "{}: its sources are embedded only, which hold no history; replay recorded data with --data FILE, or the demo with --demo",
+            config.display()
+        ));
+    }
+    let Some(from) = &args.from else {
+        return Err(format!(
+            "replaying the sources of {} needs --from (for example --from -7d; --to defaults to now)",
+            config.display()
+        ));
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let from_ms = parse_time("--from", from, now)?;
+    let to_ms = match &args.to {
+        Some(s) => parse_time("--to", s, from_ms)?,
+        None => now,
+    };
+    check_window(from_ms, to_ms)?;
+    let chunk = watchfire::duration::Duration::parse(&args.fetch.chunk)
+        .map_err(|e| format!("--chunk {}: {e}", args.fetch.chunk))?;
+    let cache_dir = if args.fetch.no_cache {
+        None
+    } else {
+        args.fetch.cache.clone().or_else(default_cache_dir)
+    };
+    let opts = Options {
+        from_ms,
+        to_ms,
+        lookback_ms: None,
+    };
+    let hopts = HistoryOptions {
+        from_ms,
+        to_ms,
+        lookback_ms: watchfire::promql::EngineOptions::default().lookback_ms,
+        limits: Limits {
+            chunk_ms: chunk.ms(),
+            concurrency: args.fetch.concurrency.max(1),
+            rate_per_s: args.fetch.rate.max(0.0),
+            max_requests: args.fetch.max_requests,
+            max_samples: args.fetch.max_samples,
+        },
+        cache_dir: cache_dir.as_deref(),
+        // Data newer than this may still arrive (scrape and remote-write delays, CloudWatch's
+        // late publishing): such chunks are fetched every time.
+        settled_before_ms: now - 15 * 60_000,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let history = fetch_with_progress(&run_cfg, &[setup], rt.handle(), &hopts)?;
+    let outcome = with_replay_bar(&opts, |progress| replay::run_history(setup, &history, &opts, progress));
+    print_outcome(args, setup, &outcome, &fetch_summary(&history))
+}
+
+/// The timeline, then the summary (text), or JSON lines with problems on stderr.
+fn print_outcome(args: &Args, setup: &Setup, outcome: &Outcome, extra: &str) -> Result<i32, String> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut write = |s: &str| {
+        out.write_all(s.as_bytes()).map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => String::new(),
+            _ => format!("stdout: {e}"),
+        })
+    };
+    for d in &outcome.deliveries {
+        match args.format {
+            Format::Text if output::info_only(d) => {}
+            Format::Text => write(&output::text_entry(d))?,
+            Format::Json => write(&(output::json_entry(d) + "\n"))?,
+        }
+    }
+    let summary = output::summary(outcome, setup.num_rules(), setup.groups.len(), None);
+    if args.format == Format::Text {
+        write(&format!("{summary}{extra}"))?;
+    } else {
+        eprint!("{extra}");
+        if !outcome.rule_errors.is_empty() {
+            eprint!("{summary}");
+        }
+    }
+    Ok(0)
+}
+
+/// Runs `f` with a progress callback that drives a bar of simulated minutes on a terminal.
+fn with_replay_bar(opts: &Options, f: impl FnOnce(&mut dyn FnMut(i64)) -> Outcome) -> Outcome {
     if !std::io::stderr().is_terminal() {
-        return replay::run(setup, store, opts, &mut |_| {});
+        return f(&mut |_| {});
     }
     let total = ((opts.to_ms - opts.from_ms) / 60_000).max(1) as u64;
     let bar = indicatif::ProgressBar::new(total);
@@ -295,9 +453,83 @@ fn run_with_progress(setup: &Setup, store: &Store, opts: &Options) -> Outcome {
         bar.set_style(style.progress_chars("=> "));
     }
     let from = opts.from_ms;
-    let o = replay::run(setup, store, opts, &mut |t| {
-        bar.set_position(((t - from) / 60_000).max(0) as u64);
-    });
+    let o = f(&mut |t| bar.set_position(((t - from) / 60_000).max(0) as u64));
     bar.finish_and_clear();
     o
+}
+
+fn check_window(from_ms: i64, to_ms: i64) -> Result<(), String> {
+    if to_ms < from_ms {
+        return Err(format!(
+            "--to {} is before --from {}",
+            output::fmt_time(to_ms),
+            output::fmt_time(from_ms)
+        ));
+    }
+    const MAX_SPAN_MS: i64 = 400 * 24 * 3_600_000;
+    if to_ms.saturating_sub(from_ms) > MAX_SPAN_MS {
+        return Err(format!(
+            "--from {} to --to {} spans more than 400 days; replay a shorter range",
+            output::fmt_time(from_ms),
+            output::fmt_time(to_ms)
+        ));
+    }
+    Ok(())
+}
+
+/// Fetches the history, with a progress bar on a terminal.
+fn fetch_with_progress(
+    run_cfg: &watchfire::run::config::RunConfig,
+    setups: &[&Setup],
+    handle: &tokio::runtime::Handle,
+    hopts: &HistoryOptions<'_>,
+) -> Result<History, String> {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{spinner} fetch [{bar:40}] {pos}/{len} chunks, {msg} ({eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar
+    });
+    let progress = |s: &FetchStats| {
+        if let Some(b) = &bar {
+            b.set_length(s.chunks_total);
+            b.set_position(s.chunks_done);
+            b.set_message(format!(
+                "{} series, {} samples, {} requests",
+                s.series, s.samples, s.requests
+            ));
+        }
+    };
+    let h = History::fetch(run_cfg, setups, handle, hopts, &progress);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    h
+}
+
+/// What the fetch did, for the summary.
+fn fetch_summary(h: &History) -> String {
+    let s = &h.stats;
+    let (series, samples) = h.size();
+    let mut out = format!(
+        "Fetched from the sources: {} chunks ({} from the cache) in {} requests, {} series, {} samples, {} selectors read raw, {} expressions evaluated at the source, in {:.1}s",
+        s.chunks_total, s.chunks_cached, s.requests, series, samples, s.selectors, s.expressions_pushed_down, s.elapsed.as_secs_f64()
+    );
+    if h.late_requests() > 0 {
+        out.push_str(&format!(
+            "; {} queries the plan did not foresee were sent during the replay",
+            h.late_requests()
+        ));
+    }
+    out.push('\n');
+    if !h.without_history.is_empty() {
+        out.push_str(&format!(
+            "Note: no source holds the history of {} (embedded: pushed to `watchfire run` through its API); replayed empty\n",
+            h.without_history.join(", ")
+        ));
+    }
+    out
 }

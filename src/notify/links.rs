@@ -354,9 +354,11 @@ impl LinkConfig {
             (Some((kind, name)), Some(ns), _) => Some(format!("{prefix} -n {ns} describe {kind} {name}")),
             (_, _, Some(node)) => Some(format!("{prefix} describe node {node}")),
             (None, Some(ns), None) => Some(format!("{prefix} -n {ns} get pods,events")),
-            // A scrape target: the exporter's pods, by the conventional name label.
+            // A scrape target, or a whole telemetry path (the policy's `telemetry` label names
+            // the exporter): the exporter's pods, by the conventional name label.
             (None, None, None) => l
                 .get("job")
+                .or_else(|| l.get("telemetry").filter(|_| l.get("layer") == Some("telemetry")))
                 .filter(|j| !j.is_empty())
                 .map(|j| format!("{prefix} get pods -A -l app.kubernetes.io/name={j} -o wide")),
             _ => None,
@@ -417,6 +419,13 @@ mod tests {
         let links = cfg.render(&ctx(&labels, &ann, Some("up == 0")));
         assert_eq!(links.len(), 1);
         assert_eq!(links[0].url, "kubectl describe node ip-10-0-0-1");
+        // A vanished telemetry path has no target left: its exporter's pods.
+        let labels = Labels::from_pairs([("layer", "telemetry"), ("telemetry", "dcgm-exporter")]);
+        let links = cfg.render(&ctx(&labels, &ann, Some("up == 0")));
+        assert_eq!(
+            links[0].url,
+            "kubectl get pods -A -l app.kubernetes.io/name=dcgm-exporter -o wide"
+        );
     }
 
     #[test]

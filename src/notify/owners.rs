@@ -274,6 +274,11 @@ impl Owners {
 
     /// The query whose rows name each namespace's team, when `namespace_teams` is configured
     /// and the last read is a minute old (or from the future: a replay started again).
+    /// The namespace-teams query itself, whenever it is due or not (to fetch its data ahead).
+    pub fn namespace_teams_expr(&self) -> Option<&str> {
+        self.namespace_teams.as_ref().map(|nt| nt.query.as_str())
+    }
+
     pub fn namespace_teams_query(&self, now_ms: i64) -> Option<&str> {
         let nt = self.namespace_teams.as_ref()?;
         let at = self.observed.0.read().ok()?.at_ms;

@@ -73,7 +73,7 @@ pub(crate) struct Evaluator<'a> {
     hist_stats: HashSet<usize>,
 }
 
-fn offset_ms(o: &Option<Offset>) -> i64 {
+pub(crate) fn offset_ms(o: &Option<Offset>) -> i64 {
     match o {
         None => 0,
         Some(Offset::Pos(d)) => dur_ms(d),
@@ -81,7 +81,7 @@ fn offset_ms(o: &Option<Offset>) -> i64 {
     }
 }
 
-fn system_time_ms(t: &std::time::SystemTime) -> i64 {
+pub(crate) fn system_time_ms(t: &std::time::SystemTime) -> i64 {
     match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => d.as_millis() as i64,
         Err(e) => -(e.duration().as_millis() as i64),

@@ -12,12 +12,14 @@ mod histogram;
 mod info;
 mod mathx;
 mod native;
+mod needs;
 mod options;
 mod queryable;
 mod select;
 mod value;
 
 pub use error::Error;
+pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;

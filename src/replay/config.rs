@@ -34,10 +34,16 @@ pub struct FileConfig {
     pub routes: PathBuf,
     pub owners: Option<PathBuf>,
     pub evaluation_interval_ms: i64,
+    /// `query_offset` and `resend_delay` as `run` reads them, so a replay evaluates and resends
+    /// exactly as the live service would.
+    pub query_offset_ms: i64,
+    pub resend_delay_ms: i64,
     pub external_labels: Labels,
     pub external_url: String,
     /// Where it was read from, if from a file.
     pub path: Option<PathBuf>,
+    /// The directory rule files are keyed relative to: the configuration file's, as in `run`.
+    pub base_dir: PathBuf,
 }
 
 impl FileConfig {
@@ -50,9 +56,12 @@ impl FileConfig {
             routes: root.join("deploy/routes.yaml"),
             owners: owners.exists().then_some(owners),
             evaluation_interval_ms: 60_000,
+            query_offset_ms: 0,
+            resend_delay_ms: GroupConfig::default().resend_delay_ms,
             external_labels: Labels::empty(),
             external_url: "https://watchfire.example.com".into(),
             path: None,
+            base_dir: root.to_path_buf(),
         }
     }
 
@@ -68,19 +77,23 @@ impl FileConfig {
             ));
         };
         let join = |patterns: &[String]| patterns.iter().map(|p| base.join(p)).collect();
+        let external_url = if run.external_url.is_empty() {
+            FileConfig::repository_defaults(&base).external_url
+        } else {
+            run.external_url
+        };
         Ok(FileConfig {
             rule_files: join(&run.rule_files),
             slo_files: join(&run.slo_files),
             routes,
             owners: run.owners_file,
             evaluation_interval_ms: run.evaluation_interval_ms,
+            query_offset_ms: run.query_offset_ms,
+            resend_delay_ms: run.resend_delay_ms,
             external_labels: run.external_labels,
-            external_url: if run.external_url.is_empty() {
-                FileConfig::repository_defaults(&base).external_url
-            } else {
-                run.external_url
-            },
+            external_url,
             path: Some(path.to_path_buf()),
+            base_dir: base,
         })
     }
 
@@ -132,7 +145,8 @@ impl FileConfig {
         if !slo_paths.is_empty() {
             match slo::load_paths(&slo_paths).and_then(|specs| slo::generate(&specs, &GenerateOptions::default())) {
                 Ok(text) => {
-                    let name = Path::new("slos (generated)");
+                    // The name `run` gives generated groups: it keys their evaluation slots.
+                    let name = Path::new("slo-generated.yaml");
                     let parsed = file::parse(&text, name, LoadOptions::default());
                     if parsed.errors.is_empty() {
                         let existing: std::collections::HashSet<String> = files
@@ -151,15 +165,21 @@ impl FileConfig {
         }
         let gcfg = GroupConfig {
             default_interval_ms: self.evaluation_interval_ms,
+            default_query_offset_ms: self.query_offset_ms,
             external_labels: self.external_labels.clone(),
             external_url: self.external_url.clone(),
-            ..GroupConfig::default()
+            resend_delay_ms: self.resend_delay_ms,
         };
         let mut groups = Vec::new();
         for f in &files {
-            match Group::from_file(f, &gcfg) {
-                Ok(g) => groups.extend(g),
-                Err(e) => errors.push(e.to_string()),
+            // Keyed by the path relative to the configuration's directory, as `run` keys them,
+            // so evaluation slots match the live service's and do not depend on the checkout.
+            let rel = f.path.strip_prefix(&self.base_dir).unwrap_or(&f.path);
+            for g in &f.groups {
+                match Group::new(rel, g, &gcfg) {
+                    Ok(g) => groups.push(g),
+                    Err(e) => errors.push(e.to_string()),
+                }
             }
         }
         if !errors.is_empty() {

@@ -16,6 +16,7 @@
 
 pub(crate) mod config;
 pub mod demo;
+pub mod history;
 pub mod output;
 pub mod scenario;
 pub use config::FileConfig;
@@ -143,6 +144,28 @@ pub struct Outcome {
 
 /// Runs a replay over `source`. `progress` is called now and then with the simulated time.
 pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut dyn FnMut(i64)) -> Outcome {
+    run_over(setup, Data::Recorded(source), opts, progress)
+}
+
+/// Runs a replay over the sources' history (see [`history`]).
+pub fn run_history(setup: &Setup, source: &history::History, opts: &Options, progress: &mut dyn FnMut(i64)) -> Outcome {
+    run_over(setup, Data::History(source), opts, progress)
+}
+
+/// What a replay reads.
+enum Data<'a> {
+    /// Recorded data: the rules' view hides samples after each evaluation.
+    Recorded(&'a dyn Queryable),
+    /// The sources' history: it hides later samples itself, so that expressions `run` pushes
+    /// down reach it (the rules' view passes them on only when it hides nothing).
+    History(&'a history::History),
+}
+
+fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn FnMut(i64)) -> Outcome {
+    let source: &dyn Queryable = match data {
+        Data::Recorded(s) => s,
+        Data::History(h) => h,
+    };
     let started = std::time::Instant::now();
     let mut groups = setup.groups.clone();
     let mut engine_opts = EngineOptions::default();
@@ -163,12 +186,9 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
     // Every group's next evaluation, earliest first (ties in file order).
     let mut queue: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     for (i, g) in groups.iter().enumerate() {
-        let interval = g.interval_ms().max(1000);
-        let mut t = g.eval_timestamp(opts.from_ms);
-        while t < opts.from_ms {
-            t = t.saturating_add(interval);
+        if let Some((first, _, _)) = history::eval_times(g, opts.from_ms, opts.to_ms) {
+            queue.push(Reverse((first, i)));
         }
-        queue.push(Reverse((t, i)));
     }
     let mut last_progress: Option<i64> = None;
     let mut group_wall = vec![std::time::Duration::ZERO; groups.len()];
@@ -189,7 +209,14 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
         );
         let g = &mut groups[gi];
         let group_started = std::time::Instant::now();
-        let result = g.eval(ts, &engine, source, ts, &mut outputs);
+        let until = match data {
+            Data::Recorded(_) => ts,
+            Data::History(h) => {
+                h.set_now(ts);
+                i64::MAX
+            }
+        };
+        let result = g.eval(ts, &engine, source, until, &mut outputs);
         group_wall[gi] += group_started.elapsed();
         outcome.group_evaluations += 1;
         outcome.rule_evaluations += g.rules().len() as u64;

@@ -97,6 +97,7 @@ pub fn json_entry(d: &Delivery) -> String {
         "status": d.status,
         "page": d.page,
         "group_labels": labels_json(&d.group_labels),
+        "group_key": d.group_key,
         "owner": d.owner,
         "cluster": d.cluster,
         "namespace": d.namespace,

@@ -377,7 +377,7 @@ fn http(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::SourceKind;
+    use crate::source::config::SourceKind;
 
     fn load(s: &str) -> Result<RunConfig, FileError> {
         load_str(s, "w.yaml", &|k| (k == "TOK").then(|| "secret".to_string()))

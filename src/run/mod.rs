@@ -13,13 +13,8 @@ use crate::notify::owners::Owners;
 use crate::promql::Engine;
 use crate::rules::file::{self, LoadOptions};
 use crate::rules::{Group, GroupConfig};
-use crate::source::cloudwatch::{CloudWatchSource, Mapping};
-use crate::source::embedded::SharedStore;
-use crate::source::federated::{Federated, Member, MemberSource};
-use crate::source::prometheus::PrometheusSource;
+use crate::source::federated::Federated;
 use crate::source::Queryable;
-
-use crate::source::SourceKind;
 use config::RunConfig;
 use scheduler::Setup;
 
@@ -34,7 +29,7 @@ pub struct Loaded {
 /// Any error rejects the whole configuration (nothing is applied).
 pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, String> {
     let first = cfg.sources.first().ok_or("no sources configured")?;
-    let members = build_sources(cfg, handle)?;
+    let federated = Federated::from_configs(&cfg.sources, handle)?;
     let gcfg = GroupConfig {
         default_interval_ms: cfg.evaluation_interval_ms,
         default_query_offset_ms: cfg.query_offset_ms,
@@ -119,7 +114,7 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
         .map(|r| r.name().to_string())
         .collect();
     groups.retain(|g| cfg.shard.owns(&g.file().display().to_string(), g.name()));
-    let source: Arc<dyn Queryable> = Arc::new(Federated::new(members).with_local_names(recorded_here));
+    let source: Arc<dyn Queryable> = Arc::new(federated.with_local_names(recorded_here));
     Ok(Loaded {
         setup: Setup {
             engine: Engine::default(),
@@ -134,37 +129,6 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
         groups,
         notify,
     })
-}
-
-/// The configured sources as federation members; a CloudWatch mapping file that does not load
-/// rejects the configuration (its error names file, line and column).
-fn build_sources(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Vec<Member>, String> {
-    let mut members = Vec::new();
-    for sc in &cfg.sources {
-        let source = match sc.kind {
-            SourceKind::Prometheus => MemberSource::Prometheus(Arc::new(
-                PrometheusSource::new(sc, handle.clone()).map_err(|e| e.to_string())?,
-            )),
-            SourceKind::CloudWatch => {
-                let path = sc
-                    .mapping_file
-                    .as_ref()
-                    .ok_or_else(|| format!("source {}: type cloudwatch needs a mapping_file", sc.name))?;
-                let mapping = Mapping::load_file(path).map_err(|e| e.to_string())?;
-                MemberSource::CloudWatch(Arc::new(CloudWatchSource::new(
-                    &sc.name,
-                    mapping,
-                    &sc.region,
-                    &sc.endpoint,
-                    sc.timeout,
-                    handle.clone(),
-                )))
-            }
-            SourceKind::Embedded => MemberSource::Embedded(Arc::new(SharedStore::default())),
-        };
-        members.push(Member::new(&sc.name, source, sc.metrics.clone()));
-    }
-    Ok(members)
 }
 
 /// `external_url`, or what Prometheus defaults to when it is not set: `http://HOST:PORT` of the

@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex};
 use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{Expr, VectorSelector};
 
-use super::cloudwatch::CloudWatchSource;
+use super::cloudwatch::{CloudWatchSource, Mapping};
+use super::config::{SourceConfig, SourceKind};
 use super::embedded::SharedStore;
 use super::prometheus::PrometheusSource;
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
@@ -96,6 +97,100 @@ impl Federated {
             default,
             local_names: ["ALERTS", "ALERTS_FOR_STATE"].iter().map(|s| s.to_string()).collect(),
             rejected: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The federation of the `sources:` of watchfire.yaml; a CloudWatch mapping file that does
+    /// not load rejects the configuration (its error names file, line and column). `handle`
+    /// runs the remote sources' requests.
+    pub(crate) fn from_configs(cfgs: &[SourceConfig], handle: &tokio::runtime::Handle) -> Result<Federated, String> {
+        if cfgs.is_empty() {
+            return Err("no sources configured".into());
+        }
+        let mut members = Vec::new();
+        for sc in cfgs {
+            let source = match sc.kind {
+                SourceKind::Prometheus => MemberSource::Prometheus(Arc::new(
+                    PrometheusSource::new(sc, handle.clone()).map_err(|e| e.to_string())?,
+                )),
+                SourceKind::CloudWatch => {
+                    let path = sc
+                        .mapping_file
+                        .as_ref()
+                        .ok_or_else(|| format!("source {}: type cloudwatch needs a mapping_file", sc.name))?;
+                    let mapping = Mapping::load_file(path).map_err(|e| e.to_string())?;
+                    MemberSource::CloudWatch(Arc::new(CloudWatchSource::new(
+                        &sc.name,
+                        mapping,
+                        &sc.region,
+                        &sc.endpoint,
+                        sc.timeout,
+                        handle.clone(),
+                    )))
+                }
+                SourceKind::Embedded => MemberSource::Embedded(Arc::new(SharedStore::default())),
+            };
+            members.push(Member::new(&sc.name, source, sc.metrics.clone()));
+        }
+        Ok(Federated::new(members))
+    }
+
+    /// Member names, in configuration order.
+    pub(crate) fn member_names(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// Whether member `i` is CloudWatch.
+    pub(crate) fn is_cloudwatch(&self, i: usize) -> bool {
+        matches!(self.members[i].source, MemberSource::CloudWatch(_))
+    }
+
+    /// Whether member `i` is an embedded store (data pushed to `run`, with no history elsewhere).
+    pub(crate) fn is_embedded(&self, i: usize) -> bool {
+        matches!(self.members[i].source, MemberSource::Embedded(_))
+    }
+
+    /// The members a selector is sent to: its metric's owner, or every member when it names no
+    /// metric with an equality; empty for names only rules produce.
+    pub(crate) fn members_for(&self, matchers: &[Matcher]) -> Vec<usize> {
+        let name = matchers
+            .iter()
+            .find(|m| m.name == METRIC_NAME && matches!(m.op, MatchOp::Equal))
+            .map(|m| m.value.as_str());
+        match name {
+            Some(n) => self.route(n).into_iter().collect(),
+            None => (0..self.members.len()).collect(),
+        }
+    }
+
+    /// `expr` evaluated remotely at `start`, `start + step`, ... `end` in one range query, when
+    /// [`Queryable::pushdown`] would send it to a member; `None` when it would be evaluated
+    /// locally (including expressions the member rejects as `bad_data`, remembered as in
+    /// `pushdown`). Its values at each step are those of the instant query at that time.
+    pub(crate) fn range_pushdown(
+        &self,
+        expr: &Expr,
+        start: i64,
+        end: i64,
+        step_ms: i64,
+    ) -> Option<Result<Vec<SeriesData>, SourceError>> {
+        let i = self.pushdown_target(expr)?;
+        let MemberSource::Prometheus(p) = &self.members[i].source else {
+            return None;
+        };
+        let text = expr.to_string();
+        if self.rejected.lock().map(|r| r.contains(&text)).unwrap_or(false) {
+            return None;
+        }
+        self.members[i].pushdowns.fetch_add(1, Ordering::Relaxed);
+        match p.range_query_blocking(&text, start, end, step_ms) {
+            Err(SourceError::Unavailable { message, .. }) if message.contains("bad_data") => {
+                if let Ok(mut r) = self.rejected.lock() {
+                    r.insert(text);
+                }
+                None
+            }
+            res => Some(res),
         }
     }
 

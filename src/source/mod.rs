@@ -8,9 +8,9 @@ pub(crate) mod embedded;
 pub(crate) mod federated;
 pub(crate) mod prometheus;
 
-pub(crate) use config::SourceKind;
 // The interface every source implements is the engine's; re-exported for the drivers.
 pub(crate) use crate::promql::HistogramSeriesData;
 pub use crate::promql::{Queryable, SeriesData, SourceError};
 pub use cloudwatch::{CloudWatchSource, Mapping};
+pub use config::SourceKind;
 pub use prometheus::PrometheusSource;

@@ -214,11 +214,70 @@ impl PrometheusSource {
     /// `POST /api/v1/query` with retries; returns the `data` of a successful response.
     async fn query(&self, expr: &str, t: i64) -> Result<ApiData, SourceError> {
         let body = format!("query={}&time={}", crate::url::encode(expr), format_time(t));
-        let url = format!("{}/api/v1/query", self.base_url);
+        self.api("query", &body).await
+    }
+
+    /// `expr` evaluated at `start`, `start + step`, ... up to `end` (ms) in one range query
+    /// (`POST /api/v1/query_range`): the same values as an instant query at each of those times.
+    pub async fn range_query(
+        &self,
+        expr: &str,
+        start: i64,
+        end: i64,
+        step_ms: i64,
+    ) -> Result<Vec<SeriesData>, SourceError> {
+        let body = format!(
+            "query={}&start={}&end={}&step={}",
+            crate::url::encode(expr),
+            format_time(start),
+            format_time(end),
+            format_time(step_ms.max(1))
+        );
+        let data = self.api("query_range", &body).await?;
+        if data.result_type != "matrix" {
+            return Err(self.unavailable(format!("expected a matrix result, got {}", data.result_type)));
+        }
+        let series: Vec<ApiSeries> = serde_json::from_value(data.result)
+            .map_err(|e| self.unavailable(format!("malformed matrix result: {e}")))?;
+        series
+            .into_iter()
+            .map(|s| {
+                let samples = s
+                    .values
+                    .into_iter()
+                    .map(|(ts, v)| {
+                        Ok((
+                            (ts * 1000.0).round() as i64,
+                            parse_value(&v).map_err(|e| self.unavailable(e))?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, SourceError>>()?;
+                Ok(SeriesData {
+                    labels: Labels::from_pairs(s.metric),
+                    samples,
+                })
+            })
+            .collect()
+    }
+
+    /// [`PrometheusSource::range_query`] from a blocking thread (never an async task).
+    pub fn range_query_blocking(
+        &self,
+        expr: &str,
+        start: i64,
+        end: i64,
+        step_ms: i64,
+    ) -> Result<Vec<SeriesData>, SourceError> {
+        self.handle.block_on(self.range_query(expr, start, end, step_ms))
+    }
+
+    /// `POST /api/v1/{endpoint}` with retries; returns the `data` of a successful response.
+    async fn api(&self, endpoint: &str, body: &str) -> Result<ApiData, SourceError> {
+        let url = format!("{}/api/v1/{endpoint}", self.base_url);
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            match self.post_once(&url, &body).await {
+            match self.post_once(&url, body).await {
                 Ok(d) => return Ok(d),
                 Err((e, retryable)) => {
                     if !retryable || attempt > self.retries {
@@ -479,7 +538,7 @@ mod tests {
             .unwrap();
         let cfg = SourceConfig {
             name: "amp".into(),
-            kind: crate::source::SourceKind::Prometheus,
+            kind: crate::source::config::SourceKind::Prometheus,
             url: "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1".into(),
             timeout: StdDuration::from_secs(1),
             retries: 0,
@@ -558,7 +617,7 @@ mod tests {
     fn source(url: &str, retries: u32, rt: &tokio::runtime::Runtime) -> PrometheusSource {
         let cfg = SourceConfig {
             name: "p".into(),
-            kind: crate::source::SourceKind::Prometheus,
+            kind: crate::source::config::SourceKind::Prometheus,
             url: url.into(),
             timeout: StdDuration::from_millis(300),
             retries,

@@ -1,0 +1,374 @@
+//! `watchfire replay --config watchfire.yaml --from ... --to ...` against a real Prometheus 2.42
+//! on loopback holding a week of backfilled data (promtool): the replay from the source equals
+//! the replay of the same data from a file; a second replay is served by the cache and sends
+//! nothing; windows the source refuses as too large are split; budgets and a failing source
+//! are clear errors, never a shorter replay.
+//!
+//! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test, unless
+//! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const M: i64 = 60;
+const DAY: i64 = 86_400;
+
+const RULES: &str = r#"groups:
+  - name: gpu
+    interval: 1m
+    rules:
+      - record: cluster:gpu_temp:max
+        expr: max by (cluster) (gpu_temp)
+      - alert: GPUHot
+        expr: cluster:gpu_temp:max > 90
+        for: 5m
+        labels: {severity: page}
+        annotations: {summary: "{{ $labels.cluster }} runs hot"}
+      - alert: GPUHotNode
+        expr: gpu_temp > 90 and on (cluster) cluster:gpu_temp:max > 0
+        for: 10m
+        labels: {severity: warning}
+  - name: jobs
+    interval: 1m
+    rules:
+      - alert: JobsFailing
+        expr: rate(jobs_failed_total[10m]) > 0.05
+        for: 5m
+        labels: {severity: page}
+      - alert: ExporterDown
+        expr: up{job="dcgm-exporter"} == 0
+        for: 10m
+        labels: {severity: warning}
+"#;
+
+const ROUTES: &str = "route:\n  receiver: ops\n  group_by: [alertname, cluster]\n  group_wait: 30s\n  group_interval: 5m\n  repeat_interval: 4h\n  routes:\n    - matchers: ['severity=\"page\"']\n      receiver: pager\nreceivers:\n  - name: ops\n    webhook_configs: [{url: 'http://127.0.0.1:9/ops'}]\n  - name: pager\n    webhook_configs: [{url: 'http://127.0.0.1:9/pager'}]\n";
+
+/// A week of minutely data from `base` (seconds): a GPU that runs hot for 40 minutes a day
+/// (at a different hour each day), failing jobs on days 2 and 5, DCGM-Exporter down on day 3.
+fn week_openmetrics(base: i64) -> String {
+    let mut temp = String::from("# TYPE gpu_temp gauge\n");
+    let mut jobs = String::from("# TYPE jobs_failed counter\n");
+    let mut up = String::from("# TYPE up gauge\n");
+    let mut failed = 0.0;
+    for k in 0..7 * DAY / M {
+        let t = base + k * M;
+        let (day, minute) = (k / 1440, k % 1440);
+        let hot_from = 60 + day * 180;
+        for gpu in ["0", "1"] {
+            let v = if gpu == "0" && (hot_from..hot_from + 40).contains(&minute) {
+                95.0
+            } else {
+                55.0 + (k % 7) as f64
+            };
+            temp.push_str(&format!(
+                "gpu_temp{{cluster=\"c1\",node=\"n1\",gpu=\"{gpu}\"}} {v} {t}\n"
+            ));
+        }
+        if (day == 1 || day == 4) && (600..660).contains(&minute) {
+            failed += 6.0;
+        } else if k % 30 == 0 {
+            failed += 1.0;
+        }
+        jobs.push_str(&format!(
+            "jobs_failed_total{{cluster=\"c1\",namespace=\"training\"}} {failed} {t}\n"
+        ));
+        let v = if day == 2 && (300..330).contains(&minute) { 0 } else { 1 };
+        up.push_str(&format!(
+            "up{{cluster=\"c1\",job=\"dcgm-exporter\",instance=\"n1:9400\"}} {v} {t}\n"
+        ));
+    }
+    format!("{temp}{jobs}{up}# EOF\n")
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    base: i64,
+    prom: common::Prometheus,
+}
+
+fn setup() -> Option<Env> {
+    if !common::prometheus_present() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let now = chrono::Utc::now().timestamp();
+    let base = (now - 8 * DAY) / DAY * DAY;
+    let data = common::backfill(&root, &week_openmetrics(base));
+    std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
+    let prom = common::Prometheus::start(&data, &root.join("prometheus.yml"), common::free_port());
+    std::fs::write(root.join("rules.yaml"), RULES).unwrap();
+    std::fs::write(root.join("routes.yaml"), ROUTES).unwrap();
+    write_config(&root, "watchfire.yaml", &format!("http://127.0.0.1:{}", prom.port));
+    std::fs::write(
+        root.join("recorded.yaml"),
+        "sources: [{name: local, type: embedded}]\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n",
+    )
+    .unwrap();
+    Some(Env {
+        _dir: dir,
+        root,
+        base,
+        prom,
+    })
+}
+
+fn write_config(root: &Path, name: &str, url: &str) {
+    std::fs::write(
+        root.join(name),
+        format!("sources:\n  - name: prom\n    type: prometheus\n    url: {url}\n    timeout: 10s\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n"),
+    )
+    .unwrap();
+}
+
+/// `watchfire replay ARGS` in `root`: (exit code, stdout, stderr).
+fn replay(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .current_dir(root)
+        .arg("replay")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn window(env: &Env) -> (String, String) {
+    // The whole week, evaluations from 20 minutes in (so the 10m windows have data).
+    ((env.base + 20 * M).to_string(), (env.base + 7 * DAY - M).to_string())
+}
+
+#[test]
+fn a_week_from_prometheus_replays_as_the_same_data_from_a_file_and_a_second_time_from_the_cache() {
+    let Some(env) = setup() else { return };
+    let (from, to) = window(&env);
+    let cache = env.root.join("cache");
+    let cache_s = cache.display().to_string();
+    let src_args = [
+        "--config",
+        "watchfire.yaml",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--format",
+        "json",
+        "--cache",
+        &cache_s,
+        "--rate",
+        "0",
+    ];
+    let (code, cold, err) = replay(&env.root, &src_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(0 from the cache)"), "{err}");
+    let requests: u64 = err
+        .split(" requests")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(requests > 0, "{err}");
+    assert!(err.contains("expressions evaluated at the source"), "{err}");
+
+    let lines: Vec<serde_json::Value> = cold.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let new_pages = |name: &str| {
+        lines
+            .iter()
+            .filter(|l| l["status"] == "firing" && l["page"] == true && l["alerts"][0]["labels"]["alertname"] == name)
+            .count()
+    };
+    // A hot GPU every day, failing jobs twice: pages for each (plus repeats while they last).
+    assert!(new_pages("GPUHot") >= 7, "{cold}");
+    assert!(new_pages("JobsFailing") >= 2, "{cold}");
+    assert!(cold.contains("ExporterDown"), "{cold}");
+
+    // The same week from a file: the same notifications, at the same times, in the same groups.
+    let (code, recorded, err) = replay(
+        &env.root,
+        &[
+            "--config",
+            "recorded.yaml",
+            "--data",
+            "data.om",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(cold, recorded, "replay from Prometheus and from the file differ");
+
+    // A second replay of the same window: every chunk from the cache, no request.
+    let (code, warm, err) = replay(&env.root, &src_args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" in 0 requests"), "{err}");
+    assert_eq!(cold, warm);
+
+    // Budgets are errors, not shorter replays.
+    let (code, out, err) = replay(
+        &env.root,
+        &[
+            "--config",
+            "watchfire.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--no-cache",
+            "--max-requests",
+            "3",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("request budget is spent"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+/// A proxy in front of Prometheus that refuses raw selections over more than 30 minutes with
+/// AMP's answer (422, too many samples), and counts what it refused.
+fn refusing_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r2 = refused.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut head = String::new();
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                if line.trim_end().is_empty() {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0u8; len];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            // `{...}[NNNms]` selections longer than 30 minutes are refused.
+            let range_ms = text
+                .split("%5B")
+                .nth(1)
+                .and_then(|r| r.split("ms%5D").next())
+                .and_then(|n| n.parse::<i64>().ok());
+            let resp = if path.ends_with("/api/v1/query") && range_ms.is_some_and(|r| r > 30 * 60_000) {
+                r2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let b = r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#;
+                format!("HTTP/1.1 422 Unprocessable Entity\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", b.len())
+            } else {
+                // Forwarded as HTTP/1.0: the upstream answers and closes.
+                let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+                write!(
+                    up,
+                    "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{text}",
+                    text.len()
+                )
+                .unwrap();
+                let mut raw = Vec::new();
+                let _ = up.read_to_end(&mut raw);
+                String::from_utf8_lossy(&raw).into_owned()
+            };
+            let _ = conn.write_all(resp.as_bytes());
+        }
+    });
+    (port, refused)
+}
+
+#[test]
+fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error() {
+    let Some(env) = setup() else { return };
+    // One day is enough here.
+    let from = (env.base + DAY).to_string();
+    let to = (env.base + 2 * DAY).to_string();
+    let direct = replay(
+        &env.root,
+        &[
+            "--config",
+            "watchfire.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--format",
+            "json",
+            "--no-cache",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(direct.0, 0, "{}", direct.2);
+    let (port, refused) = refusing_proxy(env.prom.port);
+    write_config(&env.root, "proxied.yaml", &format!("http://127.0.0.1:{port}"));
+    let proxied = replay(
+        &env.root,
+        &[
+            "--config",
+            "proxied.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--format",
+            "json",
+            "--no-cache",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(proxied.0, 0, "{}", proxied.2);
+    assert!(
+        refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "nothing was refused"
+    );
+    assert_eq!(direct.1, proxied.1, "split chunks changed the replay");
+
+    // A source that fails: an error naming the source, the query and the time range.
+    let dead = common::free_port();
+    write_config(&env.root, "dead.yaml", &format!("http://127.0.0.1:{dead}"));
+    let (code, out, err) = replay(
+        &env.root,
+        &[
+            "--config",
+            "dead.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--no-cache",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("source prom unavailable"), "{err}");
+    assert!(err.contains(" from 20") && err.contains(" to 20"), "{err}");
+    assert!(
+        err.contains("gpu_temp") || err.contains("up") || err.contains("jobs_failed_total"),
+        "{err}"
+    );
+}

@@ -31,7 +31,7 @@ use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
 use crate::promql::{Engine, EngineOptions};
 use crate::rules::alerting::Alert as RuleAlert;
-use crate::rules::Group;
+use crate::rules::{AlertState, Group};
 use crate::source::Queryable;
 use crate::tsdb::Store;
 
@@ -139,6 +139,19 @@ pub struct Outcome {
     pub group_wall: Vec<(String, std::time::Duration)>,
     pub from_ms: i64,
     pub to_ms: i64,
+    /// Every change of an alert's state, in evaluation order (what `--compare` diffs first).
+    pub transitions: Vec<Transition>,
+}
+
+/// One alert changing state at one evaluation of its rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub at_ms: i64,
+    pub alertname: String,
+    /// The alert's labels as the rule made them (`alertname` included, no owner stamped).
+    pub labels: Labels,
+    pub from: AlertState,
+    pub to: AlertState,
 }
 
 /// Runs a replay over `source`. `progress` is called now and then with the simulated time.
@@ -172,6 +185,8 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
     }
     let mut last_progress: Option<i64> = None;
     let mut group_wall = vec![std::time::Duration::ZERO; groups.len()];
+    let mut seen: Vec<Vec<HashMap<Labels, Seen>>> =
+        groups.iter().map(|g| vec![HashMap::new(); g.rules().len()]).collect();
     while let Some(Reverse((ts, gi))) = queue.pop() {
         if ts > opts.to_ms {
             break;
@@ -193,6 +208,7 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
         group_wall[gi] += group_started.elapsed();
         outcome.group_evaluations += 1;
         outcome.rule_evaluations += g.rules().len() as u64;
+        note_transitions(g, &mut seen[gi], ts, outcome.group_evaluations, &mut outcome.transitions);
         for (ri, e) in &result.errors {
             let name = g.rules()[*ri].name().to_string();
             let entry = errors
@@ -232,6 +248,63 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
     outcome.wall = started.elapsed();
     outcome.group_wall = groups.iter().map(|g| g.name().to_string()).zip(group_wall).collect();
     outcome
+}
+
+/// An alert's state after the last evaluation of its rule, and which evaluation saw it last.
+#[derive(Clone, Copy)]
+struct Seen {
+    state: AlertState,
+    eval: u64,
+}
+
+/// Appends the state changes of `g`'s alerts at this evaluation (`eval`, counting from 1).
+/// Only changes are stored, and a rule without alerts before or after costs nothing.
+fn note_transitions(g: &Group, seen: &mut [HashMap<Labels, Seen>], ts: i64, eval: u64, out: &mut Vec<Transition>) {
+    for (rule, before) in g.rules().iter().zip(seen.iter_mut()) {
+        let Some(r) = rule.as_alerting() else { continue };
+        let mut present = 0;
+        for a in r.active_alerts() {
+            present += 1;
+            let from = match before.get_mut(&a.labels) {
+                Some(s) => {
+                    s.eval = eval;
+                    std::mem::replace(&mut s.state, a.state)
+                }
+                None => {
+                    before.insert(a.labels.clone(), Seen { state: a.state, eval });
+                    AlertState::Inactive
+                }
+            };
+            if from != a.state {
+                out.push(Transition {
+                    at_ms: ts,
+                    alertname: r.name().to_string(),
+                    labels: a.labels.clone(),
+                    from,
+                    to: a.state,
+                });
+            }
+        }
+        if before.len() > present {
+            // Resolved or gone: back to inactive, in label order so that runs compare equal.
+            let mut gone: Vec<(Labels, AlertState)> = before
+                .iter()
+                .filter(|(_, s)| s.eval != eval)
+                .map(|(l, s)| (l.clone(), s.state))
+                .collect();
+            gone.sort_by(|a, b| a.0.cmp(&b.0));
+            for (labels, from) in gone {
+                before.remove(&labels);
+                out.push(Transition {
+                    at_ms: ts,
+                    alertname: r.name().to_string(),
+                    labels,
+                    from,
+                    to: AlertState::Inactive,
+                });
+            }
+        }
+    }
 }
 
 /// Book-keeping across deliveries.

@@ -12,13 +12,29 @@
 //! - [`config`]: watchfire.yaml, and loading rules, SLOs, routes and owners;
 //! - [`demo`]: the deterministic 48-hour EKS ML cluster behind `watchfire replay` without
 //!   arguments, with its incident manifest;
-//! - [`output`]: the timeline (text or JSON lines), the summary and `--compare`.
+//! - [`output`]: the timeline (text or JSON lines) and the summary; `markdown.rs` the same
+//!   as a pull-request comment;
+//! - `--compare BASE`: `base.rs` loads the base version of the policy (a git ref or another
+//!   checkout), `compare.rs` chooses the rule groups that can differ, `diff.rs` diffs the two
+//!   replays, `diff_output.rs` renders the diff (text, JSON lines, markdown).
 
+pub(crate) mod base;
+pub(crate) mod compare;
 pub(crate) mod config;
 pub mod demo;
+pub(crate) mod diff;
+pub(crate) mod diff_output;
+pub(crate) mod markdown;
 pub mod output;
 pub mod scenario;
+pub use base::{load as load_base, Base};
+pub use compare::{align_slots, select as select_groups, GroupKey, Selection};
 pub use config::FileConfig;
+pub use diff::{diff, AlertCounts, Change, Diff, Field, FirstDifference, ReceiverCounts};
+pub use diff_output::{
+    json_lines as diff_json_lines, markdown as diff_markdown, text as diff_text, Context as DiffContext,
+};
+pub use markdown::replay as replay_markdown;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -208,7 +224,13 @@ pub fn run(setup: &Setup, source: &dyn Queryable, opts: &Options, progress: &mut
         group_wall[gi] += group_started.elapsed();
         outcome.group_evaluations += 1;
         outcome.rule_evaluations += g.rules().len() as u64;
-        note_transitions(g, &mut seen[gi], ts, outcome.group_evaluations, &mut outcome.transitions);
+        note_transitions(
+            g,
+            &mut seen[gi],
+            ts,
+            outcome.group_evaluations,
+            &mut outcome.transitions,
+        );
         for (ri, e) in &result.errors {
             let name = g.rules()[*ri].name().to_string();
             let entry = errors

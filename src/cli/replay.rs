@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use watchfire::replay::history::{FetchStats, History, HistoryOptions, Limits};
 use watchfire::replay::scenario::{self, Scenario};
 use watchfire::replay::FileConfig;
-use watchfire::replay::{self, demo, output, Options, Outcome, Setup};
+use watchfire::replay::{self, demo, output, Base, DiffContext, Options, Outcome, Selection, Setup};
 use watchfire::tsdb::{self, Store};
 
 #[derive(clap::Args, Debug)]
@@ -29,11 +29,29 @@ pub struct Args {
     /// End: RFC 3339, unix seconds, or `+DURATION` after the first sample (default: last sample).
     #[arg(long, value_name = "TIME")]
     to: Option<String>,
+    /// text: the timeline and a summary; json: one JSON object per notification; markdown: a
+    /// summary table and the page incidents, for a pull-request comment. With --compare, see
+    /// there.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
-    /// Replay again with the rule files of this directory and print the pages it adds or removes.
-    #[arg(long, value_name = "RULES_DIR")]
-    compare: Option<PathBuf>,
+    /// Diff this working tree's policy against another version of it. BASE is a directory
+    /// (another checkout) or else a git ref (`origin/main`, a sha), whose tree `git archive`
+    /// extracts to a temporary directory. Rules, SLOs, routes and owners all come from BASE:
+    /// its configuration is this configuration's path relative to the repository root (or to
+    /// the current directory outside git). A directory without that file but with rule files
+    /// replaces only the rule files. Reports, base → head: pages and notifications added,
+    /// removed and changed, per receiver and per alert, and each alert's first differing
+    /// evaluation. Output: text, the diff after the summary; json, only the diff lines (one per
+    /// change, with "diff": "added" | "removed" | "changed", then "first_difference" lines and a
+    /// last "summary" line), no timeline; markdown, a pull-request comment within GitHub's size
+    /// limit. Only rule groups that differ (and the groups they read or that read them) are
+    /// replayed, unless routes, owners or external labels differ.
+    #[arg(long, visible_alias = "base", value_name = "BASE", conflicts_with = "bench")]
+    compare: Option<String>,
+    /// With --compare: replay every rule group, not only those that differ (notifications that
+    /// group a changed alert with an unchanged one are then exact).
+    #[arg(long, requires = "compare")]
+    all_groups: bool,
     /// Print only the wall time and rule evaluations per second (best of 3 runs).
     #[arg(long)]
     bench: bool,
@@ -80,8 +98,12 @@ struct FetchArgs {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
+    /// The timeline and a summary (with --compare, the diff after it).
     Text,
+    /// JSON lines (with --compare, only the diff).
     Json,
+    /// A pull-request comment (with --compare, the diff).
+    Markdown,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -194,45 +216,46 @@ fn run_inner(args: Args) -> Result<i32, String> {
         return Ok(0);
     }
     let cfg = load_config(args.config.as_deref())?;
-    let setup = build(&cfg, None)?;
-    if let (Some(config), true) = (
-        &args.config,
-        args.data.is_empty() && scenario.is_none() && !args.demo && !args.bench,
-    ) {
-        return from_sources(&args, config, &setup);
-    }
-    let is_demo = args.data.is_empty() && scenario.is_none();
-    let (store, min, max) = if let Some(s) = &scenario {
-        let data = scenario::generate(s).map_err(|e| e.to_string())?;
-        (data.store, data.first_ms, data.last_ms)
-    } else if is_demo {
-        (demo::generate(), demo::START_MS, demo::END_MS - demo::STEP_MS)
+    let mut setup = build(&cfg, None)?;
+    // With a configuration named and no recorded data: the history of its sources.
+    let sources_config = args
+        .config
+        .as_deref()
+        .filter(|_| args.data.is_empty() && scenario.is_none() && !args.demo);
+    let is_demo = sources_config.is_none() && args.data.is_empty() && scenario.is_none();
+    let head_groups = setup.groups.len();
+    // The demo's and scenarios' expectations need the whole policy: no narrowing there.
+    let narrow = !(args.all_groups || is_demo || scenario.is_some());
+    let compare = match &args.compare {
+        Some(spec) => Some(load_base(spec, &cfg, &mut setup, narrow)?),
+        None => None,
+    };
+    let (data, from_ms, to_ms) = if let Some(config) = sources_config {
+        let mut setups = vec![&setup];
+        if let Some((base, _)) = &compare {
+            setups.push(&base.setup);
+        }
+        from_sources(&args, config, &setups)?
     } else {
-        load_data(&args.data)?
+        let (store, min, max) = if let Some(s) = &scenario {
+            let data = scenario::generate(s).map_err(|e| e.to_string())?;
+            (data.store, data.first_ms, data.last_ms)
+        } else if is_demo {
+            (demo::generate(), demo::START_MS, demo::END_MS - demo::STEP_MS)
+        } else {
+            load_data(&args.data)?
+        };
+        let from_ms = match &args.from {
+            Some(s) => parse_time("--from", s, min)?,
+            None => min,
+        };
+        let to_ms = match &args.to {
+            Some(s) => parse_time("--to", s, min)?,
+            None => max,
+        };
+        (Data::Recorded(store), from_ms, to_ms)
     };
-    let from_ms = match &args.from {
-        Some(s) => parse_time("--from", s, min)?,
-        None => min,
-    };
-    let to_ms = match &args.to {
-        Some(s) => parse_time("--to", s, min)?,
-        None => max,
-    };
-    if to_ms < from_ms {
-        return Err(format!(
-            "--to {} is before --from {}",
-            output::fmt_time(to_ms),
-            output::fmt_time(from_ms)
-        ));
-    }
-    const MAX_SPAN_MS: i64 = 400 * 24 * 3_600_000;
-    if to_ms.saturating_sub(from_ms) > MAX_SPAN_MS {
-        return Err(format!(
-            "--from {} to --to {} spans more than 400 days; replay a shorter range",
-            output::fmt_time(from_ms),
-            output::fmt_time(to_ms)
-        ));
-    }
+    check_window(from_ms, to_ms)?;
     let opts = Options {
         from_ms,
         to_ms,
@@ -240,9 +263,12 @@ fn run_inner(args: Args) -> Result<i32, String> {
     };
 
     if args.bench {
+        let Data::Recorded(store) = &data else {
+            return Err("--bench replays recorded data: pass --data, --scenario or --demo".into());
+        };
         let mut best: Option<Outcome> = None;
         for _ in 0..3 {
-            let o = replay::run(&setup, &store, &opts, &mut |_| {});
+            let o = replay::run(&setup, store, &opts, &mut |_| {});
             if best.as_ref().is_none_or(|b| o.wall < b.wall) {
                 best = Some(o);
             }
@@ -283,7 +309,10 @@ fn run_inner(args: Args) -> Result<i32, String> {
         return Ok(0);
     }
 
-    let outcome = run_with_progress(&setup, &store, &opts);
+    let outcome = run_with_progress(&setup, &data, &opts);
+    let compared = compare
+        .as_ref()
+        .map(|(base, _)| run_with_progress(&base.setup, &data, &opts));
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // A closed pipe (`| head`) ends the output quietly: the empty error.
@@ -293,11 +322,13 @@ fn run_inner(args: Args) -> Result<i32, String> {
             _ => format!("stdout: {e}"),
         })
     };
-    for d in &outcome.deliveries {
+    // With --compare, JSON lines and markdown carry only the diff.
+    let timeline = args.format == Format::Text || (args.format == Format::Json && compare.is_none());
+    for d in outcome.deliveries.iter().filter(|_| timeline) {
         match args.format {
             Format::Text if output::info_only(d) => {}
             Format::Text => write(&output::text_entry(d))?,
-            Format::Json => write(&(output::json_entry(d) + "\n"))?,
+            _ => write(&(output::json_entry(d) + "\n"))?,
         }
     }
     let checks = is_demo.then(|| output::check_demo(&outcome, &demo::incidents(), demo::quiet_day()));
@@ -320,22 +351,94 @@ fn run_inner(args: Args) -> Result<i32, String> {
                 output::summary(&outcome, setup.num_rules(), setup.groups.len(), checks.as_deref())
             );
         }
-        // The JSON lines stay machine-readable on stdout; the scenario report goes to stderr.
+        // Stdout stays machine-readable (or a comment); the scenario report goes to stderr.
         if let Some(r) = &report {
             eprint!("{}", r.text());
         }
+        if args.format == Format::Markdown && compare.is_none() {
+            tail = replay::replay_markdown(&outcome, setup.num_rules(), setup.groups.len());
+        }
     }
-    if let Some(dir) = &args.compare {
-        let changed = build(&cfg, Some(dir))?;
-        let other = run_with_progress(&changed, &store, &opts);
-        tail.push_str(&output::compare(&outcome, &other, &dir.display().to_string()));
+    if let (Some((base, selection)), Some(before)) = (&compare, &compared) {
+        if args.format != Format::Text && !before.rule_errors.is_empty() {
+            eprint!(
+                "base {}:{}",
+                base.name,
+                output::summary(before, base.setup.num_rules(), base.setup.groups.len(), None)
+            );
+        }
+        let stamped = stamped_labels(&base.setup, &setup);
+        let diff = replay::diff(before, &outcome, &stamped);
+        let ctx = DiffContext {
+            base: &base.name,
+            rules_only: base.rules_only,
+            selection,
+            groups: (setup.groups.len(), head_groups),
+        };
+        tail.push_str(&match args.format {
+            Format::Text => replay::diff_text(&diff, &ctx),
+            Format::Json => replay::diff_json_lines(&diff, &ctx),
+            Format::Markdown => replay::diff_markdown(&diff, &ctx),
+        });
+    }
+    if let Data::History { history, .. } = &data {
+        let fetched = fetch_summary(history);
+        match args.format {
+            Format::Text => tail.push_str(&fetched),
+            _ => eprint!("{fetched}"),
+        }
     }
     write(&tail)?;
     Ok(if args.check && failed { 1 } else { 0 })
 }
 
-fn run_with_progress(setup: &Setup, store: &Store, opts: &Options) -> Outcome {
-    with_replay_bar(opts, |progress| replay::run(setup, store, opts, progress))
+/// The base version of the policy and the rule groups both sides replay; `setup` (the head)
+/// keeps only those groups.
+fn load_base(spec: &str, cfg: &FileConfig, setup: &mut Setup, narrow: bool) -> Result<(Base, Selection), String> {
+    let mut base = replay::load_base(spec, cfg)?;
+    let mut selection = if !narrow || base.rules_only {
+        // A directory of rule files sits elsewhere than the head's: its groups cannot be
+        // lined up by file, so every group is replayed.
+        Selection::all(None)
+    } else {
+        replay::select_groups(&base.setup, &base.root, setup, &base.head_root)
+    };
+    selection.retain_base(&mut base.setup, &base.root);
+    selection.retain_head(setup, &base.head_root);
+    // Last: it renames the base's files, which the selection above goes by.
+    replay::align_slots(&mut base.setup, &base.root, setup, &base.head_root);
+    Ok((base, selection))
+}
+
+/// The labels the owners files stamp on alerts, which pairing notifications leaves out.
+fn stamped_labels<'a>(base: &'a Setup, head: &'a Setup) -> Vec<&'a str> {
+    let mut v = vec![
+        "owner",
+        "team",
+        base.owners.team_label.as_str(),
+        head.owners.team_label.as_str(),
+    ];
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// What a replay reads: recorded data, or the sources' history (with the runtime that serves
+/// the requests the plan did not foresee).
+enum Data {
+    Recorded(Store),
+    History {
+        history: History,
+        /// Serves the sources' requests; kept as long as the history is read.
+        _runtime: tokio::runtime::Runtime,
+    },
+}
+
+fn run_with_progress(setup: &Setup, data: &Data, opts: &Options) -> Outcome {
+    with_replay_bar(opts, |progress| match data {
+        Data::Recorded(store) => replay::run(setup, store, opts, progress),
+        Data::History { history, .. } => replay::run_history(setup, history, opts, progress),
+    })
 }
 
 /// The default cache directory.
@@ -347,8 +450,9 @@ fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("watchfire/replay"))
 }
 
-/// `watchfire replay --config watchfire.yaml --from -7d`: the history of the configured sources.
-fn from_sources(args: &Args, config: &Path, setup: &Setup) -> Result<i32, String> {
+/// `watchfire replay --config watchfire.yaml --from -7d`: the history of the configured
+/// sources over the window, fetched for every setup replayed (both sides of `--compare`).
+fn from_sources(args: &Args, config: &Path, setups: &[&Setup]) -> Result<(Data, i64, i64), String> {
     let run_cfg = watchfire::run::config::load_file(config).map_err(|e| e.to_string())?;
     if run_cfg
         .sources
@@ -380,11 +484,6 @@ fn from_sources(args: &Args, config: &Path, setup: &Setup) -> Result<i32, String
     } else {
         args.fetch.cache.clone().or_else(default_cache_dir)
     };
-    let opts = Options {
-        from_ms,
-        to_ms,
-        lookback_ms: None,
-    };
     let hopts = HistoryOptions {
         from_ms,
         to_ms,
@@ -406,38 +505,15 @@ fn from_sources(args: &Args, config: &Path, setup: &Setup) -> Result<i32, String
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let history = fetch_with_progress(&run_cfg, &[setup], rt.handle(), &hopts)?;
-    let outcome = with_replay_bar(&opts, |progress| replay::run_history(setup, &history, &opts, progress));
-    print_outcome(args, setup, &outcome, &fetch_summary(&history))
-}
-
-/// The timeline, then the summary (text), or JSON lines with problems on stderr.
-fn print_outcome(args: &Args, setup: &Setup, outcome: &Outcome, extra: &str) -> Result<i32, String> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut write = |s: &str| {
-        out.write_all(s.as_bytes()).map_err(|e| match e.kind() {
-            std::io::ErrorKind::BrokenPipe => String::new(),
-            _ => format!("stdout: {e}"),
-        })
-    };
-    for d in &outcome.deliveries {
-        match args.format {
-            Format::Text if output::info_only(d) => {}
-            Format::Text => write(&output::text_entry(d))?,
-            Format::Json => write(&(output::json_entry(d) + "\n"))?,
-        }
-    }
-    let summary = output::summary(outcome, setup.num_rules(), setup.groups.len(), None);
-    if args.format == Format::Text {
-        write(&format!("{summary}{extra}"))?;
-    } else {
-        eprint!("{extra}");
-        if !outcome.rule_errors.is_empty() {
-            eprint!("{summary}");
-        }
-    }
-    Ok(0)
+    let history = fetch_with_progress(&run_cfg, setups, rt.handle(), &hopts)?;
+    Ok((
+        Data::History {
+            history,
+            _runtime: rt,
+        },
+        from_ms,
+        to_ms,
+    ))
 }
 
 /// Runs `f` with a progress callback that drives a bar of simulated minutes on a terminal.

@@ -98,7 +98,7 @@ impl FileConfig {
     }
 
     /// Loads rules, SLOs, routes and owners. `rules_override` replaces `rule_files` (for
-    /// `--compare`). Every problem found is returned, each naming its file and line.
+    /// `--compare` with a directory of rule files only). Every problem found is returned, each naming its file and line.
     pub fn build(&self, rules_override: Option<&Path>) -> Result<Setup, Vec<String>> {
         let mut errors = Vec::new();
         let routes = match crate::notify::load_file(&self.routes) {
@@ -235,6 +235,13 @@ fn expand_rule_paths(paths: &[PathBuf], errors: &mut Vec<String>) -> Vec<PathBuf
         }
     }
     out
+}
+
+/// Whether `dir` holds rule files (YAML other than rule unit tests), at any depth.
+pub(crate) fn has_rule_files(dir: &Path) -> bool {
+    let mut found = Vec::new();
+    collect_yaml(dir, &mut found);
+    found.iter().any(|f| !is_test_file(f))
 }
 
 fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -12,14 +12,30 @@
 //! - [`config`]: watchfire.yaml, and loading rules, SLOs, routes and owners;
 //! - [`demo`]: the deterministic 48-hour EKS ML cluster behind `watchfire replay` without
 //!   arguments, with its incident manifest;
-//! - [`output`]: the timeline (text or JSON lines), the summary and `--compare`.
+//! - [`output`]: the timeline (text or JSON lines) and the summary; `markdown.rs` the same
+//!   as a pull-request comment;
+//! - `--compare BASE`: `base.rs` loads the base version of the policy (a git ref or another
+//!   checkout), `compare.rs` chooses the rule groups that can differ, `diff.rs` diffs the two
+//!   replays, `diff_output.rs` renders the diff (text, JSON lines, markdown).
 
+pub(crate) mod base;
+pub(crate) mod compare;
 pub(crate) mod config;
 pub mod demo;
+pub(crate) mod diff;
+pub(crate) mod diff_output;
 pub mod history;
+pub(crate) mod markdown;
 pub mod output;
 pub mod scenario;
+pub use base::{load as load_base, Base};
+pub use compare::{align_slots, select as select_groups, GroupKey, Selection};
 pub use config::FileConfig;
+pub use diff::{diff, AlertCounts, Change, Diff, Field, FirstDifference, ReceiverCounts};
+pub use diff_output::{
+    json_lines as diff_json_lines, markdown as diff_markdown, text as diff_text, Context as DiffContext,
+};
+pub use markdown::replay as replay_markdown;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -32,7 +48,7 @@ use crate::notify::owners::Owners;
 use crate::notify::{self, Notification, Notifier};
 use crate::promql::{Engine, EngineOptions};
 use crate::rules::alerting::Alert as RuleAlert;
-use crate::rules::Group;
+use crate::rules::{AlertState, Group};
 use crate::source::Queryable;
 use crate::tsdb::Store;
 
@@ -140,6 +156,19 @@ pub struct Outcome {
     pub group_wall: Vec<(String, std::time::Duration)>,
     pub from_ms: i64,
     pub to_ms: i64,
+    /// Every change of an alert's state, in evaluation order (what `--compare` diffs first).
+    pub transitions: Vec<Transition>,
+}
+
+/// One alert changing state at one evaluation of its rule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub at_ms: i64,
+    pub alertname: String,
+    /// The alert's labels as the rule made them (`alertname` included, no owner stamped).
+    pub labels: Labels,
+    pub from: AlertState,
+    pub to: AlertState,
 }
 
 /// Runs a replay over `source`. `progress` is called now and then with the simulated time.
@@ -192,6 +221,8 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
     }
     let mut last_progress: Option<i64> = None;
     let mut group_wall = vec![std::time::Duration::ZERO; groups.len()];
+    let mut seen: Vec<Vec<HashMap<Labels, Seen>>> =
+        groups.iter().map(|g| vec![HashMap::new(); g.rules().len()]).collect();
     while let Some(Reverse((ts, gi))) = queue.pop() {
         if ts > opts.to_ms {
             break;
@@ -220,6 +251,13 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
         group_wall[gi] += group_started.elapsed();
         outcome.group_evaluations += 1;
         outcome.rule_evaluations += g.rules().len() as u64;
+        note_transitions(
+            g,
+            &mut seen[gi],
+            ts,
+            outcome.group_evaluations,
+            &mut outcome.transitions,
+        );
         for (ri, e) in &result.errors {
             let name = g.rules()[*ri].name().to_string();
             let entry = errors
@@ -259,6 +297,63 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
     outcome.wall = started.elapsed();
     outcome.group_wall = groups.iter().map(|g| g.name().to_string()).zip(group_wall).collect();
     outcome
+}
+
+/// An alert's state after the last evaluation of its rule, and which evaluation saw it last.
+#[derive(Clone, Copy)]
+struct Seen {
+    state: AlertState,
+    eval: u64,
+}
+
+/// Appends the state changes of `g`'s alerts at this evaluation (`eval`, counting from 1).
+/// Only changes are stored, and a rule without alerts before or after costs nothing.
+fn note_transitions(g: &Group, seen: &mut [HashMap<Labels, Seen>], ts: i64, eval: u64, out: &mut Vec<Transition>) {
+    for (rule, before) in g.rules().iter().zip(seen.iter_mut()) {
+        let Some(r) = rule.as_alerting() else { continue };
+        let mut present = 0;
+        for a in r.active_alerts() {
+            present += 1;
+            let from = match before.get_mut(&a.labels) {
+                Some(s) => {
+                    s.eval = eval;
+                    std::mem::replace(&mut s.state, a.state)
+                }
+                None => {
+                    before.insert(a.labels.clone(), Seen { state: a.state, eval });
+                    AlertState::Inactive
+                }
+            };
+            if from != a.state {
+                out.push(Transition {
+                    at_ms: ts,
+                    alertname: r.name().to_string(),
+                    labels: a.labels.clone(),
+                    from,
+                    to: a.state,
+                });
+            }
+        }
+        if before.len() > present {
+            // Resolved or gone: back to inactive, in label order so that runs compare equal.
+            let mut gone: Vec<(Labels, AlertState)> = before
+                .iter()
+                .filter(|(_, s)| s.eval != eval)
+                .map(|(l, s)| (l.clone(), s.state))
+                .collect();
+            gone.sort_by(|a, b| a.0.cmp(&b.0));
+            for (labels, from) in gone {
+                before.remove(&labels);
+                out.push(Transition {
+                    at_ms: ts,
+                    alertname: r.name().to_string(),
+                    labels,
+                    from,
+                    to: AlertState::Inactive,
+                });
+            }
+        }
+    }
 }
 
 /// Book-keeping across deliveries.

@@ -1,5 +1,6 @@
-//! Rendering a replay: the notification timeline (text or JSON lines), the summary, the demo's
-//! incident checks and `--compare`.
+//! Rendering a replay: the notification timeline (text or JSON lines), the summary and the
+//! demo's incident checks. Markdown is in `markdown.rs`, the `--compare` diff in
+//! `diff_output.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -32,12 +33,13 @@ pub fn fmt_dur(ms: i64) -> String {
     }
 }
 
-fn labels_str(l: &crate::labels::Labels) -> String {
+/// `{a="b", c="d"}`.
+pub(crate) fn labels_str(l: &crate::labels::Labels) -> String {
     let parts: Vec<String> = l.iter().map(|x| format!("{}={:?}", x.name, &*x.value)).collect();
     format!("{{{}}}", parts.join(", "))
 }
 
-fn labels_json(l: &crate::labels::Labels) -> Value {
+pub(crate) fn labels_json(l: &crate::labels::Labels) -> Value {
     let mut m = Map::new();
     for x in l.iter() {
         m.insert(x.name.to_string(), Value::String(x.value.to_string()));
@@ -77,6 +79,11 @@ pub fn text_entry(d: &Delivery) -> String {
 
 /// One timeline entry as a JSON object (one line).
 pub fn json_entry(d: &Delivery) -> String {
+    json_value(d).to_string()
+}
+
+/// One timeline entry as JSON.
+pub(crate) fn json_value(d: &Delivery) -> Value {
     let alerts: Vec<Value> = d
         .alerts
         .iter()
@@ -104,7 +111,6 @@ pub fn json_entry(d: &Delivery) -> String {
         "links": links,
         "alerts": alerts,
     })
-    .to_string()
 }
 
 /// The result of checking one demo expectation.
@@ -278,30 +284,18 @@ pub fn check_demo(o: &Outcome, incidents: &[Incident], quiet: (i64, i64)) -> Vec
     out
 }
 
-/// The summary after the timeline.
-pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckResult]>) -> String {
-    let mut s = String::new();
-    let span = o.to_ms - o.from_ms;
-    let _ = writeln!(
-        s,
-        "\nSummary: {} to {} ({}), {} rule groups, {} rules, {} rule evaluations in {:.2}s ({:.0}/s)",
-        fmt_time(o.from_ms),
-        fmt_time(o.to_ms),
-        fmt_dur(span),
-        groups,
-        rules,
-        o.rule_evaluations,
-        o.wall.as_secs_f64(),
-        o.rule_evaluations as f64 / o.wall.as_secs_f64().max(1e-9),
-    );
-    #[derive(Default)]
-    struct Row {
-        pages: usize,
-        page_notes: usize,
-        notes: usize,
-        resolved: usize,
-    }
-    let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+/// Notifications of one owner (info-only ones left out).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OwnerRow {
+    pub(crate) pages: usize,
+    pub(crate) page_notes: usize,
+    pub(crate) notes: usize,
+    pub(crate) resolved: usize,
+}
+
+/// Notifications per owner, and the number of info-only notifications.
+pub(crate) fn owner_rows(o: &Outcome) -> (BTreeMap<String, OwnerRow>, usize) {
+    let mut rows: BTreeMap<String, OwnerRow> = BTreeMap::new();
     let info = o.deliveries.iter().filter(|d| info_only(d)).count();
     for d in o.deliveries.iter().filter(|d| !info_only(d)) {
         let r = rows
@@ -318,6 +312,26 @@ pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckR
             r.notes += 1;
         }
     }
+    (rows, info)
+}
+
+/// The summary after the timeline.
+pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckResult]>) -> String {
+    let mut s = String::new();
+    let span = o.to_ms - o.from_ms;
+    let _ = writeln!(
+        s,
+        "\nSummary: {} to {} ({}), {} rule groups, {} rules, {} rule evaluations in {:.2}s ({:.0}/s)",
+        fmt_time(o.from_ms),
+        fmt_time(o.to_ms),
+        fmt_dur(span),
+        groups,
+        rules,
+        o.rule_evaluations,
+        o.wall.as_secs_f64(),
+        o.rule_evaluations as f64 / o.wall.as_secs_f64().max(1e-9),
+    );
+    let (rows, info) = owner_rows(o);
     let _ = writeln!(
         s,
         "\n{:<16} {:>6} {:>19} {:>22} {:>9}",
@@ -378,60 +392,6 @@ pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckR
         for c in checks {
             let _ = writeln!(s, "  {} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.what, c.detail);
         }
-    }
-    s
-}
-
-/// `--compare`: pages a rule change adds or removes. Pages are matched by receiver, group key
-/// and alert names, within an hour of each other.
-pub fn compare(base: &Outcome, changed: &Outcome, changed_name: &str) -> String {
-    let key = |d: &Delivery| (d.receiver.clone(), d.group_key.clone(), d.alert_names().join(","));
-    let a = new_pages(base);
-    let b = new_pages(changed);
-    let mut used = vec![false; b.len()];
-    let mut removed = Vec::new();
-    for pa in &a {
-        let m = b
-            .iter()
-            .enumerate()
-            .filter(|(i, pb)| !used[*i] && key(pb) == key(pa) && (pb.at_ms - pa.at_ms).abs() <= 3_600_000)
-            .min_by_key(|(_, pb)| (pb.at_ms - pa.at_ms).abs())
-            .map(|(i, _)| i);
-        match m {
-            Some(i) => used[i] = true,
-            None => removed.push(*pa),
-        }
-    }
-    let added: Vec<&Delivery> = b
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !used[*i])
-        .map(|(_, d)| *d)
-        .collect();
-    let mut s = String::new();
-    let line = |d: &Delivery| {
-        format!(
-            "{}  {:<24} owner={} {} {}",
-            fmt_time(d.at_ms),
-            d.receiver,
-            d.owner.as_deref().unwrap_or("-"),
-            d.alert_names().join(","),
-            labels_str(&d.group_labels)
-        )
-    };
-    let _ = writeln!(
-        s,
-        "\nCompare with {changed_name}: {} pages before, {} after; {} added, {} removed",
-        a.len(),
-        b.len(),
-        added.len(),
-        removed.len()
-    );
-    for d in &added {
-        let _ = writeln!(s, "  + {}", line(d));
-    }
-    for d in &removed {
-        let _ = writeln!(s, "  - {}", line(d));
     }
     s
 }

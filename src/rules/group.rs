@@ -202,6 +202,13 @@ impl Group {
         &self.file
     }
 
+    /// Names the group's file `file`, which moves its evaluation slot ([`Group::offset_ms`]):
+    /// `replay --compare` evaluates a base version read from elsewhere in the slots of the
+    /// head's groups, so that only the rules' differences show.
+    pub(crate) fn set_file(&mut self, file: PathBuf) {
+        self.file = file;
+    }
+
     pub fn interval_ms(&self) -> i64 {
         self.interval_ms
     }

@@ -13,7 +13,8 @@ pub(crate) mod recording;
 pub(crate) mod storage;
 pub(crate) mod template;
 
-pub(crate) use alerting::{Alert, AlertState};
+pub(crate) use alerting::Alert;
+pub use alerting::AlertState;
 pub(crate) use file::RuleFile;
 pub use file::{load_file, LoadOptions};
 pub use file::{RuleGroup, RuleKind};

@@ -103,7 +103,10 @@ fn main() -> Result<()> {
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if t0.elapsed() > Duration::from_secs(60) {
-            bail!("prometheus did not start: {}", common::tail(&root.join("prometheus.log"), 20));
+            bail!(
+                "prometheus did not start: {}",
+                common::tail(&root.join("prometheus.log"), 20)
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -118,12 +121,26 @@ fn main() -> Result<()> {
         root.join("source.yaml"),
         format!("sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{port}\n    timeout: 60s\n{policy}"),
     )?;
-    std::fs::write(root.join("recorded.yaml"), format!("sources: [{{name: local, type: embedded}}]\n{policy}"))?;
+    std::fs::write(
+        root.join("recorded.yaml"),
+        format!("sources: [{{name: local, type: embedded}}]\n{policy}"),
+    )?;
     let from = (watchfire::replay::demo::START_MS / 1000).to_string();
     let to = ((watchfire::replay::demo::END_MS - watchfire::replay::demo::STEP_MS) / 1000).to_string();
     let cache = root.join("cache").display().to_string();
     let src = [
-        "--config", "source.yaml", "--from", &from, "--to", &to, "--format", "json", "--cache", &cache, "--rate", "0",
+        "--config",
+        "source.yaml",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--format",
+        "json",
+        "--cache",
+        &cache,
+        "--rate",
+        "0",
     ];
     eprintln!("[bench] cold replay from Prometheus");
     let cold = replay(root, &src)?;
@@ -132,7 +149,18 @@ fn main() -> Result<()> {
     eprintln!("[bench] replay from the file");
     let file = replay(
         root,
-        &["--config", "recorded.yaml", "--data", "data.om", "--from", &from, "--to", &to, "--format", "json"],
+        &[
+            "--config",
+            "recorded.yaml",
+            "--data",
+            "data.om",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--format",
+            "json",
+        ],
     )?;
 
     println!(
@@ -140,8 +168,15 @@ fn main() -> Result<()> {
         store.num_series(),
         store.num_samples()
     );
-    println!("{:<28} {:>9} {:>9} {:>9} {:>10} {:>12} {:>10}", "mode", "wall s", "vs file", "requests", "chunks", "from cache", "samples");
-    for (name, r) in [("cold (Prometheus, no cache)", &cold), ("warm (Prometheus, cached)", &warm), ("file (--data)", &file)] {
+    println!(
+        "{:<28} {:>9} {:>9} {:>9} {:>10} {:>12} {:>10}",
+        "mode", "wall s", "vs file", "requests", "chunks", "from cache", "samples"
+    );
+    for (name, r) in [
+        ("cold (Prometheus, no cache)", &cold),
+        ("warm (Prometheus, cached)", &warm),
+        ("file (--data)", &file),
+    ] {
         println!(
             "{:<28} {:>9.2} {:>8.2}x {:>9} {:>10} {:>12} {:>10}",
             name,

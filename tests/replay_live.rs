@@ -55,8 +55,11 @@ fn exporter(go: Arc<AtomicI64>) -> u16 {
     port
 }
 
+/// Webhook bodies with their arrival time (ms).
+type Received = Arc<Mutex<Vec<(i64, serde_json::Value)>>>;
+
 /// A webhook receiver recording (arrival time, body).
-fn recorder() -> (u16, Arc<Mutex<Vec<(i64, serde_json::Value)>>>) {
+fn recorder() -> (u16, Received) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let got = Arc::new(Mutex::new(Vec::new()));

@@ -512,3 +512,99 @@ fn a_cloudwatch_outage_pages_as_the_cloudwatch_source() {
         .collect();
     assert_eq!(down, vec!["cw".to_string()]);
 }
+
+/// `watchfire replay` from CloudWatch (moto) equals the replay of the same datapoints from a
+/// file: GetMetricData chunks, stamped at period end, give the rule the same data as the file.
+#[test]
+fn a_replay_from_cloudwatch_equals_the_replay_of_the_same_data_from_a_file() {
+    let Some(cw) = Cw::start() else { return };
+    let (proxy, rt, c) = (&cw.proxy, &cw.rt, &cw.c);
+    // Three hours ending two hours ago (whole hours), so every chunk is settled.
+    let now_s = chrono::Utc::now().timestamp();
+    let base = (now_s - 5 * 3600) / 3600 * 3600 * 1000;
+    let minutes = 180;
+    let xid = |k: i64| {
+        if (60..66).contains(&k) || (120..124).contains(&k) {
+            1.0
+        } else {
+            0.0
+        }
+    };
+    put(
+        rt,
+        c,
+        base,
+        "XidErrors",
+        &[("ClusterName", "c1"), ("NodeName", "n1")],
+        &(0..minutes).map(|k| (k, xid(k))).collect::<Vec<_>>(),
+    );
+    put(
+        rt,
+        c,
+        base,
+        "XidErrors",
+        &[("ClusterName", "c1"), ("NodeName", "n2")],
+        &(0..minutes).map(|k| (k, 0.0)).collect::<Vec<_>>(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("mapping.yaml"), MAPPING).unwrap();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: gpu\n    interval: 1m\n    rules:\n      - alert: GPUXidErrors\n        expr: max_over_time(gpu_xid_errors[5m]) > 0\n        for: 2m\n        labels: {severity: page}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route:\n  receiver: hook\n  group_by: [alertname, node]\n  group_wait: 30s\n  group_interval: 5m\n  repeat_interval: 4h\nreceivers:\n  - name: hook\n    webhook_configs: [{url: 'http://127.0.0.1:9/hook'}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - name: cw\n    type: cloudwatch\n    mapping_file: mapping.yaml\n    region: us-east-1\n    endpoint: {}\n    timeout: 20s\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n",
+            proxy.endpoint
+        ),
+    )
+    .unwrap();
+    // The same datapoints as the source returns them: stamped at the end of their period.
+    let mut om = String::from("# TYPE gpu_xid_errors gauge\n");
+    for k in 0..minutes {
+        let t = (base + (k + 1) * M) / 1000;
+        om.push_str(&format!(
+            "gpu_xid_errors{{cluster=\"eks-test\",node=\"n1\"}} {} {t}\n",
+            xid(k)
+        ));
+        om.push_str(&format!("gpu_xid_errors{{cluster=\"eks-test\",node=\"n2\"}} 0 {t}\n"));
+    }
+    om.push_str("# EOF\n");
+    std::fs::write(root.join("data.om"), om).unwrap();
+    std::fs::write(
+        root.join("recorded.yaml"),
+        "sources: [{name: local, type: embedded}]\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n",
+    )
+    .unwrap();
+    let from = ((base + 10 * M) / 1000).to_string();
+    let to = ((base + (minutes - 1) * M) / 1000).to_string();
+    let replay = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .current_dir(root)
+            .arg("replay")
+            .args(args)
+            .args(["--from", &from, "--to", &to, "--format", "json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    };
+    let (from_cw, stderr) = replay(&["--config", "watchfire.yaml", "--no-cache", "--rate", "0"]);
+    assert!(stderr.contains("Fetched from the sources"), "{stderr}");
+    let (from_file, _) = replay(&["--config", "recorded.yaml", "--data", "data.om"]);
+    let pages = from_cw
+        .lines()
+        .filter(|l| l.contains("\"status\":\"firing\"") && l.contains("\"node\":\"n1\""))
+        .count();
+    assert_eq!(pages, 2, "two XID bursts on n1 page twice:\n{from_cw}");
+    assert_eq!(from_cw, from_file, "replay from CloudWatch and from the file differ");
+}

@@ -425,6 +425,8 @@ fn stamped_labels<'a>(base: &'a Setup, head: &'a Setup) -> Vec<&'a str> {
 
 /// What a replay reads: recorded data, or the sources' history (with the runtime that serves
 /// the requests the plan did not foresee).
+// One value per process: the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Data {
     Recorded(Store),
     History {
@@ -506,14 +508,7 @@ fn from_sources(args: &Args, config: &Path, setups: &[&Setup]) -> Result<(Data, 
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let history = fetch_with_progress(&run_cfg, setups, rt.handle(), &hopts)?;
-    Ok((
-        Data::History {
-            history,
-            _runtime: rt,
-        },
-        from_ms,
-        to_ms,
-    ))
+    Ok((Data::History { history, _runtime: rt }, from_ms, to_ms))
 }
 
 /// Runs `f` with a progress callback that drives a bar of simulated minutes on a terminal.

@@ -319,7 +319,10 @@ pub fn markdown(diff: &Diff<'_>, ctx: &Context<'_>) -> String {
             ""
         },
         if ctx.selection.skipped_any() {
-            format!(", {} of {} rule groups (the counts cover those)", ctx.groups.0, ctx.groups.1)
+            format!(
+                ", {} of {} rule groups (the counts cover those)",
+                ctx.groups.0, ctx.groups.1
+            )
         } else {
             String::new()
         }

@@ -263,3 +263,42 @@ fn markdown_without_compare_is_the_ordinary_replay() {
     assert!(md.contains("#### Page incidents"), "{md}");
     assert!(md.contains("`DiskFull` → `team-a-pd`"), "{md}");
 }
+
+/// The library face: a replay records each alert state change once, in evaluation order.
+#[test]
+fn a_replay_records_each_alert_state_change_once() {
+    use watchfire::replay::{self, FileConfig, Options};
+    use watchfire::rules::AlertState::{Firing, Inactive, Pending};
+    let (_base, head, data) = checkouts();
+    let setup = FileConfig::load(&head.path().join("watchfire.yaml"))
+        .unwrap()
+        .build(None)
+        .unwrap();
+    let mut store = watchfire::tsdb::Store::new();
+    watchfire::tsdb::load_file(&mut store, &data).unwrap();
+    let opts = Options {
+        from_ms: 1_700_000_000_000,
+        to_ms: 1_700_000_000_000 + 59 * 60_000,
+        lookback_ms: None,
+    };
+    let o = replay::run(&setup, &store, &opts, &mut |_| {});
+    let queue: Vec<_> = o
+        .transitions
+        .iter()
+        .filter(|t| t.alertname == "QueueBacklog")
+        .map(|t| (t.from, t.to))
+        .collect();
+    assert_eq!(queue, [(Inactive, Pending), (Pending, Firing), (Firing, Inactive)]);
+    // Without `for`, DiskFull fires at once.
+    let disk: Vec<_> = o
+        .transitions
+        .iter()
+        .filter(|t| t.alertname == "DiskFull")
+        .map(|t| (t.from, t.to))
+        .collect();
+    assert_eq!(disk, [(Inactive, Firing), (Firing, Inactive)]);
+    assert!(o.transitions.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    let firing = o.transitions.iter().find(|t| t.to == Firing).unwrap();
+    assert_eq!(firing.labels.get("queue"), Some("q"));
+    assert_eq!(firing.labels.get("owner"), None, "rule labels, no owner stamped");
+}

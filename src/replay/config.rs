@@ -237,11 +237,13 @@ fn expand_rule_paths(paths: &[PathBuf], errors: &mut Vec<String>) -> Vec<PathBuf
     out
 }
 
-/// Whether `dir` holds rule files (YAML other than rule unit tests), at any depth.
+/// Whether `dir` holds rule files (YAML with a top-level `groups:`), at any depth.
 pub(crate) fn has_rule_files(dir: &Path) -> bool {
     let mut found = Vec::new();
     collect_yaml(dir, &mut found);
-    found.iter().any(|f| !is_test_file(f))
+    found
+        .iter()
+        .any(|f| std::fs::read_to_string(f).is_ok_and(|text| text.lines().any(|l| l.starts_with("groups:"))))
 }
 
 fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {

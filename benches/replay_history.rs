@@ -170,7 +170,7 @@ fn main() -> Result<()> {
     );
     println!(
         "{:<28} {:>9} {:>9} {:>9} {:>10} {:>12} {:>10}",
-        "mode", "wall s", "vs file", "requests", "chunks", "from cache", "samples"
+        "mode", "wall s", "vs file", "requests", "chunks", "from cache", "fetched"
     );
     for (name, r) in [
         ("cold (Prometheus, no cache)", &cold),
@@ -185,7 +185,7 @@ fn main() -> Result<()> {
             number_before(&r.fetched, " requests"),
             number_before(&r.fetched, " chunks"),
             number_before(&r.fetched, " from the cache"),
-            number_before(&r.fetched, " samples"),
+            number_before(&r.fetched, " samples over the network"),
         );
     }
     println!("cold: {}", cold.fetched);
@@ -195,6 +195,12 @@ fn main() -> Result<()> {
         "notifications: {} lines; from Prometheus and from the file identical: {}",
         file.stdout.lines().count(),
         if same { "yes" } else { "NO" }
+    );
+    println!(
+        "caveat: not the same work on both sides. The file replay parses all {} series of the file and evaluates every rule; the \
+source replay holds only the series the rules read, and the rules run pushes down come back as Prometheus' values \
+(Prometheus did that evaluation inside the fetch time). Wall times are whole processes on this machine, one run each.",
+        store.num_series()
     );
     if !same {
         std::process::exit(1);

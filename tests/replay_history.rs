@@ -372,3 +372,116 @@ fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error(
         "{err}"
     );
 }
+
+fn git(repo: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(repo)
+        .args([
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The number before `what` in the fetch summary.
+fn count_before(stderr: &str, what: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("Fetched from the sources"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    line.split(what)
+        .next()
+        .and_then(|s| s.trim_end().rsplit([' ', '(', ';']).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: {line}"))
+}
+
+/// A pull request's replay over the week: `--compare HEAD` against a git base, both sides from
+/// Prometheus, fetching only what the changed group reads.
+#[test]
+fn a_pull_request_replay_from_prometheus_diffs_the_pages_and_fetches_only_what_the_change_reads() {
+    let Some(env) = setup() else { return };
+    let (from, to) = window(&env);
+    git(&env.root, &["init", "-q"]);
+    git(&env.root, &["add", "rules.yaml", "routes.yaml", "watchfire.yaml"]);
+    git(&env.root, &["commit", "-q", "-m", "base"]);
+    let full = replay(
+        &env.root,
+        &[
+            "--config",
+            "watchfire.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--format",
+            "json",
+            "--no-cache",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(full.0, 0, "{}", full.2);
+    // The change: GPUHot only above 99, which the data never reaches.
+    std::fs::write(
+        env.root.join("rules.yaml"),
+        RULES.replace("cluster:gpu_temp:max > 90", "cluster:gpu_temp:max > 99"),
+    )
+    .unwrap();
+    let (code, md, err) = replay(
+        &env.root,
+        &[
+            "--config",
+            "watchfire.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--compare",
+            "HEAD",
+            "--format",
+            "markdown",
+            "--no-cache",
+            "--rate",
+            "0",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let gpu_hot_pages = full
+        .1
+        .lines()
+        .filter(|l| l.contains("\"page\":true") && l.contains("\"alertname\":\"GPUHot\""))
+        .count();
+    assert!(gpu_hot_pages >= 7, "{}", full.1);
+    assert!(
+        md.starts_with(&format!(
+            "### watchfire replay: 0 pages added, {gpu_hot_pages} removed, 0 changed;"
+        )),
+        "{md}"
+    );
+    assert!(md.contains("`GPUHot` → `pager`"), "{md}");
+    assert!(!md.contains("JobsFailing"), "the unchanged group is not replayed: {md}");
+    // Only the changed group is fetched: its pushed-down recording rule and its raw selector,
+    // not the other group's two expressions.
+    assert!(
+        count_before(&err, " expressions evaluated at the source")
+            < count_before(&full.2, " expressions evaluated at the source"),
+        "compare: {err}\nfull: {}",
+        full.2
+    );
+    assert!(
+        count_before(&err, " requests (") < count_before(&full.2, " requests ("),
+        "{err}"
+    );
+}

@@ -586,8 +586,8 @@ fn fetch_summary(h: &History) -> String {
     let s = &h.stats;
     let (series, samples) = h.size();
     let mut out = format!(
-        "Fetched from the sources: {} chunks ({} from the cache) in {} requests, {} series, {} samples, {} selectors read raw, {} expressions evaluated at the source, in {:.1}s",
-        s.chunks_total, s.chunks_cached, s.requests, series, samples, s.selectors, s.expressions_pushed_down, s.elapsed.as_secs_f64()
+        "Fetched from the sources: {} chunks ({} from the cache) in {} requests ({} samples over the network), holding {} series, {} samples; {} selectors read raw, {} expressions evaluated at the source; in {:.1}s",
+        s.chunks_total, s.chunks_cached, s.requests, s.samples, series, samples, s.selectors, s.expressions_pushed_down, s.elapsed.as_secs_f64()
     );
     if h.late_requests() > 0 {
         out.push_str(&format!(

@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --bench replay_history` (see benches/README.md):
 //!
-//! 1. writes the demo cluster (`watchfire::replay::demo`, 48 hours: the demo's length) as
+//! 1. writes a week of the demo cluster (`watchfire::replay::demo::generate_scaled`: the demo's
+//!    nodes, series and incident clock over 7 days; `WATCHFIRE_BENCH_DAYS` to change) as
 //!    OpenMetrics text and backfills it into a Prometheus 2.42 TSDB with `promtool tsdb
 //!    create-blocks-from openmetrics`, then starts Prometheus on it (loopback, free port);
 //! 2. replays the shipped policy (rules/, slos/, deploy/routes.yaml, deploy/owners.yaml) over the
@@ -70,8 +71,16 @@ fn main() -> Result<()> {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir()?;
     let root = dir.path();
-    eprintln!("[bench] writing the demo cluster");
-    let store = watchfire::replay::demo::generate();
+    let days: i64 = common::env_nonempty("WATCHFIRE_BENCH_DAYS")
+        .map(|d| d.parse().context("WATCHFIRE_BENCH_DAYS"))
+        .transpose()?
+        .unwrap_or(7);
+    eprintln!("[bench] writing {days} days of the demo cluster");
+    let opts = watchfire::replay::demo::ScaleOptions {
+        end_ms: watchfire::replay::demo::START_MS + days * 86_400_000,
+        ..watchfire::replay::demo::ScaleOptions::default()
+    };
+    let store = watchfire::replay::demo::generate_scaled(&opts).map_err(anyhow::Error::msg)?;
     {
         let f = std::fs::File::create(root.join("data.om"))?;
         let mut w = std::io::BufWriter::new(f);
@@ -126,7 +135,7 @@ fn main() -> Result<()> {
         format!("sources: [{{name: local, type: embedded}}]\n{policy}"),
     )?;
     let from = (watchfire::replay::demo::START_MS / 1000).to_string();
-    let to = ((watchfire::replay::demo::END_MS - watchfire::replay::demo::STEP_MS) / 1000).to_string();
+    let to = ((opts.end_ms - opts.step_ms) / 1000).to_string();
     let cache = root.join("cache").display().to_string();
     let src = [
         "--config",
@@ -164,7 +173,7 @@ fn main() -> Result<()> {
     )?;
 
     println!(
-        "replay of the demo cluster ({} series, {} samples, 48h) through the shipped policy, each a whole `watchfire replay` process",
+        "replay of {days} days of the demo cluster ({} series, {} samples) through the shipped policy, each a whole `watchfire replay` process",
         store.num_series(),
         store.num_samples()
     );

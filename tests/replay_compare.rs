@@ -4,6 +4,8 @@
 //! comment shows the right pages added, removed or changed. The base comes from a git ref
 //! (`git archive`) or from another checkout (a directory).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -64,26 +66,7 @@ fn markdown(repo: &Path, data: &Path, base: &str) -> String {
     stdout
 }
 
-fn git(repo: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(repo)
-        .args([
-            "-c",
-            "user.name=test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use common::git;
 
 /// A repository with the fixture committed; the data lives outside it.
 fn git_repo() -> (tempfile::TempDir, tempfile::TempDir) {

@@ -373,26 +373,7 @@ fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error(
     );
 }
 
-fn git(repo: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(repo)
-        .args([
-            "-c",
-            "user.name=test",
-            "-c",
-            "user.email=test@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use common::git;
 
 /// The number before `what` in the fetch summary.
 fn count_before(stderr: &str, what: &str) -> u64 {

@@ -174,6 +174,17 @@ impl Federated {
         end: i64,
         step_ms: i64,
     ) -> Option<Result<Vec<SeriesData>, SourceError>> {
+        self.remote(expr, |p, text| p.range_query_blocking(text, start, end, step_ms))
+    }
+
+    /// Sends `expr` whole to the Prometheus member that owns all it reads, through `call`;
+    /// `None` to evaluate it locally: no such member, or the member rejected it as `bad_data`
+    /// (e.g. functions Prometheus 2.x lacks), now or before (it is not sent again).
+    fn remote<T>(
+        &self,
+        expr: &Expr,
+        call: impl FnOnce(&PrometheusSource, &str) -> Result<T, SourceError>,
+    ) -> Option<Result<T, SourceError>> {
         let i = self.pushdown_target(expr)?;
         let MemberSource::Prometheus(p) = &self.members[i].source else {
             return None;
@@ -183,8 +194,12 @@ impl Federated {
             return None;
         }
         self.members[i].pushdowns.fetch_add(1, Ordering::Relaxed);
-        match p.range_query_blocking(&text, start, end, step_ms) {
+        match call(p, &text) {
             Err(SourceError::Unavailable { message, .. }) if message.contains("bad_data") => {
+                tracing::info!(
+                    "source {}: cannot run {text:?} remotely ({message}); evaluating it locally",
+                    self.members[i].name
+                );
                 if let Ok(mut r) = self.rejected.lock() {
                     r.insert(text);
                 }
@@ -401,28 +416,7 @@ impl Queryable for Federated {
     }
 
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
-        let i = self.pushdown_target(expr)?;
-        let MemberSource::Prometheus(p) = &self.members[i].source else {
-            return None;
-        };
-        let text = expr.to_string();
-        if self.rejected.lock().map(|r| r.contains(&text)).unwrap_or(false) {
-            return None;
-        }
-        self.members[i].pushdowns.fetch_add(1, Ordering::Relaxed);
-        match p.instant_query_blocking(&text, t) {
-            Err(SourceError::Unavailable { message, .. }) if message.contains("bad_data") => {
-                tracing::info!(
-                    "source {}: cannot run {text:?} remotely ({message}); evaluating it locally",
-                    self.members[i].name
-                );
-                if let Ok(mut r) = self.rejected.lock() {
-                    r.insert(text);
-                }
-                None
-            }
-            res => Some(res),
-        }
+        self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
 }
 

@@ -185,12 +185,7 @@ impl PrometheusSource {
         // One extra millisecond so that `mint` is inside Prometheus 3's left-open windows too.
         let range_ms = maxt.saturating_sub(mint).saturating_add(1);
         let expr = format!("{{{}}}[{range_ms}ms]", parts.join(","));
-        let data = self.query(&expr, maxt).await?;
-        if data.result_type != "matrix" {
-            return Err(self.unavailable(format!("expected a matrix result, got {}", data.result_type)));
-        }
-        let series: Vec<ApiSeries> = serde_json::from_value(data.result)
-            .map_err(|e| self.unavailable(format!("malformed matrix result: {e}")))?;
+        let series = self.matrix(self.query(&expr, maxt).await?)?;
         let mut out = Vec::with_capacity(series.len());
         for s in series {
             let mut samples = Vec::with_capacity(s.values.len());
@@ -233,13 +228,7 @@ impl PrometheusSource {
             format_time(end),
             format_time(step_ms.max(1))
         );
-        let data = self.api("query_range", &body).await?;
-        if data.result_type != "matrix" {
-            return Err(self.unavailable(format!("expected a matrix result, got {}", data.result_type)));
-        }
-        let series: Vec<ApiSeries> = serde_json::from_value(data.result)
-            .map_err(|e| self.unavailable(format!("malformed matrix result: {e}")))?;
-        series
+        self.matrix(self.api("query_range", &body).await?)?
             .into_iter()
             .map(|s| {
                 let samples = s
@@ -258,6 +247,14 @@ impl PrometheusSource {
                 })
             })
             .collect()
+    }
+
+    /// The series of a matrix result.
+    fn matrix(&self, data: ApiData) -> Result<Vec<ApiSeries>, SourceError> {
+        if data.result_type != "matrix" {
+            return Err(self.unavailable(format!("expected a matrix result, got {}", data.result_type)));
+        }
+        serde_json::from_value(data.result).map_err(|e| self.unavailable(format!("malformed matrix result: {e}")))
     }
 
     /// [`PrometheusSource::range_query`] from a blocking thread (never an async task).

@@ -280,3 +280,25 @@ pub fn hot_gpu_openmetrics(labels: &str, base_s: i64) -> String {
     om.push_str("# EOF\n");
     om
 }
+
+/// `git ARGS` in `dir` with a test identity and no signing; a failure fails the test.
+pub fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

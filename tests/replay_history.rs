@@ -141,6 +141,14 @@ fn replay(root: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `watchfire replay --config CONFIG --from FROM --to TO --rate 0 EXTRA...`: a replay from the
+/// configuration's sources, unthrottled.
+fn from_source(env: &Env, config: &str, (from, to): (&str, &str), extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["--config", config, "--from", from, "--to", to, "--rate", "0"];
+    args.extend_from_slice(extra);
+    replay(&env.root, &args)
+}
+
 fn window(env: &Env) -> (String, String) {
     // The whole week, evaluations from 20 minutes in (so the 10m windows have data).
     ((env.base + 20 * M).to_string(), (env.base + 7 * DAY - M).to_string())
@@ -152,21 +160,8 @@ fn a_week_from_prometheus_replays_as_the_same_data_from_a_file_and_a_second_time
     let (from, to) = window(&env);
     let cache = env.root.join("cache");
     let cache_s = cache.display().to_string();
-    let src_args = [
-        "--config",
-        "watchfire.yaml",
-        "--from",
-        &from,
-        "--to",
-        &to,
-        "--format",
-        "json",
-        "--cache",
-        &cache_s,
-        "--rate",
-        "0",
-    ];
-    let (code, cold, err) = replay(&env.root, &src_args);
+    let src = ["--format", "json", "--cache", &cache_s];
+    let (code, cold, err) = from_source(&env, "watchfire.yaml", (&from, &to), &src);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("(0 from the cache)"), "{err}");
     let requests: u64 = err
@@ -210,27 +205,17 @@ fn a_week_from_prometheus_replays_as_the_same_data_from_a_file_and_a_second_time
     assert_eq!(cold, recorded, "replay from Prometheus and from the file differ");
 
     // A second replay of the same window: every chunk from the cache, no request.
-    let (code, warm, err) = replay(&env.root, &src_args);
+    let (code, warm, err) = from_source(&env, "watchfire.yaml", (&from, &to), &src);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains(" in 0 requests"), "{err}");
     assert_eq!(cold, warm);
 
     // Budgets are errors, not shorter replays.
-    let (code, out, err) = replay(
-        &env.root,
-        &[
-            "--config",
-            "watchfire.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--no-cache",
-            "--max-requests",
-            "3",
-            "--rate",
-            "0",
-        ],
+    let (code, out, err) = from_source(
+        &env,
+        "watchfire.yaml",
+        (&from, &to),
+        &["--no-cache", "--max-requests", "3"],
     );
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("request budget is spent"), "{err}");
@@ -304,41 +289,16 @@ fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error(
     // One day is enough here.
     let from = (env.base + DAY).to_string();
     let to = (env.base + 2 * DAY).to_string();
-    let direct = replay(
-        &env.root,
-        &[
-            "--config",
-            "watchfire.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--format",
-            "json",
-            "--no-cache",
-            "--rate",
-            "0",
-        ],
+    let direct = from_source(
+        &env,
+        "watchfire.yaml",
+        (&from, &to),
+        &["--format", "json", "--no-cache"],
     );
     assert_eq!(direct.0, 0, "{}", direct.2);
     let (port, refused) = refusing_proxy(env.prom.port);
     write_config(&env.root, "proxied.yaml", &format!("http://127.0.0.1:{port}"));
-    let proxied = replay(
-        &env.root,
-        &[
-            "--config",
-            "proxied.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--format",
-            "json",
-            "--no-cache",
-            "--rate",
-            "0",
-        ],
-    );
+    let proxied = from_source(&env, "proxied.yaml", (&from, &to), &["--format", "json", "--no-cache"]);
     assert_eq!(proxied.0, 0, "{}", proxied.2);
     assert!(
         refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
@@ -349,20 +309,7 @@ fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error(
     // A source that fails: an error naming the source, the query and the time range.
     let dead = common::free_port();
     write_config(&env.root, "dead.yaml", &format!("http://127.0.0.1:{dead}"));
-    let (code, out, err) = replay(
-        &env.root,
-        &[
-            "--config",
-            "dead.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--no-cache",
-            "--rate",
-            "0",
-        ],
-    );
+    let (code, out, err) = from_source(&env, "dead.yaml", (&from, &to), &["--no-cache"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("source prom unavailable"), "{err}");
@@ -397,21 +344,11 @@ fn a_pull_request_replay_from_prometheus_diffs_the_pages_and_fetches_only_what_t
     git(&env.root, &["init", "-q"]);
     git(&env.root, &["add", "rules.yaml", "routes.yaml", "watchfire.yaml"]);
     git(&env.root, &["commit", "-q", "-m", "base"]);
-    let full = replay(
-        &env.root,
-        &[
-            "--config",
-            "watchfire.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--format",
-            "json",
-            "--no-cache",
-            "--rate",
-            "0",
-        ],
+    let full = from_source(
+        &env,
+        "watchfire.yaml",
+        (&from, &to),
+        &["--format", "json", "--no-cache"],
     );
     assert_eq!(full.0, 0, "{}", full.2);
     // The change: GPUHot only above 99, which the data never reaches.
@@ -420,23 +357,11 @@ fn a_pull_request_replay_from_prometheus_diffs_the_pages_and_fetches_only_what_t
         RULES.replace("cluster:gpu_temp:max > 90", "cluster:gpu_temp:max > 99"),
     )
     .unwrap();
-    let (code, md, err) = replay(
-        &env.root,
-        &[
-            "--config",
-            "watchfire.yaml",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--compare",
-            "HEAD",
-            "--format",
-            "markdown",
-            "--no-cache",
-            "--rate",
-            "0",
-        ],
+    let (code, md, err) = from_source(
+        &env,
+        "watchfire.yaml",
+        (&from, &to),
+        &["--compare", "HEAD", "--format", "markdown", "--no-cache"],
     );
     assert_eq!(code, 0, "{err}");
     let gpu_hot_pages = full

@@ -122,10 +122,14 @@ fn files(dir: &Path, pred: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     out
 }
 
-fn row(name: &str, ours: Run, theirs: Run, time_target: Option<f64>, mem_target: Option<f64>) {
+/// Prints a row; `false` when either side exited non-zero: a failed row, whatever its times
+/// (a run that stopped early is fast, and proves nothing).
+fn row(name: &str, ours: Run, theirs: Run, time_target: Option<f64>, mem_target: Option<f64>) -> bool {
     let tr = ours.wall / theirs.wall;
     let mr = ours.rss_kib as f64 / theirs.rss_kib.max(1) as f64;
+    let failed = ours.code != 0 || theirs.code != 0;
     let mark = |v: f64, t: Option<f64>| match t {
+        _ if failed => String::new(),
         Some(t) if v <= t => format!(" (target <= {t}x: ok)"),
         Some(t) => format!(" (target <= {t}x: MISSED)"),
         None => String::new(),
@@ -145,6 +149,13 @@ fn row(name: &str, ours: Run, theirs: Run, time_target: Option<f64>, mem_target:
         mark(tr, time_target),
         mark(mr, mem_target)
     );
+    if failed {
+        println!(
+            "{:<34} FAILED: a run exited non-zero (watchfire {}, promtool {}); no target verdict",
+            "", ours.code, theirs.code
+        );
+    }
+    !failed
 }
 
 /// A suite: its directory, which files are its tests, and the time and memory targets.
@@ -164,6 +175,8 @@ fn main() {
     let watchfire = binary("watchfire");
     let rulecheck = binary("rulecheck");
     let conf = require::conformance_root().join("promtool");
+    // Rows where a side exited non-zero: the benchmark then exits 1.
+    let mut failures = 0;
     println!("rules_vs_promtool: median of {reps} run(s), peak RSS the largest");
 
     // The unit-test suites, as the conformance README runs them.
@@ -208,7 +221,11 @@ fn main() {
             c
         });
         match (ours, theirs) {
-            (Some(o), Some(t)) => row(&format!("{suite} ({} files)", tests.len()), o, t, *tt, *mt),
+            (Some(o), Some(t)) => {
+                if !row(&format!("{suite} ({} files)", tests.len()), o, t, *tt, *mt) {
+                    failures += 1;
+                }
+            }
             _ => println!("{suite}: a run failed to start"),
         }
     }
@@ -241,17 +258,27 @@ fn main() {
             c
         });
         if let (Some(o), Some(p), Some(t)) = (ours, promtool_only, theirs) {
-            row("rulecheck, 2,000 rules (all checks)", o, t, None, None);
-            row("rulecheck --promtool, 2,000 rules", p, t, None, None);
-            println!(
-                "{:<34} rulecheck on 2,000 rules: {:.3} s (target < 1 s: {})",
-                "",
-                o.wall,
-                if o.wall < 1.0 { "ok" } else { "MISSED" }
-            );
+            let all_ok = row("rulecheck, 2,000 rules (all checks)", o, t, None, None);
+            if !row("rulecheck --promtool, 2,000 rules", p, t, None, None) {
+                failures += 1;
+            }
+            if all_ok {
+                println!(
+                    "{:<34} rulecheck on 2,000 rules: {:.3} s (target < 1 s: {})",
+                    "",
+                    o.wall,
+                    if o.wall < 1.0 { "ok" } else { "MISSED" }
+                );
+            } else {
+                failures += 1;
+            }
         }
         let _ = std::fs::remove_file(&out);
     } else if "rulecheck".contains(only.as_str()) {
         println!("gen_rules.py failed; rulecheck comparison skipped");
+    }
+    if failures > 0 {
+        println!("rules_vs_promtool: {failures} failed row(s)");
+        std::process::exit(1);
     }
 }

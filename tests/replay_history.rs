@@ -210,6 +210,17 @@ fn a_week_from_prometheus_replays_as_the_same_data_from_a_file_and_a_second_time
     assert!(err.contains(" in 0 requests"), "{err}");
     assert_eq!(cold, warm);
 
+    // Times relative to now: the last half hour holds no data, and replays to no notification.
+    let (code, out, err) = from_source(
+        &env,
+        "watchfire.yaml",
+        ("-30m", "now"),
+        &["--no-cache", "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("Fetched from the sources"), "{err}");
+
     // Budgets are errors, not shorter replays.
     let (code, out, err) = from_source(
         &env,

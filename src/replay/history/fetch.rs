@@ -249,15 +249,16 @@ fn with_stats(sh: &Shared<'_>, f: impl FnOnce(&mut FetchStats)) {
     f(&mut lock(&sh.out).stats);
 }
 
-/// Aligned chunks covering [mint, maxt]; a chunk not yet settled ends at `maxt`.
+/// Aligned chunks covering [mint, maxt]. A chunk not yet settled cannot be cached, so it is cut
+/// to what is needed: from `mint`, to `maxt`.
 fn chunks(mint: i64, maxt: i64, len: i64, cache: &Cache) -> Vec<(i64, i64)> {
     let len = len.max(MIN_SPLIT_MS);
     let mut out = Vec::new();
     let mut k = mint.div_euclid(len);
     while k * len <= maxt {
-        let a = k * len;
-        let mut b = a + len - 1;
+        let (mut a, mut b) = (k * len, k * len + len - 1);
         if !cache.keeps(b) {
+            a = a.max(mint);
             b = b.min(maxt);
         }
         out.push((a, b));
@@ -535,5 +536,49 @@ fn push_split(sh: &Shared<'_>, need: &PushdownNeed, first: i64, last: i64) -> Re
             fmt_time(last),
             crate::replay::output::fmt_dur(need.step)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+
+    #[test]
+    fn chunks_are_aligned_where_cacheable_and_cut_to_the_need_where_not() {
+        let dir = tempfile::tempdir().unwrap();
+        // Settled before 10h: chunks ending by then are whole and aligned.
+        let cache = Cache::new(Some(dir.path()), "s", 10 * H);
+        assert_eq!(
+            chunks(H + 5, 5 * H, 2 * H, &cache),
+            vec![(0, 2 * H - 1), (2 * H, 4 * H - 1), (4 * H, 6 * H - 1)]
+        );
+        // The last chunk is not settled: cut to the window on both sides.
+        assert_eq!(
+            chunks(9 * H + 7, 11 * H, 2 * H, &cache),
+            vec![(8 * H, 10 * H - 1), (10 * H, 11 * H)]
+        );
+        let unsettled = Cache::new(Some(dir.path()), "s", 0);
+        assert_eq!(
+            chunks(H + 5, 2 * H + 3, 2 * H, &unsettled),
+            vec![(H + 5, 2 * H - 1), (2 * H, 2 * H + 3)]
+        );
+    }
+
+    #[test]
+    fn refusals_that_splitting_can_help_are_recognised() {
+        let e = |m: &str| SourceError::Unavailable {
+            source_name: "amp".into(),
+            message: m.into(),
+        };
+        assert!(too_large(&e(
+            "HTTP 422: execution: query processing would load too many samples into memory"
+        )));
+        assert!(too_large(&e(
+            "HTTP 503: unavailable: query timed out in expression evaluation"
+        )));
+        assert!(!too_large(&e("HTTP 400: bad_data: parse error")));
+        assert!(!too_large(&e("http://x/api/v1/query: connection refused")));
     }
 }

@@ -5,8 +5,8 @@
 //! timer, and the webhook arrives after that; the replay stamps the timer).
 //!
 //! A local exporter changes a GPU temperature on a wall-clock pattern; Prometheus scrapes it
-//! every second; the rules read it directly and through a recording rule (chained rules are
-//! replayed in order), with a 3s `query_offset` so that no evaluation reads a scrape still
+//! every second; the rules (every 5s) read it directly and through a recording rule (chained
+//! rules are replayed in order), with a 3s `query_offset` so that no evaluation reads a scrape still
 //! being written (the same on both sides).
 //!
 //! Needs `/usr/bin/prometheus`: missing, it fails the test, unless `WATCHFIRE_TEST_OFFLINE=1`
@@ -125,19 +125,19 @@ fn a_replay_from_prometheus_equals_what_run_delivered_live() {
     let (hook, got) = recorder();
     std::fs::write(
         root.join("rules.yaml"),
-        "groups:\n  - name: gpu\n    interval: 2s\n    rules:\n      - alert: GPUHot\n        expr: demo_temp > 90\n        for: 4s\n        labels: {severity: page}\n  - name: chained\n    interval: 2s\n    rules:\n      - record: cluster:demo_temp:max\n        expr: max(demo_temp)\n      - alert: ClusterHot\n        expr: cluster:demo_temp:max > 90\n        for: 6s\n        labels: {severity: warning}\n",
+        "groups:\n  - name: gpu\n    interval: 5s\n    rules:\n      - alert: GPUHot\n        expr: demo_temp > 90\n        for: 10s\n        labels: {severity: page}\n  - name: chained\n    interval: 5s\n    rules:\n      - record: cluster:demo_temp:max\n        expr: max(demo_temp)\n      - alert: ClusterHot\n        expr: cluster:demo_temp:max > 90\n        for: 15s\n        labels: {severity: warning}\n",
     )
     .unwrap();
     std::fs::write(
         root.join("routes.yaml"),
-        format!("route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 1s\n  group_interval: 2s\n  repeat_interval: 1h\n  routes:\n    - matchers: ['severity=\"page\"']\n      receiver: pager\nreceivers:\n  - name: hook\n    webhook_configs: [{{url: 'http://127.0.0.1:{hook}/hook'}}]\n  - name: pager\n    webhook_configs: [{{url: 'http://127.0.0.1:{hook}/pager'}}]\n"),
+        format!("route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 2s\n  group_interval: 5s\n  repeat_interval: 1h\n  routes:\n    - matchers: ['severity=\"page\"']\n      receiver: pager\nreceivers:\n  - name: hook\n    webhook_configs: [{{url: 'http://127.0.0.1:{hook}/hook'}}]\n  - name: pager\n    webhook_configs: [{{url: 'http://127.0.0.1:{hook}/pager'}}]\n"),
     )
     .unwrap();
     let config = root.join("watchfire.yaml");
     std::fs::write(
         &config,
         format!(
-            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{}\n    timeout: 5s\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 2s\nquery_offset: 3s\nstate_dir: state\nhttp:\n  listen: 127.0.0.1:{}\n",
+            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{}\n    timeout: 5s\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 5s\nquery_offset: 3s\nstate_dir: state\nhttp:\n  listen: 127.0.0.1:{}\n",
             prom.port,
             common::free_port()
         ),
@@ -237,9 +237,10 @@ fn a_replay_from_prometheus_equals_what_run_delivered_live() {
     };
     let same = live.len() == replayed.len()
         && live.iter().zip(&replayed).all(|(a, b)| {
-            // Live: the timer, then the send; the replay's time is the timer's, to the second.
+            // Live: the timer, then the send (later on a loaded machine); the replay's time is
+            // the timer's, to the second.
             let dt = a.0 - b.0;
-            (0..2_500).contains(&dt) && a.1 == b.1 && a.2 == b.2 && a.3 == b.3 && a.4 == b.4
+            (0..5_000).contains(&dt) && a.1 == b.1 && a.2 == b.2 && a.3 == b.3 && a.4 == b.4
         });
     assert!(
         same,

@@ -13,6 +13,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 const M: i64 = 60;
 const DAY: i64 = 86_400;
@@ -233,65 +235,127 @@ fn a_week_from_prometheus_replays_as_the_same_data_from_a_file_and_a_second_time
     assert!(out.is_empty(), "{out}");
 }
 
-/// A proxy in front of Prometheus that refuses raw selections over more than 30 minutes with
-/// AMP's answer (422, too many samples), and counts what it refused.
-fn refusing_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// A proxy in front of Prometheus, one thread per connection: it holds each request for
+/// `hold_ms` (so that concurrent requests overlap), counts the most in flight at once, and, with
+/// `refuse`, answers raw selections over 30 minutes as AMP does (422, too many samples).
+struct Proxy {
+    port: u16,
+    refused: Arc<AtomicUsize>,
+    max_in_flight: Arc<AtomicUsize>,
+}
+
+fn proxy(upstream: u16, refuse: bool, hold_ms: u64) -> Proxy {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let refused = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let r2 = refused.clone();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let max_in_flight = Arc::new(AtomicUsize::new(0));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let (r2, m2) = (refused.clone(), max_in_flight.clone());
     std::thread::spawn(move || {
         for conn in l.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut head = String::new();
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                if line.trim_end().is_empty() {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&body).into_owned();
-            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-            // `{...}[NNNms]` selections longer than 30 minutes are refused.
-            let range_ms = text
-                .split("%5B")
-                .nth(1)
-                .and_then(|r| r.split("ms%5D").next())
-                .and_then(|n| n.parse::<i64>().ok());
-            let resp = if path.ends_with("/api/v1/query") && range_ms.is_some_and(|r| r > 30 * 60_000) {
-                r2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let b = r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#;
-                format!("HTTP/1.1 422 Unprocessable Entity\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", b.len())
-            } else {
-                // Forwarded as HTTP/1.0: the upstream answers and closes.
-                let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream)).unwrap();
-                write!(
-                    up,
-                    "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{text}",
-                    text.len()
-                )
-                .unwrap();
-                let mut raw = Vec::new();
-                let _ = up.read_to_end(&mut raw);
-                String::from_utf8_lossy(&raw).into_owned()
-            };
-            let _ = conn.write_all(resp.as_bytes());
+            let Ok(conn) = conn else { continue };
+            let (refused, max_in_flight, in_flight) = (r2.clone(), m2.clone(), in_flight.clone());
+            std::thread::spawn(move || {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                max_in_flight.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(hold_ms));
+                serve_one(conn, upstream, refuse, &refused);
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     });
-    (port, refused)
+    Proxy {
+        port,
+        refused,
+        max_in_flight,
+    }
+}
+
+fn serve_one(mut conn: std::net::TcpStream, upstream: u16, refuse: bool, refused: &AtomicUsize) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut head = String::new();
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if line.trim_end().is_empty() {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+    // `{...}[NNNms]` selections longer than 30 minutes are refused.
+    let range_ms = text
+        .split("%5B")
+        .nth(1)
+        .and_then(|r| r.split("ms%5D").next())
+        .and_then(|n| n.parse::<i64>().ok());
+    let resp = if refuse && path.ends_with("/api/v1/query") && range_ms.is_some_and(|r| r > 30 * 60_000) {
+        refused.fetch_add(1, Ordering::Relaxed);
+        let b = r#"{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}"#;
+        format!("HTTP/1.1 422 Unprocessable Entity\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{b}", b.len())
+    } else {
+        // Forwarded as HTTP/1.0: the upstream answers and closes.
+        let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+        write!(
+            up,
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        let _ = up.read_to_end(&mut raw);
+        String::from_utf8_lossy(&raw).into_owned()
+    };
+    let _ = conn.write_all(resp.as_bytes());
+}
+
+#[test]
+fn requests_stay_within_the_concurrency_and_rate_limits() {
+    let Some(env) = setup() else { return };
+    let from = (env.base + DAY).to_string();
+    let to = (env.base + 2 * DAY).to_string();
+    let p = proxy(env.prom.port, false, 30);
+    write_config(&env.root, "held.yaml", &format!("http://127.0.0.1:{}", p.port));
+    let (code, _, err) = from_source(&env, "held.yaml", (&from, &to), &["--no-cache", "--concurrency", "2"]);
+    assert_eq!(code, 0, "{err}");
+    let most = p.max_in_flight.load(Ordering::SeqCst);
+    assert_eq!(most, 2, "at most 2 requests in flight, and both slots used: {most}");
+    // 5 requests a second: n requests take at least (n - 1) / 5 seconds.
+    let started = std::time::Instant::now();
+    let (code, _, err) = replay(
+        &env.root,
+        &[
+            "--config",
+            "held.yaml",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--no-cache",
+            "--rate",
+            "5",
+            "--chunk",
+            "6h",
+            "--format",
+            "json",
+        ],
+    );
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(code, 0, "{err}");
+    let n = count_before(&err, " requests (") as f64;
+    assert!(n >= 5.0, "{err}");
+    assert!(took >= (n - 1.0) / 5.0, "{n} requests in {took:.2}s at 5 a second");
 }
 
 #[test]
@@ -307,14 +371,11 @@ fn windows_refused_as_too_large_are_split_and_a_failing_source_is_a_clear_error(
         &["--format", "json", "--no-cache"],
     );
     assert_eq!(direct.0, 0, "{}", direct.2);
-    let (port, refused) = refusing_proxy(env.prom.port);
-    write_config(&env.root, "proxied.yaml", &format!("http://127.0.0.1:{port}"));
+    let p = proxy(env.prom.port, true, 0);
+    write_config(&env.root, "proxied.yaml", &format!("http://127.0.0.1:{}", p.port));
     let proxied = from_source(&env, "proxied.yaml", (&from, &to), &["--format", "json", "--no-cache"]);
     assert_eq!(proxied.0, 0, "{}", proxied.2);
-    assert!(
-        refused.load(std::sync::atomic::Ordering::Relaxed) > 0,
-        "nothing was refused"
-    );
+    assert!(p.refused.load(Ordering::Relaxed) > 0, "nothing was refused");
     assert_eq!(direct.1, proxied.1, "split chunks changed the replay");
 
     // A source that fails: an error naming the source, the query and the time range.

@@ -246,7 +246,7 @@ fn parse_duration(s: &str) -> Result<i64, String> {
 fn time_param(p: &Params, name: &str, default: i64) -> Result<i64, ApiError> {
     match p.get(name) {
         None | Some("") => Ok(default),
-        Some(s) => parse_time(s).map_err(|e| ApiError::param(name, e)),
+        Some(s) => parse_time(s).map_err(|e| ApiError::param(name, format!("Invalid time value for '{name}': {e}"))),
     }
 }
 
@@ -396,7 +396,7 @@ async fn instant_query(
     let expr = p.get("query").unwrap_or("").to_string();
     let max = api.limits.max_samples;
     api.evaluate(timeout, move |engine, src| {
-        let r = engine.instant_query(src, &expr, t)?;
+        let r = engine.instant_query(src, &expr, t).map_err(query_error)?;
         let data = value_json(&r.value, max)?;
         Ok(success(data, r.warnings, r.infos))
     })
@@ -440,11 +440,19 @@ async fn range_query(api: &QueryApi, q: Option<&str>, headers: &HeaderMap, body:
     let expr = p.get("query").unwrap_or("").to_string();
     let max = api.limits.max_samples;
     api.evaluate(timeout, move |engine, src| {
-        let r = engine.range_query(src, &expr, start, end, step)?;
+        let r = engine.range_query(src, &expr, start, end, step).map_err(query_error)?;
         let data = value_json(&r.value, max)?;
         Ok(success(data, r.warnings, r.infos))
     })
     .await
+}
+
+/// Prometheus names the parameter of a query that does not parse.
+fn query_error(e: promql::Error) -> ApiError {
+    match e {
+        promql::Error::Parse { .. } => ApiError::param("query", e),
+        other => ApiError::from(other),
+    }
 }
 
 /// The label sets of every `match[]` selector's series in [start, end], each once, sorted.

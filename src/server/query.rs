@@ -670,3 +670,159 @@ fn value_json(v: &Value, max: u64) -> Result<Json, ApiError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that takes `delay` per read, like a slow remote one.
+    struct Slow {
+        delay: Duration,
+        store: crate::tsdb::Store,
+    }
+
+    impl Queryable for Slow {
+        fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+            std::thread::sleep(self.delay);
+            self.store.select(matchers, mint, maxt)
+        }
+    }
+
+    fn api(delay_ms: u64, limits: QueryLimits) -> QueryApi {
+        let mut store = crate::tsdb::Store::new();
+        for i in 0..10 {
+            store.append(
+                &Labels::from_pairs([("__name__", "up"), ("job", "a")]),
+                i * 15_000,
+                i as f64,
+            );
+            store.append(
+                &Labels::from_pairs([("__name__", "up"), ("job", "b")]),
+                i * 15_000,
+                0.1 * i as f64,
+            );
+        }
+        let slow = Slow {
+            delay: Duration::from_millis(delay_ms),
+            store,
+        };
+        QueryApi::over(Arc::new(slow), limits)
+    }
+
+    async fn query(api: &QueryApi, q: &str) -> (StatusCode, Json) {
+        let r = respond(instant_query(api, Some(q), &HeaderMap::new(), &[]).await);
+        let status = r.status();
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    fn error(kind: &str, message: &str) -> Json {
+        json!({"status": "error", "errorType": kind, "error": message})
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn success_shape_and_float_formatting() {
+        let api = api(0, QueryLimits::default());
+        let (status, body) = query(&api, "query=up%20%2F%200&time=135.5").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            body,
+            json!({"status": "success", "data": {"resultType": "vector", "result": [
+                {"metric": {"job": "a"}, "value": [135.5, "+Inf"]},
+                {"metric": {"job": "b"}, "value": [135.5, "+Inf"]},
+            ]}})
+        );
+        let (_, body) = query(&api, "query=up%7Bjob%3D%22b%22%7D%20*%203&time=30").await;
+        assert_eq!(body["data"]["result"][0]["value"], json!([30, "0.6000000000000001"]));
+        let (_, body) = query(&api, "query=-(0%2F0)&time=30").await;
+        assert_eq!(body["data"], json!({"resultType": "scalar", "result": [30, "NaN"]}));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_over_its_timeout_is_a_503() {
+        let api = api(500, QueryLimits::default());
+        let (status, body) = query(&api, "query=up&time=30&timeout=0.1").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, error("timeout", "query timed out in expression evaluation"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn over_the_concurrency_limit_a_query_waits_then_gets_a_503() {
+        let limits = QueryLimits {
+            max_concurrent: 1,
+            timeout: Duration::from_millis(300),
+            ..QueryLimits::default()
+        };
+        let api = api(1000, limits);
+        let first = {
+            let api = api.clone();
+            tokio::spawn(async move { query(&api, "query=up&time=30").await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (status, body) = query(&api, "query=up&time=30").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, error("timeout", "query timed out in query queue"));
+        // The first one ran out of time in evaluation, not in the queue.
+        let (_, body) = first.await.unwrap();
+        assert_eq!(body["error"], "query timed out in expression evaluation");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn limits_and_bad_parameters_are_errors() {
+        let limits = QueryLimits {
+            max_samples: 5,
+            ..QueryLimits::default()
+        };
+        let api = api(0, limits);
+        let (status, body) = query(&api, "query=up%5B5m%5D&time=150").await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(body["errorType"], "execution");
+        assert!(body["error"].as_str().unwrap().contains("too many samples"), "{body}");
+        let (status, body) = query(&api, "query=up&time=30&timeout=-1s").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["errorType"], "bad_data");
+        let (status, body) = query(&api, "query=sum(&time=30").await;
+        assert_eq!(
+            (status, &body["errorType"]),
+            (StatusCode::BAD_REQUEST, &json!("bad_data"))
+        );
+        assert!(body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid parameter \"query\": "));
+    }
+
+    #[test]
+    fn native_histograms_in_prometheus_shape() {
+        let h = FloatHistogram {
+            schema: 0,
+            zero_threshold: 0.001,
+            zero_count: 1.0,
+            count: 4.0,
+            sum: 3.5,
+            positive: vec![(1, 2.0), (2, 0.0)],
+            negative: vec![(0, 1.0)],
+            ..FloatHistogram::default()
+        };
+        assert_eq!(
+            histogram_json(&h),
+            json!({"count": "4", "sum": "3.5", "buckets": [
+                [1, "-1", "-0.5", "1"],
+                [3, "-0.001", "0.001", "1"],
+                [0, "1", "2", "2"],
+            ]})
+        );
+    }
+
+    #[test]
+    fn times_and_durations_as_prometheus_reads_them() {
+        assert_eq!(parse_time("1700000000.123"), Ok(1_700_000_000_123));
+        assert_eq!(parse_time("2023-11-14T22:13:20.5Z"), Ok(1_700_000_000_500));
+        assert!(parse_time("later").is_err());
+        assert_eq!(parse_duration("15s"), Ok(15_000));
+        assert_eq!(parse_duration("0.25"), Ok(250));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(time_json(1_700_000_000_000), json!(1_700_000_000));
+        assert_eq!(time_json(1_700_000_000_123), json!(1_700_000_000.123));
+    }
+}

@@ -11,7 +11,7 @@
 //!   saved in SQLite and applied by the notifier. Errors are answered as Alertmanager does:
 //!   a JSON string body with status 400 (invalid), 404 (unknown id) or 500.
 //! * Prometheus' query API (`query.rs`): `/api/v1/query`, `query_range`, `series`, `labels`,
-//!   `label/{name}/values` over the service's source.
+//!   `label/{name}/values` over the service's source with the rule outputs over it.
 //! * `GET /metrics`: Prometheus text format: evaluation durations and missed iterations, source
 //!   errors, notifications sent and failed, outbox depth.
 //! * `GET /-/healthy`, `GET /-/ready`, `POST /-/reload` (applied only when the new
@@ -36,7 +36,6 @@ use chrono::SecondsFormat;
 use serde_json::{json, Value as Json};
 
 use crate::labels::Labels;
-use crate::promql::Queryable;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
 mod query;
@@ -64,14 +63,16 @@ pub struct AppState {
 /// The router.
 pub fn router(state: AppState) -> Router {
     let svc = Arc::clone(&state.svc);
-    // Queries read the current setup's source, so a reload is seen by the next query.
+    // Queries read what the rules read (the current setup's source and the rule outputs), with
+    // the engine options of the current setup, so a reload is seen by the next query.
+    let view = svc.rules_view();
     let target: QueryTarget = Arc::new(move || {
         let setup = svc
             .setup
             .read()
             .map(|s| Arc::clone(&s))
             .unwrap_or_else(|e| Arc::clone(&e.into_inner()));
-        (setup.engine.clone(), Arc::clone(&setup.source) as Arc<dyn Queryable>)
+        (setup.engine.clone(), Arc::clone(&view))
     });
     Router::new()
         .route("/", get(status_page))

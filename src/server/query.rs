@@ -526,7 +526,7 @@ async fn label_values(
     headers: HeaderMap,
 ) -> Response {
     let run = async {
-        // Prometheus' `U__` prefix lets clients ask for names outside the classic charset.
+        // Prometheus refuses names outside the label charset before reading anything.
         if !crate::labels::is_valid_label_name(&name) {
             return Err(ApiError::bad_data(format!("invalid label name: {name:?}")));
         }

@@ -1,6 +1,7 @@
 //! The HTTP API over a running service (embedded source, real clock, 1s groups): Prometheus'
 //! rules/alerts JSON, Alertmanager ingest with bearer-token auth, the Alertmanager v2 alerts,
-//! status and silence endpoints (auth, errors), /metrics, health, reload, and the status page.
+//! status and silence endpoints (auth, errors), /metrics, Prometheus' query API over the rule
+//! outputs, health, reload, and the status page.
 
 mod common;
 
@@ -108,6 +109,22 @@ fn api_endpoints() {
             .unwrap();
         assert!(m.contains("watchfire_notification_outbox_depth "), "{m}");
         assert!(m.contains("watchfire_rule_group_last_duration_seconds{"), "{m}");
+
+        // Prometheus' query API reads what the rules read: here a recording rule's output and
+        // ALERTS, which only the rule outputs hold (the embedded source is empty).
+        let q = get_json(&c, format!("{base}/api/v1/query?query=job%3Aup")).await;
+        assert_eq!(q["status"], "success", "{q}");
+        assert_eq!(q["data"]["resultType"], "vector");
+        assert_eq!(q["data"]["result"][0]["metric"]["__name__"], "job:up", "{q}");
+        assert_eq!(q["data"]["result"][0]["value"][1], "2", "{q}");
+        let q = get_json(
+            &c,
+            format!("{base}/api/v1/series?match[]=%7B__name__%3D%22ALERTS%22%2Calertname%3D%22Always%22%7D"),
+        )
+        .await;
+        assert_eq!(q["data"][0]["alertstate"], "firing", "{q}");
+        let bad = c.get(format!("{base}/api/v1/query?query=sum(")).send().await.unwrap();
+        assert_eq!(bad.status(), 400);
 
         let post = |tok: Option<&str>, body: &str| {
             let mut rb = c.post(format!("{base}/api/v2/alerts")).body(body.to_string());

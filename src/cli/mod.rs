@@ -6,6 +6,7 @@ mod replay;
 mod routes;
 mod rulecheck;
 mod run;
+mod serve;
 mod slo;
 mod test;
 
@@ -32,6 +33,8 @@ enum Command {
     Routes(routes::Args),
     /// Run the evaluator service: rules on their intervals, notifications, HTTP API.
     Run(run::Args),
+    /// Serve Prometheus' query API over data files (for Grafana): `serve --data FILE...`.
+    Serve(serve::Args),
     /// Static checks for rule files, SLO specs and routes (promtool check rules and more).
     Rulecheck(rulecheck::Args),
     /// SLO specs (Sloth, OpenSLO) to multi-window, multi-burn-rate rules; checks and reports.
@@ -60,6 +63,7 @@ pub fn main() -> i32 {
         Command::Routes(args) => routes::run(args),
         Command::Run(args) => run::run(args),
         Command::Rulecheck(args) => rulecheck::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Slo(args) => slo::run(args),
         Command::Test(args) => test::run(args),
     }

@@ -155,7 +155,7 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let term = async {

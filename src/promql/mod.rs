@@ -278,6 +278,31 @@ fn finish_matrix(m: Vec<Series>) -> Result<Vec<Series>, Error> {
     Ok(out)
 }
 
+/// The series a series selector (`match[]` of Prometheus' series and label APIs) names, with
+/// any float or native histogram sample in [mint, maxt]; only the labels are kept, sorted.
+pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64) -> Result<Vec<Labels>, Error> {
+    let Expr::VectorSelector(vs) = parse(selector)? else {
+        return Err(Error::Eval(format!("{selector:?} is not a series selector")));
+    };
+    // The parser already refuses selectors that match every series (`{}`), as Prometheus does.
+    let mut seen: HashSet<Labels> = select::select(src, &vs, mint, maxt)?
+        .into_iter()
+        .filter(|s| !s.samples.is_empty())
+        .map(|s| s.labels)
+        .collect();
+    if src.has_histograms() {
+        seen.extend(
+            select::select_histograms(src, &vs, mint, maxt)?
+                .into_iter()
+                .filter(|s| !s.samples.is_empty())
+                .map(|s| s.labels),
+        );
+    }
+    let mut out: Vec<Labels> = seen.into_iter().collect();
+    out.sort();
+    Ok(out)
+}
+
 /// Parses a PromQL expression; errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
     raw_parse(expr).map_err(|message| {

@@ -10,6 +10,8 @@
 //!   `amtool alert query` / `amtool config show` read). Silences are
 //!   saved in SQLite and applied by the notifier. Errors are answered as Alertmanager does:
 //!   a JSON string body with status 400 (invalid), 404 (unknown id) or 500.
+//! * Prometheus' query API (`query.rs`): `/api/v1/query`, `query_range`, `series`, `labels`,
+//!   `label/{name}/values` over the service's source with the rule outputs over it.
 //! * `GET /metrics`: Prometheus text format: evaluation durations and missed iterations, source
 //!   errors, notifications sent and failed, outbox depth.
 //! * `GET /-/healthy`, `GET /-/ready`, `POST /-/reload` (applied only when the new
@@ -36,6 +38,10 @@ use serde_json::{json, Value as Json};
 use crate::labels::Labels;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
+mod query;
+
+pub use query::{router as query_router, QueryApi, QueryLimits, QueryTarget};
+
 /// Who may call mutating endpoints.
 #[derive(Clone, Debug, Default)]
 pub struct Auth {
@@ -56,6 +62,18 @@ pub struct AppState {
 
 /// The router.
 pub fn router(state: AppState) -> Router {
+    let svc = Arc::clone(&state.svc);
+    // Queries read what the rules read (the current setup's source and the rule outputs), with
+    // the engine options of the current setup, so a reload is seen by the next query.
+    let view = svc.rules_view();
+    let target: QueryTarget = Arc::new(move || {
+        let setup = svc
+            .setup
+            .read()
+            .map(|s| Arc::clone(&s))
+            .unwrap_or_else(|e| Arc::clone(&e.into_inner()));
+        (setup.engine.clone(), Arc::clone(&view))
+    });
     Router::new()
         .route("/", get(status_page))
         .route("/api/v1/rules", get(rules))
@@ -71,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .route("/-/reload", post(reload))
         .with_state(state)
+        .merge(query::router(QueryApi::new(target, QueryLimits::default())))
 }
 
 /// Serves on `listener` until `shutdown` completes.
@@ -82,6 +101,20 @@ pub async fn serve(
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Serves only the query API over `api` (and `/-/healthy`, `/-/ready`) until `shutdown`
+/// completes: `watchfire serve`.
+pub async fn serve_query(
+    listener: tokio::net::TcpListener,
+    api: QueryApi,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
+        .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
+        .merge(query::router(api));
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
 }
 
 /// `None` when the caller may mutate; otherwise the refusal.

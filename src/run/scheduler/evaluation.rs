@@ -93,7 +93,7 @@ fn failing_source(e: &SourceError) -> Option<String> {
 
 /// The source with every group's published rule outputs over it, so a group reads the
 /// recording rules of other groups (as in Prometheus' single storage).
-struct WithPublished<'a> {
+pub(super) struct WithPublished<'a> {
     base: &'a dyn Queryable,
     published: &'a RwLock<Store>,
 }
@@ -121,6 +121,16 @@ impl Queryable for WithPublished<'_> {
     /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.
     fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         self.base.pushdown(expr, t)
+    }
+}
+
+impl Evaluation {
+    /// `base` with every group's published outputs over it: what the rules read.
+    pub(super) fn with_published<'a>(&'a self, base: &'a dyn Queryable) -> WithPublished<'a> {
+        WithPublished {
+            base,
+            published: &self.published,
+        }
     }
 }
 

@@ -37,13 +37,13 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use chrono::{DateTime, Utc};
 
-use crate::labels::Labels;
+use crate::labels::{Labels, Matcher};
 use crate::notify::owners::Owners;
 use crate::notify::silence::{Silence, SilenceError, Silences};
 use crate::notify::{Config as NotifyConfig, Notifier};
 use crate::promql::Engine;
 use crate::rules::Group;
-use crate::source::Queryable;
+use crate::source::{Queryable, SeriesData, SourceError};
 use crate::state::StateStore;
 
 use delivery::Delivery;
@@ -51,6 +51,49 @@ use evaluation::{Evaluation, Reports};
 use ingest::IngestQueue;
 use runner::GroupRunner;
 use silences::SilenceBook;
+
+/// The service's source with the rule outputs over it, read through the setup current at each call.
+struct RulesView(Arc<Service>);
+
+impl RulesView {
+    fn source(&self) -> Result<Arc<Setup>, SourceError> {
+        self.0.current_setup().ok_or_else(|| SourceError::Unavailable {
+            source_name: "watchfire".into(),
+            message: "the service's setup is unreadable (a thread panicked holding it)".into(),
+        })
+    }
+}
+
+impl Queryable for RulesView {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        let setup = self.source()?;
+        self.0
+            .evaluation
+            .with_published(&*setup.source)
+            .select(matchers, mint, maxt)
+    }
+
+    // Rule outputs are floats: native histograms come from the source alone.
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<crate::promql::HistogramSeriesData>, SourceError> {
+        self.source()?.source.select_histograms(matchers, mint, maxt)
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.source().is_ok_and(|s| s.source.has_histograms())
+    }
+
+    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+        match self.source() {
+            Ok(setup) => self.0.evaluation.with_published(&*setup.source).pushdown(expr, t),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
 
 /// What the scheduler was built from (replaced as a whole on reload).
 pub struct Setup {
@@ -128,6 +171,12 @@ impl Service {
         }
         self.evaluation.next_generation();
         self.evaluation.install(runners, &self.snapshots);
+    }
+
+    /// What the rules read, for the query API: the current setup's source with every group's
+    /// recording rule outputs and `ALERTS` over it (the last hour of them).
+    pub fn rules_view(self: &Arc<Self>) -> Arc<dyn Queryable> {
+        Arc::new(RulesView(Arc::clone(self)))
     }
 
     fn current_setup(&self) -> Option<Arc<Setup>> {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -259,8 +259,12 @@ fn proxy(upstream: u16, refuse: bool, hold_ms: u64) -> Proxy {
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 max_in_flight.fetch_max(now, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_millis(hold_ms));
-                serve_one(conn, upstream, refuse, &refused);
+                let resp = answer(&conn, upstream, refuse, &refused);
+                // Out of flight before the client can see the answer and send its next request.
                 in_flight.fetch_sub(1, Ordering::SeqCst);
+                if let Some(r) = resp {
+                    let _ = (&conn).write_all(r.as_bytes());
+                }
             });
         }
     });
@@ -271,27 +275,9 @@ fn proxy(upstream: u16, refuse: bool, hold_ms: u64) -> Proxy {
     }
 }
 
-fn serve_one(mut conn: std::net::TcpStream, upstream: u16, refuse: bool, refused: &AtomicUsize) {
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut head = String::new();
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        if line.trim_end().is_empty() {
-            break;
-        }
-        head.push_str(&line);
-    }
-    let mut body = vec![0u8; len];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
+/// The proxy's answer to one request on `conn`; `None` when the request did not arrive whole.
+fn answer(conn: &std::net::TcpStream, upstream: u16, refuse: bool, refused: &AtomicUsize) -> Option<String> {
+    let (head, body) = common::read_request(conn)?;
     let text = String::from_utf8_lossy(&body).into_owned();
     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
     // `{...}[NNNms]` selections longer than 30 minutes are refused.
@@ -317,7 +303,7 @@ fn serve_one(mut conn: std::net::TcpStream, upstream: u16, refuse: bool, refused
         let _ = up.read_to_end(&mut raw);
         String::from_utf8_lossy(&raw).into_owned()
     };
-    let _ = conn.write_all(resp.as_bytes());
+    Some(resp)
 }
 
 #[test]

@@ -14,10 +14,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn now_ms() -> i64 {
@@ -31,12 +31,8 @@ fn exporter(go: Arc<AtomicI64>) -> u16 {
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim_end().is_empty() {
-                    break;
-                }
+            if common::read_request(&conn).is_none() {
+                continue;
             }
             let g = go.load(Ordering::Relaxed);
             let since = now_ms() - g;
@@ -55,42 +51,11 @@ fn exporter(go: Arc<AtomicI64>) -> u16 {
     port
 }
 
-/// Webhook bodies with their arrival time (ms).
-type Received = Arc<Mutex<Vec<(i64, serde_json::Value)>>>;
-
 /// A webhook receiver recording (arrival time, body).
-fn recorder() -> (u16, Received) {
+fn recorder() -> (u16, common::Received) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g2 = got.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-                if line.trim_end().is_empty() {
-                    break;
-                }
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_ok() {
-                if let Ok(v) = serde_json::from_slice(&body) {
-                    g2.lock().unwrap().push((now_ms(), v));
-                }
-            }
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-        }
-    });
-    (port, got)
+    (port, common::record_json_timed(l))
 }
 
 /// One notification, comparable across the two sides: (time ms, receiver, status, group key,

@@ -9,37 +9,63 @@ use std::sync::{Arc, Mutex};
 mod require;
 pub use require::*;
 
-/// A local webhook receiver: records the JSON body of every POST it gets on `l` and answers 200.
-pub fn record_json(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let b2 = Arc::clone(&bodies);
+/// Reads one HTTP/1.x request from `conn`: its head (request and header lines) and its body
+/// (`content-length` bytes). `None` when the connection ends early.
+pub fn read_request(conn: &std::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut reader = BufReader::new(conn.try_clone().ok()?);
+    let mut head = String::new();
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line.trim_end().is_empty() {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
+/// A local webhook receiver: hands the JSON body of every POST it gets on `l` to `keep` and
+/// answers 200.
+fn receive_json(l: TcpListener, mut keep: impl FnMut(serde_json::Value) + Send + 'static) {
     std::thread::spawn(move || {
         for conn in l.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let Ok(c2) = conn.try_clone() else { continue };
-            let mut reader = BufReader::new(c2);
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let l = line.trim_end().to_ascii_lowercase();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            if reader.read_exact(&mut body).is_ok() {
+            if let Some((_, body)) = read_request(&conn) {
                 if let Ok(v) = serde_json::from_slice(&body) {
-                    b2.lock().unwrap().push(v);
+                    keep(v);
                 }
             }
             let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
+    });
+}
+
+/// A local webhook receiver: records the JSON body of every POST it gets on `l` and answers 200.
+pub fn record_json(l: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let b2 = Arc::clone(&bodies);
+    receive_json(l, move |v| b2.lock().unwrap().push(v));
+    bodies
+}
+
+/// Webhook bodies with their arrival time (ms since the epoch).
+pub type Received = Arc<Mutex<Vec<(i64, serde_json::Value)>>>;
+
+/// [`record_json`], with each body's arrival time.
+pub fn record_json_timed(l: TcpListener) -> Received {
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let b2 = Arc::clone(&bodies);
+    receive_json(l, move |v| {
+        b2.lock().unwrap().push((chrono::Utc::now().timestamp_millis(), v))
     });
     bodies
 }

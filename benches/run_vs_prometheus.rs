@@ -15,7 +15,9 @@
 //!    the groups) and `prometheus_rule_evaluations_total`, then its alerts, and stops it;
 //! 3. starts Prometheus without rules on a fresh copy of the blocks and `watchfire run` with that
 //!    Prometheus as its source, `rule_files: rules/*.yaml` and `slo_files: slos/*.yaml` (as
-//!    `deploy/watchfire.yaml`); reads `watchfire_rule_group_last_duration_seconds` the same way,
+//!    `deploy/watchfire.yaml`); reads `watchfire_rule_group_last_duration_seconds` the same way
+//!    (the whole cycle, as Prometheus' figure: evaluation, alert state saved to SQLite, alerts
+//!    handed to the notifier, outputs published),
 //!    the requests Prometheus served to it (`prometheus_http_requests_total`, response bytes) and
 //!    watchfire's own source counters, then its alerts;
 //! 4. prints the table, the ratio (watchfire / Prometheus per-cycle time), and the firing and
@@ -953,6 +955,13 @@ fn run() -> Result<bool> {
         wf.rules.rules,
         cfg.interval_ms / 1000,
         cfg.cycles
+    );
+    println!(
+        "what is timed, per group evaluation (summed over the groups for a cycle): Prometheus' \
+         prometheus_rule_group_last_duration_seconds (Group.Eval: rule queries, appends of rule outputs and ALERTS \
+         to its TSDB, alerts handed to the notifier queue); watchfire's watchfire_rule_group_last_duration_seconds \
+         (the whole cycle: rule queries including their HTTP round trips to Prometheus, alert state saved to \
+         SQLite, alerts handed to the notifier, outputs published to the other groups and the API)"
     );
     println!();
     println!("{:<44} {:>14} {:>14} {:>8}", "", "Prometheus", "watchfire", "ratio");

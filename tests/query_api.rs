@@ -267,3 +267,93 @@ fn query_api_answers_as_prometheus() {
     assert!(failures.is_empty(), "answers differ:\n{}", failures.join("\n"));
     eprintln!("{} answers equal to Prometheus'", cases.len() + errors.len());
 }
+
+/// `watchfire replay --series-out` writes what the rules produced (recording-rule outputs,
+/// `ALERTS`, `ALERTS_FOR_STATE`), and `watchfire serve` over the data and that file answers for
+/// them as the replay saw them: Grafana can chart a replay.
+#[test]
+fn replay_series_are_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let base: i64 = 1_700_000_000 / 3600 * 3600;
+    // An hour, a sample a minute: the queue backs up (50) from minute 10 to minute 30.
+    let mut om = String::new();
+    for m in 0..60 {
+        let q = if (10..30).contains(&m) { 50 } else { 1 };
+        om.push_str(&format!("queue_depth{{queue=\"q\"}} {q} {}\n", base + m * 60));
+    }
+    om.push_str("# EOF\n");
+    std::fs::write(root.join("data.om"), om).unwrap();
+    std::fs::create_dir_all(root.join("rules")).unwrap();
+    std::fs::write(
+        root.join("rules/queue.yaml"),
+        "groups:\n  - name: queue\n    interval: 1m\n    rules:\n      - record: queue:depth:max\n        expr: max by (queue) (queue_depth)\n      - alert: QueueBacklog\n        expr: queue:depth:max > 10\n        for: 2m\n        labels: {severity: page}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        "sources: [{name: local, type: embedded}]\nrule_files: [rules/*.yaml]\nroutes_file: routes.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route: {receiver: team}\nreceivers:\n  - name: team\n    webhook_configs: [{url: 'http://127.0.0.1:9/'}]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .current_dir(root)
+        .args(["replay", "--config", "watchfire.yaml", "--data", "data.om"])
+        .args(["--series-out", "series.om", "--format", "json"])
+        .output()
+        .expect("run watchfire replay");
+    assert!(
+        out.status.success(),
+        "replay failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(root.join("series.om")).unwrap();
+    assert!(written.ends_with("# EOF\n"), "{written}");
+
+    let port = common::free_port();
+    let _wf = Proc(
+        std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .current_dir(root)
+            .args(["serve", "--data", "data.om", "series.om"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start watchfire serve"),
+    );
+    common::wait_for("watchfire serve ready", 30, || {
+        common::http_status(port, "/-/ready").filter(|s| s.contains("200"))
+    });
+    let instant = |q: &str, t: i64| {
+        let (status, body) = request(port, &format!("/api/v1/query?query={}&time={t}", enc(q)), None);
+        assert_eq!(status, 200, "{q}: {body}");
+        body["data"]["result"].as_array().cloned().unwrap_or_default()
+    };
+    // The recording rule's output is what its expression gives over the data.
+    let recorded = instant("queue:depth:max", base + 20 * 60);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["metric"]["queue"], "q");
+    assert_eq!(recorded[0]["value"][1], "50");
+    // Firing in the middle of the backlog, with its labels; gone well after it.
+    let firing = instant("ALERTS{alertstate=\"firing\"}", base + 20 * 60);
+    assert_eq!(firing.len(), 1, "{firing:?}");
+    let m = &firing[0]["metric"];
+    assert_eq!(
+        (&m["alertname"], &m["queue"], &m["severity"]),
+        (&Json::from("QueueBacklog"), &Json::from("q"), &Json::from("page"))
+    );
+    assert!(instant("ALERTS", base + 50 * 60).is_empty());
+    // Pending first: the first evaluation that saw the backlog, within a minute of it.
+    let pending = instant("ALERTS{alertstate=\"pending\"}", base + 11 * 60 + 59);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    // ALERTS_FOR_STATE holds the time the alert became active.
+    let for_state = instant("ALERTS_FOR_STATE", base + 20 * 60);
+    assert_eq!(for_state.len(), 1, "{for_state:?}");
+    let active_at: f64 = for_state[0]["value"][1].as_str().unwrap().parse().unwrap();
+    let since = active_at as i64 - base;
+    assert!((600..660).contains(&since), "active {since} s after the start");
+}

@@ -62,6 +62,11 @@ pub struct Args {
     /// Write the demo data (or the `--scenario`'s) as OpenMetrics text to FILE and exit.
     #[arg(long, value_name = "FILE")]
     demo_out: Option<PathBuf>,
+    /// Also write what the rules produced (recording-rule outputs, ALERTS, ALERTS_FOR_STATE) as
+    /// OpenMetrics text to FILE, for `watchfire serve --data DATA FILE` (Grafana, any
+    /// Prometheus client). Staleness markers have no OpenMetrics form and are left out.
+    #[arg(long, value_name = "FILE", conflicts_with = "bench")]
+    series_out: Option<PathBuf>,
     /// Replay the built-in demo even with --config (whose sources are otherwise replayed).
     #[arg(long, conflicts_with_all = ["data", "scenario"])]
     demo: bool,
@@ -192,6 +197,21 @@ fn parse_time(flag: &str, s: &str, base: i64) -> Result<i64, String> {
     ))
 }
 
+/// Writes the rules' outputs of a replay for `watchfire serve`.
+fn write_series(store: &watchfire::tsdb::Store, path: &std::path::Path) -> Result<(), String> {
+    let f = std::fs::File::create(path).map_err(|e| format!("--series-out {}: {e}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    watchfire::tsdb::write_openmetrics(store, &mut w)
+        .and_then(|()| w.flush())
+        .map_err(|e| format!("--series-out {}: {e}", path.display()))?;
+    eprintln!(
+        "wrote the rules' outputs ({} series: recording rules, ALERTS, ALERTS_FOR_STATE) to {}",
+        store.num_series(),
+        path.display()
+    );
+    Ok(())
+}
+
 fn run_inner(args: Args) -> Result<i32, String> {
     let scenario = match &args.scenario {
         Some(p) => Some(Scenario::load_file(p).map_err(|e| e.to_string())?),
@@ -310,6 +330,9 @@ fn run_inner(args: Args) -> Result<i32, String> {
     }
 
     let outcome = run_with_progress(&setup, &data, &opts);
+    if let Some(path) = &args.series_out {
+        write_series(&outcome.outputs, path)?;
+    }
     let compared = compare
         .as_ref()
         .map(|(base, _)| run_with_progress(&base.setup, &data, &opts));

@@ -1289,29 +1289,9 @@ fn cloudwatch(g: &mut Gen) {
     }
 }
 
-/// Writes a store as OpenMetrics text (timestamps in seconds, `# EOF`), series by series.
+/// Writes a store as OpenMetrics text (see [`crate::tsdb::write_openmetrics`]).
 pub fn write_openmetrics(store: &Store, out: &mut dyn Write) -> std::io::Result<()> {
-    let mut samples = Vec::new();
-    for id in 0..store.num_series() as SeriesId {
-        let l = store.labels(id);
-        let name = l.metric_name().unwrap_or("");
-        let rest: Vec<String> = l
-            .iter()
-            .filter(|x| &*x.name != "__name__")
-            .map(|x| format!("{}=\"{}\"", x.name, crate::labels::escape_label_value(&x.value)))
-            .collect();
-        let head = if rest.is_empty() {
-            name.to_string()
-        } else {
-            format!("{name}{{{}}}", rest.join(","))
-        };
-        samples.clear();
-        store.samples(id, i64::MIN, i64::MAX, &mut samples);
-        for (t, v) in &samples {
-            writeln!(out, "{head} {v} {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000))?;
-        }
-    }
-    writeln!(out, "# EOF")
+    crate::tsdb::write_openmetrics(store, out)
 }
 
 #[cfg(test)]

@@ -158,6 +158,9 @@ pub struct Outcome {
     pub to_ms: i64,
     /// Every change of an alert's state, in evaluation order (what `--compare` diffs first).
     pub transitions: Vec<Transition>,
+    /// What the rules wrote over the window: recording-rule outputs, `ALERTS` and
+    /// `ALERTS_FOR_STATE` (what `--series-out` saves for `watchfire serve`).
+    pub outputs: std::sync::Arc<Store>,
 }
 
 /// One alert changing state at one evaluation of its rule.
@@ -296,6 +299,7 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
     outcome.rule_errors = errors.into_iter().map(|(k, (n, e))| (k, n, e)).collect();
     outcome.wall = started.elapsed();
     outcome.group_wall = groups.iter().map(|g| g.name().to_string()).zip(group_wall).collect();
+    outcome.outputs = std::sync::Arc::new(outputs);
     outcome
 }
 

@@ -55,6 +55,44 @@ pub struct LoadStats {
 }
 
 /// Loads a file, choosing the dialect with [`detect_unit`].
+/// Writes a store as OpenMetrics text (timestamps in seconds with milliseconds, `# EOF`), series
+/// by series, so that [`load_file`] and `promtool tsdb create-blocks-from openmetrics` read it
+/// back. Staleness markers have no OpenMetrics form and are left out: a series that ends then
+/// stays visible for the lookback delta after its last sample, as any backfilled data does.
+/// Native histogram samples are not written.
+pub fn write_openmetrics(store: &Store, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut samples = Vec::new();
+    for id in 0..store.num_series() as SeriesId {
+        let l = store.labels(id);
+        samples.clear();
+        store.samples(id, i64::MIN, i64::MAX, &mut samples);
+        samples.retain(|(_, v)| v.to_bits() != super::notation::STALE_NAN_BITS);
+        if samples.is_empty() {
+            continue;
+        }
+        let name = l.metric_name().unwrap_or("");
+        let rest: Vec<String> = l
+            .iter()
+            .filter(|x| &*x.name != METRIC_NAME)
+            .map(|x| format!("{}=\"{}\"", x.name, crate::labels::escape_label_value(&x.value)))
+            .collect();
+        let head = if rest.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}{{{}}}", rest.join(","))
+        };
+        for (t, v) in &samples {
+            let value = if v.is_infinite() {
+                if *v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+            } else {
+                v.to_string()
+            };
+            writeln!(out, "{head} {value} {}.{:03}", t.div_euclid(1000), t.rem_euclid(1000))?;
+        }
+    }
+    writeln!(out, "# EOF")
+}
+
 pub fn load_file(store: &mut Store, path: impl AsRef<Path>) -> Result<LoadStats, LoadError> {
     let path = path.as_ref();
     let name = path.display().to_string();

@@ -244,12 +244,9 @@ impl Evaluation {
             micros: AtomicU64::new(0),
         };
         let requests_before = setup.source.requests();
-        let started = Instant::now();
         let mut outcome = runner
             .group
             .eval(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs);
-        let took = started.elapsed().as_secs_f64();
-        runner.last_duration_s = took;
         runner.iterations += 1;
         let failed = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
         let source_errors: Vec<String> = failed.iter().map(|(_, m)| m.clone()).collect();
@@ -322,11 +319,6 @@ impl Evaluation {
             }
         }
         if let Ok(mut m) = to.metrics.lock() {
-            let e = m.groups.entry(runner.key.clone()).or_default();
-            e.0 = took;
-            e.1 += took;
-            e.2 += 1;
-            e.3 = runner.iterations_missed;
             *m.source_errors.entry(setup.source_name.clone()).or_default() += source_errors.len() as u64;
             let q = m.source_queries.entry(setup.source_name.clone()).or_default();
             q.0 += tracking.micros.load(Ordering::Relaxed) as f64 / 1e6;
@@ -374,11 +366,14 @@ impl Evaluation {
     }
 
     /// After [`Evaluation::eval_group`] handed its alerts over: publishes the group's outputs to
-    /// the other groups and its snapshot to the API.
+    /// the other groups, records how long the whole cycle took since `started`, and publishes
+    /// the group's snapshot to the API.
     pub(super) fn publish(
         &self,
         runner: &mut GroupRunner,
         ts: i64,
+        started: Instant,
+        metrics: &Mutex<Metrics>,
         snapshots: &RwLock<BTreeMap<String, GroupSnapshot>>,
     ) {
         // Publish this evaluation's outputs (values and staleness markers) to the other groups.
@@ -400,6 +395,17 @@ impl Evaluation {
             if let Ok(mut p) = self.published.write() {
                 *p = trim_store(&p, ts - 3_600_000);
             }
+        }
+        // The whole cycle, as Prometheus' last_duration: evaluation, alert state saved, alerts
+        // handed to the notifier, outputs published.
+        let took = started.elapsed().as_secs_f64();
+        runner.last_duration_s = took;
+        if let Ok(mut m) = metrics.lock() {
+            let e = m.groups.entry(runner.key.clone()).or_default();
+            e.0 = took;
+            e.1 += took;
+            e.2 += 1;
+            e.3 = runner.iterations_missed;
         }
         let snap = runner.snapshot();
         if let Ok(mut s) = snapshots.write() {

@@ -205,6 +205,7 @@ impl Service {
             metrics: &self.metrics,
             sources: &self.sources,
         };
+        let started = std::time::Instant::now();
         let alerts = self.evaluation.eval_group(&setup, runner, ts, &reports);
         if !alerts.is_empty() {
             if let Some(mut hub) = self.hub() {
@@ -213,7 +214,8 @@ impl Service {
                 }
             }
         }
-        self.evaluation.publish(runner, ts, &self.snapshots);
+        self.evaluation
+            .publish(runner, ts, started, &self.metrics, &self.snapshots);
     }
 
     /// Built-in alerts and notification timers at `now`; notifications go to the outbox.

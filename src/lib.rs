@@ -27,6 +27,7 @@ pub mod duration;
 pub mod gofmt;
 pub mod labels;
 pub mod notify;
+pub mod parallel;
 pub mod promql;
 pub mod promqltest;
 pub mod replay;

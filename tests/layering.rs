@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The ground floor: depends on no stage.
-const GROUND: &[&str] = &["alert", "aws", "duration", "gofmt", "labels", "template", "url", "yaml"];
+const GROUND: &[&str] = &[
+    "alert", "aws", "duration", "gofmt", "labels", "parallel", "template", "url", "yaml",
+];
 
 /// What each module may import beyond the ground floor.
 fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {

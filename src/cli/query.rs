@@ -150,18 +150,30 @@ pub fn parse_time(s: &str) -> Result<i64, String> {
 }
 
 /// Whether the file is in the notation format: its first meaningful line is `load <interval>`.
-fn is_notation(text: &str) -> bool {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .is_some_and(|l| l == "load" || l.starts_with("load ") || l.starts_with("load\t"))
+fn is_notation_line(line: &str) -> bool {
+    line == "load" || line.starts_with("load ") || line.starts_with("load\t")
+}
+
+/// Whether the file's first line that is neither blank nor a comment starts a `load` block.
+/// Reads only up to that line: data files can be gigabytes.
+fn is_notation(path: &Path) -> Result<bool, String> {
+    use std::io::BufRead;
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let line = line.map_err(|e| format!("{}: {e}", path.display()))?;
+        let line = String::from_utf8_lossy(&line);
+        let line = line.trim();
+        if !line.is_empty() && !line.starts_with('#') {
+            return Ok(is_notation_line(line));
+        }
+    }
+    Ok(false)
 }
 
 pub(crate) fn load_data(store: &mut Store, path: &Path) -> Result<(), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = String::from_utf8_lossy(&bytes);
-    if is_notation(&text) {
-        return load_notation(store, path, &text);
+    if is_notation(path)? {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        return load_notation(store, path, &String::from_utf8_lossy(&bytes));
     }
     let stats = watchfire::tsdb::load_file(store, path).map_err(|e| {
         let msg = e.to_string();
@@ -186,7 +198,7 @@ fn load_notation(store: &mut Store, path: &Path, text: &str) -> Result<(), Strin
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        if line == "load" || line.starts_with("load ") || line.starts_with("load\t") {
+        if is_notation_line(line) {
             let d = line["load".len()..].trim();
             let ms = parse_duration(d).map_err(|e| format!("{}: invalid load interval: {e}", at()))?;
             if ms <= 0 {
@@ -364,7 +376,15 @@ mod tests {
 
     #[test]
     fn notation_detection() {
-        assert!(is_notation("# data\n\nload 1m\n  up 1 2\n"));
-        assert!(!is_notation("# TYPE up gauge\nup 1\n"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = |text: &str| {
+            let p = dir.path().join("data");
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        assert!(is_notation(&file("# data\n\nload 1m\n  up 1 2\n")).unwrap());
+        assert!(!is_notation(&file("# TYPE up gauge\nup 1\n")).unwrap());
+        assert!(!is_notation(&file("")).unwrap());
+        assert!(is_notation(&dir.path().join("missing")).is_err());
     }
 }

@@ -316,7 +316,7 @@ impl Evaluator<'_> {
 
     fn top_k(&self, op: u16, k: usize, input: Vec<Sample>, modifier: &Option<LabelModifier>) -> Vec<Sample> {
         let mut order: Vec<Labels> = Vec::new();
-        let mut groups: HashMap<Labels, Vec<Sample>> = HashMap::new();
+        let mut groups: HashMap<Labels, Vec<Sample>, ahash::RandomState> = HashMap::default();
         for s in input {
             let key = grouping_key(&s.metric, modifier);
             match groups.get_mut(&key) {

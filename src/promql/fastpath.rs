@@ -110,32 +110,31 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
             let (lo, hi) = ev.ref_range(&vs.at, &vs.offset, start, end);
             let f = ev.fetch(vs, lo - ev.lookback, hi)?;
             let off = lo - start;
-            let mut out = Vec::with_capacity(f.series.len());
-            for s in &f.series {
+            let lookback = ev.lookback;
+            let views: Vec<(&Labels, &[(i64, f64)])> = f.series.iter().map(|s| (&s.labels, &s.samples[..])).collect();
+            // Series by series on every core; the results keep the series order.
+            Ok(Some(crate::parallel::filter_map(&views, |&(labels, samples)| {
                 let mut hint = 0;
                 let mut values = Vec::with_capacity(n);
                 let mut any = false;
                 for i in 0..n {
                     let r = start + step * i as i64 + off;
-                    hint = seek(&s.samples, hint, r);
+                    hint = seek(samples, hint, r);
                     let v = if hint > 0 {
-                        let (st, v) = s.samples[hint - 1];
-                        (st > r - ev.lookback && !is_stale_nan(v)).then_some(v)
+                        let (st, v) = samples[hint - 1];
+                        (st > r - lookback && !is_stale_nan(v)).then_some(v)
                     } else {
                         None
                     };
                     any |= v.is_some();
                     values.push(v);
                 }
-                if any {
-                    out.push(SeriesSteps {
-                        metric: s.labels.clone(),
-                        drop_name: false,
-                        values,
-                    });
-                }
-            }
-            Ok(Some(out))
+                any.then(|| SeriesSteps {
+                    metric: labels.clone(),
+                    drop_name: false,
+                    values,
+                })
+            })))
         }
         Expr::Call(c) if RANGE_FUNCS.contains(&c.func.name) && c.args.args.len() == 1 => {
             let Expr::MatrixSelector(ms) = c.args.args[0].as_ref() else {
@@ -151,15 +150,16 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
             let (lo, hi) = ev.ref_range(&ms.vs.at, &ms.vs.offset, start, end);
             let f = ev.fetch(&ms.vs, lo - range, hi)?;
             let off = lo - start;
-            let mut out = Vec::with_capacity(f.series.len());
-            for s in &f.series {
-                let samples = s.range_samples();
+            let closed = ev.closed;
+            let views: Vec<(&Labels, &[(i64, f64)])> =
+                f.series.iter().map(|s| (&s.labels, s.range_samples())).collect();
+            Ok(Some(crate::parallel::filter_map(&views, |&(labels, samples)| {
                 let (mut a, mut b) = (0, 0);
                 let mut values = Vec::with_capacity(n);
                 let mut any = false;
                 for i in 0..n {
                     let r = start + step * i as i64 + off;
-                    a = seek(samples, a, r - range - ev.closed);
+                    a = seek(samples, a, r - range - closed);
                     b = seek(samples, b.max(a), r);
                     let w = RangeWindow {
                         start: r - range,
@@ -174,15 +174,12 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
                     any |= v.is_some();
                     values.push(v);
                 }
-                if any {
-                    out.push(SeriesSteps {
-                        metric: s.labels.clone(),
-                        drop_name: !keep_name,
-                        values,
-                    });
-                }
-            }
-            Ok(Some(out))
+                any.then(|| SeriesSteps {
+                    metric: labels.clone(),
+                    drop_name: !keep_name,
+                    values,
+                })
+            })))
         }
         _ => Ok(None),
     }

@@ -1,6 +1,6 @@
 //! Classic (bucket-series) histograms: `histogram_quantile` and `histogram_fraction`.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 
 use super::annotations::Annotations;
 use super::mathx::almost_equal;

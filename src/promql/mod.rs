@@ -228,7 +228,8 @@ fn finish_vector(mut v: Vec<Sample>) -> Result<Vec<Sample>, Error> {
         }
     }
     if any || v.len() < 64 {
-        let mut seen = HashSet::with_capacity(v.len());
+        let mut seen: HashSet<&Labels, ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(v.len(), ahash::RandomState::new());
         for s in &v {
             if !seen.insert(&s.metric) {
                 return Err(Error::Eval(DUPLICATE_LABELSET.into()));
@@ -241,7 +242,8 @@ fn finish_vector(mut v: Vec<Sample>) -> Result<Vec<Sample>, Error> {
 /// Removes names marked for removal and merges series that end up with the same labels,
 /// which is only an error when they have samples at the same timestamp.
 fn finish_matrix(m: Vec<Series>) -> Result<Vec<Series>, Error> {
-    let mut index: HashMap<Labels, usize> = HashMap::with_capacity(m.len());
+    let mut index: HashMap<Labels, usize, ahash::RandomState> =
+        HashMap::with_capacity_and_hasher(m.len(), ahash::RandomState::new());
     let mut out: Vec<Series> = Vec::with_capacity(m.len());
     for mut s in m {
         if s.drop_name {

@@ -397,8 +397,7 @@ async fn instant_query(
     let max = api.limits.max_samples;
     api.evaluate(timeout, move |engine, src| {
         let r = engine.instant_query(src, &expr, t).map_err(query_error)?;
-        let data = value_json(&r.value, max)?;
-        Ok(success(data, r.warnings, r.infos))
+        query_success(&r.value, &r.warnings, &r.infos, max)
     })
     .await
 }
@@ -441,8 +440,7 @@ async fn range_query(api: &QueryApi, q: Option<&str>, headers: &HeaderMap, body:
     let max = api.limits.max_samples;
     api.evaluate(timeout, move |engine, src| {
         let r = engine.range_query(src, &expr, start, end, step).map_err(query_error)?;
-        let data = value_json(&r.value, max)?;
-        Ok(success(data, r.warnings, r.infos))
+        query_success(&r.value, &r.warnings, &r.infos, max)
     })
     .await
 }
@@ -563,19 +561,6 @@ fn check_points(n: u64, max: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// A timestamp as Prometheus writes it: unix seconds, decimals only where there are any.
-fn time_json(t: i64) -> Json {
-    if t % 1000 == 0 {
-        json!(t / 1000)
-    } else {
-        json!(t as f64 / 1000.0)
-    }
-}
-
-fn point_json(t: i64, v: f64) -> Json {
-    json!([time_json(t), crate::gofmt::format_f(v)])
-}
-
 fn labels_json(l: &Labels) -> Json {
     Json::Object(
         l.iter()
@@ -617,23 +602,98 @@ fn histogram_json(h: &FloatHistogram) -> Json {
     Json::Object(o)
 }
 
-/// A query's value as Prometheus' `data`; over `max` points is an error, never a truncation.
-fn value_json(v: &Value, max: u64) -> Result<Json, ApiError> {
-    Ok(match v {
-        Value::Scalar { t, v } => json!({"resultType": "scalar", "result": point_json(*t, *v)}),
-        Value::String { t, s } => json!({"resultType": "string", "result": [time_json(*t), s]}),
+/// A query's answer as Prometheus sends it, written straight into the body: building a
+/// serde_json tree first (a string per value and timestamp) cost more than evaluating a large
+/// range query. Over `max` points is an error, never a truncation.
+fn query_success(v: &Value, warnings: &[String], infos: &[String], max: u64) -> Result<Response, ApiError> {
+    let mut b: Vec<u8> = Vec::with_capacity(256);
+    b.extend_from_slice(b"{\"status\":\"success\",\"data\":");
+    write_value(&mut b, v, max)?;
+    for (key, list) in [("warnings", warnings), ("infos", infos)] {
+        if !list.is_empty() {
+            b.extend_from_slice(format!(",\"{key}\":").as_bytes());
+            write_json(&mut b, &list);
+        }
+    }
+    b.push(b'}');
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], b).into_response())
+}
+
+/// Appends `v` as JSON (serde_json's escaping and float formatting).
+fn write_json<T: serde::Serialize + ?Sized>(b: &mut Vec<u8>, v: &T) {
+    // Writing into a Vec cannot fail, and these values always serialize.
+    let _ = serde_json::to_writer(&mut *b, v);
+}
+
+/// A timestamp as Prometheus writes it: unix seconds, decimals only where there are any.
+fn write_time(b: &mut Vec<u8>, t: i64) {
+    if t % 1000 == 0 {
+        b.extend_from_slice((t / 1000).to_string().as_bytes());
+    } else {
+        write_json(b, &(t as f64 / 1000.0));
+    }
+}
+
+/// `[t,"v"]`, the value as Go's strconv formats it (no character that needs escaping).
+fn write_point(b: &mut Vec<u8>, t: i64, v: f64) {
+    b.push(b'[');
+    write_time(b, t);
+    b.extend_from_slice(b",\"");
+    b.extend_from_slice(crate::gofmt::format_f(v).as_bytes());
+    b.extend_from_slice(b"\"]");
+}
+
+fn write_labels(b: &mut Vec<u8>, l: &Labels) {
+    b.push(b'{');
+    for (i, x) in l.iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        write_json(b, &*x.name);
+        b.push(b':');
+        write_json(b, &*x.value);
+    }
+    b.push(b'}');
+}
+
+fn write_value(b: &mut Vec<u8>, v: &Value, max: u64) -> Result<(), ApiError> {
+    match v {
+        Value::Scalar { t, v } => {
+            b.extend_from_slice(b"{\"resultType\":\"scalar\",\"result\":");
+            write_point(b, *t, *v);
+        }
+        Value::String { t, s } => {
+            b.extend_from_slice(b"{\"resultType\":\"string\",\"result\":[");
+            write_time(b, *t);
+            b.push(b',');
+            write_json(b, s);
+            b.push(b']');
+        }
         Value::Vector(samples) => {
             check_points(samples.len() as u64, max)?;
-            let result: Vec<Json> = samples
-                .iter()
-                .map(|s| match &s.h {
+            b.extend_from_slice(b"{\"resultType\":\"vector\",\"result\":[");
+            for (i, s) in samples.iter().enumerate() {
+                if i > 0 {
+                    b.push(b',');
+                }
+                b.extend_from_slice(b"{\"metric\":");
+                write_labels(b, &s.metric);
+                match &s.h {
                     Some(h) => {
-                        json!({"metric": labels_json(&s.metric), "histogram": [time_json(s.t), histogram_json(h)]})
+                        b.extend_from_slice(b",\"histogram\":[");
+                        write_time(b, s.t);
+                        b.push(b',');
+                        write_json(b, &histogram_json(h));
+                        b.push(b']');
                     }
-                    None => json!({"metric": labels_json(&s.metric), "value": point_json(s.t, s.v)}),
-                })
-                .collect();
-            json!({"resultType": "vector", "result": result})
+                    None => {
+                        b.extend_from_slice(b",\"value\":");
+                        write_point(b, s.t, s.v);
+                    }
+                }
+                b.push(b'}');
+            }
+            b.push(b']');
         }
         Value::Matrix(series) => {
             let points: u64 = series
@@ -641,34 +701,45 @@ fn value_json(v: &Value, max: u64) -> Result<Json, ApiError> {
                 .map(|s| (s.samples.len() + s.histograms.len()) as u64)
                 .sum();
             check_points(points, max)?;
-            let result: Vec<Json> = series
-                .iter()
-                .map(|s| {
-                    let mut o = Map::new();
-                    o.insert("metric".into(), labels_json(&s.metric));
-                    if !s.samples.is_empty() {
-                        o.insert(
-                            "values".into(),
-                            Json::Array(s.samples.iter().map(|&(t, v)| point_json(t, v)).collect()),
-                        );
+            b.reserve(points as usize * 24);
+            b.extend_from_slice(b"{\"resultType\":\"matrix\",\"result\":[");
+            for (i, s) in series.iter().enumerate() {
+                if i > 0 {
+                    b.push(b',');
+                }
+                b.extend_from_slice(b"{\"metric\":");
+                write_labels(b, &s.metric);
+                if !s.samples.is_empty() {
+                    b.extend_from_slice(b",\"values\":[");
+                    for (j, &(t, v)) in s.samples.iter().enumerate() {
+                        if j > 0 {
+                            b.push(b',');
+                        }
+                        write_point(b, t, v);
                     }
-                    if !s.histograms.is_empty() {
-                        o.insert(
-                            "histograms".into(),
-                            Json::Array(
-                                s.histograms
-                                    .iter()
-                                    .map(|(t, h)| json!([time_json(*t), histogram_json(h)]))
-                                    .collect(),
-                            ),
-                        );
+                    b.push(b']');
+                }
+                if !s.histograms.is_empty() {
+                    b.extend_from_slice(b",\"histograms\":[");
+                    for (j, (t, h)) in s.histograms.iter().enumerate() {
+                        if j > 0 {
+                            b.push(b',');
+                        }
+                        b.push(b'[');
+                        write_time(b, *t);
+                        b.push(b',');
+                        write_json(b, &histogram_json(h));
+                        b.push(b']');
                     }
-                    Json::Object(o)
-                })
-                .collect();
-            json!({"resultType": "matrix", "result": result})
+                    b.push(b']');
+                }
+                b.push(b'}');
+            }
+            b.push(b']');
         }
-    })
+    }
+    b.push(b'}');
+    Ok(())
 }
 
 #[cfg(test)]
@@ -822,7 +893,13 @@ mod tests {
         assert_eq!(parse_duration("15s"), Ok(15_000));
         assert_eq!(parse_duration("0.25"), Ok(250));
         assert!(parse_duration("fast").is_err());
-        assert_eq!(time_json(1_700_000_000_000), json!(1_700_000_000));
-        assert_eq!(time_json(1_700_000_000_123), json!(1_700_000_000.123));
+        let time = |t| {
+            let mut b = Vec::new();
+            write_time(&mut b, t);
+            String::from_utf8(b).unwrap()
+        };
+        assert_eq!(time(1_700_000_000_000), "1700000000");
+        assert_eq!(time(1_700_000_000_123), "1700000000.123");
+        assert_eq!(time(-1_500), "-1.5");
     }
 }

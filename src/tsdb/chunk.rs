@@ -306,7 +306,6 @@ impl XorChunk {
         w.write_bits(xor >> trailing, sig);
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len as usize
     }
@@ -365,7 +364,6 @@ pub(crate) struct ClosedChunk {
 }
 
 impl ClosedChunk {
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len as usize
     }

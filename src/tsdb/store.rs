@@ -240,6 +240,20 @@ impl Store {
             return;
         }
         let first = s.chunks.partition_point(|c| c.max_time() < mint);
+        // One allocation: the samples in range, estimated from each chunk's time span (exact
+        // for regular scrapes), so a long window does not grow the vector a dozen times.
+        let mut estimate = 0;
+        for c in &s.chunks[first..] {
+            if c.min_time() > maxt {
+                break;
+            }
+            estimate += overlap_estimate(c.min_time(), c.max_time(), c.len(), mint, maxt);
+        }
+        let h = &s.head;
+        if !h.is_empty() {
+            estimate += overlap_estimate(h.min_time(), h.max_time(), h.len(), mint, maxt);
+        }
+        out.reserve(estimate);
         for c in &s.chunks[first..] {
             if c.min_time() > maxt {
                 return;
@@ -397,6 +411,19 @@ fn insert_out_of_order(s: &mut Series, t: i64, v: f64) -> bool {
         push_in_order(s, t, v);
     }
     added
+}
+
+/// About how many of a chunk's `len` samples over [cmin, cmax] lie in [mint, maxt].
+fn overlap_estimate(cmin: i64, cmax: i64, len: usize, mint: i64, maxt: i64) -> usize {
+    let (lo, hi) = (cmin.max(mint), cmax.min(maxt));
+    if hi < lo {
+        0
+    } else if lo == cmin && hi == cmax || cmax == cmin {
+        len
+    } else {
+        let share = (hi - lo) as f64 / (cmax - cmin) as f64;
+        ((len as f64 * share) as usize + 2).min(len)
+    }
 }
 
 #[inline]

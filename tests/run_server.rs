@@ -62,6 +62,7 @@ fn api_endpoints() {
                 Err("w.yaml:3:1: unknown key".into())
             }
         }),
+        query_limits: Default::default(),
     };
     rt.block_on(async move {
         tokio::spawn(Arc::clone(&svc).run_groups());

@@ -111,6 +111,7 @@ links:
             open: false,
         })),
         reload: Arc::new(|| Ok(())),
+        query_limits: Default::default(),
     };
     let profile = root.join("chromium-profile");
     rt.block_on(async move {

@@ -7,7 +7,7 @@ use clap::Parser;
 
 use watchfire::run::config::{self, RunConfig, Shard};
 use watchfire::run::{Service, SystemClock};
-use watchfire::server::{self, AppState, Auth};
+use watchfire::server::{self, AppState, Auth, QueryLimits};
 use watchfire::state::StateStore;
 
 #[derive(Parser, Debug)]
@@ -102,6 +102,11 @@ pub fn run(args: Args) -> i32 {
         })
     };
     let listen = cfg.http.listen.clone();
+    let query_limits = QueryLimits {
+        timeout: std::time::Duration::from_millis(cfg.http.query_timeout_ms as u64),
+        max_concurrent: cfg.http.query_max_concurrency,
+        max_samples: cfg.http.query_max_samples,
+    };
     let result: Result<(), String> = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
@@ -144,7 +149,12 @@ pub fn run(args: Args) -> i32 {
                 });
             }
         }
-        let state = AppState { svc, auth, reload };
+        let state = AppState {
+            svc,
+            auth,
+            reload,
+            query_limits,
+        };
         server::serve(listener, state, shutdown_signal())
             .await
             .map_err(|e| format!("HTTP server: {e}"))

@@ -35,6 +35,9 @@
 //!   listen: 127.0.0.1:9099      # default 127.0.0.1:9099
 //!   bearer_token_file: /secrets/token   # or bearer_token_env: WATCHFIRE_TOKEN
 //!   open: false                 # true: mutating endpoints without a token (explicit opt-in)
+//!   query_timeout: 2m           # the query API (/api/v1/query...): longest query,
+//!   query_max_concurrency: 20   #   queries at once (more wait up to their timeout),
+//!   query_max_samples: 50000000 #   samples a query may load (Prometheus' defaults)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N
 //! ```
 //!
@@ -109,6 +112,11 @@ pub struct HttpConfig {
     pub bearer_token: Option<String>,
     /// Mutating endpoints need no token.
     pub open: bool,
+    /// The query API's bounds (Prometheus' `--query.timeout`, `--query.max-concurrency`,
+    /// `--query.max-samples`, with its defaults).
+    pub query_timeout_ms: i64,
+    pub query_max_concurrency: usize,
+    pub query_max_samples: u64,
 }
 
 impl Default for HttpConfig {
@@ -117,6 +125,9 @@ impl Default for HttpConfig {
             listen: "127.0.0.1:9099".into(),
             bearer_token: None,
             open: false,
+            query_timeout_ms: 120_000,
+            query_max_concurrency: 20,
+            query_max_samples: 50_000_000,
         }
     }
 }
@@ -339,7 +350,15 @@ fn http(
     for (k, kp, v) in r.map(
         node,
         "http",
-        &["listen", "bearer_token_file", "bearer_token_env", "open"],
+        &[
+            "listen",
+            "bearer_token_file",
+            "bearer_token_env",
+            "open",
+            "query_timeout",
+            "query_max_concurrency",
+            "query_max_samples",
+        ],
     )? {
         match k.as_str() {
             "listen" => {
@@ -368,6 +387,16 @@ fn http(
                 }
                 h.bearer_token = Some(tok);
             }
+            "query_timeout" => {
+                h.query_timeout_ms = r.duration_ms(v, "query_timeout", "2m")?;
+                if h.query_timeout_ms <= 0 {
+                    return Err(r.err(v.pos(), "query_timeout must be greater than 0"));
+                }
+            }
+            "query_max_concurrency" => {
+                h.query_max_concurrency = r.positive_int(v, "query_max_concurrency")? as usize;
+            }
+            "query_max_samples" => h.query_max_samples = r.positive_int(v, "query_max_samples")?,
             _ => h.open = r.bool(v, "http open")?,
         }
     }
@@ -395,6 +424,42 @@ mod tests {
         assert_eq!(c.evaluation_interval_ms, 30_000);
         assert_eq!(c.http.bearer_token.as_deref(), Some("secret"));
         assert_eq!(c.shard, Shard { index: 1, total: 3 });
+    }
+
+    #[test]
+    fn query_api_limits() {
+        let c = load("sources: [{name: a, type: embedded}]\n").unwrap();
+        assert_eq!(
+            (
+                c.http.query_timeout_ms,
+                c.http.query_max_concurrency,
+                c.http.query_max_samples
+            ),
+            (120_000, 20, 50_000_000),
+            "Prometheus' defaults"
+        );
+        let c = load(
+            "sources: [{name: a, type: embedded}]\nhttp: {query_timeout: 30s, query_max_concurrency: 4, query_max_samples: 1000}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.http.query_timeout_ms,
+                c.http.query_max_concurrency,
+                c.http.query_max_samples
+            ),
+            (30_000, 4, 1000)
+        );
+        for (bad, col, msg) in [
+            ("query_timeout: 0s", 8, "greater than 0"),
+            ("query_max_concurrency: 0", 8, "at least 1"),
+            ("query_max_samples: many", 8, "at least 1"),
+        ] {
+            let e = load(&format!("sources: [{{name: a, type: embedded}}]\nhttp: {{{bad}}}\n")).unwrap_err();
+            assert_eq!(e.pos.line, 2, "{e}");
+            assert!(e.pos.col > col, "{e}");
+            assert!(e.message.contains(msg), "{e}");
+        }
     }
 
     #[test]

@@ -58,11 +58,14 @@ pub struct AppState {
     pub svc: Arc<Service>,
     pub auth: Arc<RwLock<Auth>>,
     pub reload: ReloadFn,
+    /// The query API's bounds (watchfire.yaml's `http.query_*`).
+    pub query_limits: QueryLimits,
 }
 
 /// The router.
 pub fn router(state: AppState) -> Router {
     let svc = Arc::clone(&state.svc);
+    let state_limits = state.query_limits.clone();
     // Queries read what the rules read (the current setup's source and the rule outputs), with
     // the engine options of the current setup, so a reload is seen by the next query.
     let view = svc.rules_view();
@@ -89,7 +92,7 @@ pub fn router(state: AppState) -> Router {
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .route("/-/reload", post(reload))
         .with_state(state)
-        .merge(query::router(QueryApi::new(target, QueryLimits::default())))
+        .merge(query::router(QueryApi::new(target, state_limits)))
 }
 
 /// Serves on `listener` until `shutdown` completes.

@@ -88,6 +88,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A whole number of at least 1.
+    pub fn positive_int(&self, node: &Node, what: &str) -> Result<u64, FileError> {
+        match node.resolve() {
+            Some(yaml::Resolved::Int(n)) if n >= 1 && n <= u64::MAX as i128 => Ok(n as u64),
+            _ => Err(self.err(node.pos(), format!("{what} must be a whole number of at least 1"))),
+        }
+    }
+
     /// A string or a list of strings.
     pub fn strings(&self, node: &Node, what: &str) -> Result<Vec<String>, FileError> {
         match node {

@@ -202,10 +202,11 @@ impl<'a> Evaluator<'a> {
         mint = mint.min(lo);
         maxt = maxt.max(hi);
         let data = select(self.src, vs, mint, maxt)?;
+        let may_be_stale = self.src.may_have_stale_markers();
         let mut series: Vec<FetchedSeries> = data
             .into_iter()
             .map(|s| {
-                let nonstale = if s.samples.iter().any(|x| is_stale_nan(x.1)) {
+                let nonstale = if may_be_stale && s.samples.iter().any(|x| is_stale_nan(x.1)) {
                     Some(s.samples.iter().copied().filter(|x| !is_stale_nan(x.1)).collect())
                 } else {
                     None

@@ -13,7 +13,7 @@ use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
 
 use super::error::Error;
 use super::eval::{Evaluator, StepVectors};
-use super::functions::range_fn;
+use super::functions::{extrapolate, range_fn};
 use super::mathx::kahan_inc;
 use super::select::{dur_ms, node_key, seek, RangeWindow};
 use super::value::{is_stale_nan, Sample};
@@ -153,10 +153,22 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
             let closed = ev.closed;
             let views: Vec<(&Labels, &[(i64, f64)])> =
                 f.series.iter().map(|s| (&s.labels, s.range_samples())).collect();
+            let counter = matches!(name, "rate" | "increase");
             Ok(Some(crate::parallel::filter_map(&views, |&(labels, samples)| {
                 let (mut a, mut b) = (0, 0);
                 let mut values = Vec::with_capacity(n);
                 let mut any = false;
+                // rate/increase: the counter resets of the whole series once, so that each
+                // window adds only its own (in order, as the per-window loop would) instead of
+                // comparing every sample of every overlapping window again.
+                let resets: Vec<usize> = if counter {
+                    (1..samples.len())
+                        .filter(|&i| samples[i].1 < samples[i - 1].1)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let mut first_reset = 0;
                 for i in 0..n {
                     let r = start + step * i as i64 + off;
                     a = seek(samples, a, r - range - closed);
@@ -166,7 +178,19 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
                         end: r,
                         range_ms: range,
                     };
-                    let v = if a < b {
+                    let v = if counter {
+                        (b >= a + 2).then(|| {
+                            let win = &samples[a..b];
+                            let mut result = win[win.len() - 1].1 - win[0].1;
+                            while first_reset < resets.len() && resets[first_reset] <= a {
+                                first_reset += 1;
+                            }
+                            for &j in resets[first_reset..].iter().take_while(|&&j| j < b) {
+                                result += samples[j - 1].1;
+                            }
+                            extrapolate(win, &w, result, true, name == "rate")
+                        })
+                    } else if a < b {
                         range_fn(name, &samples[a..b], &w)
                     } else {
                         None

@@ -257,10 +257,8 @@ fn extrapolated_rate(s: &[(i64, f64)], w: &RangeWindow, is_counter: bool, is_rat
     if s.len() < 2 {
         return None;
     }
-    let n1 = s.len() - 1;
-    let (first_t, first_v) = s[0];
-    let (last_t, last_v) = s[n1];
-    let mut result = last_v - first_v;
+    let first_v = s[0].1;
+    let mut result = s[s.len() - 1].1 - first_v;
     if is_counter {
         let mut prev = first_v;
         for &(_, v) in &s[1..] {
@@ -270,6 +268,16 @@ fn extrapolated_rate(s: &[(i64, f64)], w: &RangeWindow, is_counter: bool, is_rat
             prev = v;
         }
     }
+    Some(extrapolate(s, w, result, is_counter, is_rate))
+}
+
+/// The second half of `rate`/`increase`/`delta`: `result` (the window's change, counter resets
+/// already corrected) extrapolated to the window's edges, as Prometheus does. `s` holds at
+/// least two samples.
+pub(crate) fn extrapolate(s: &[(i64, f64)], w: &RangeWindow, result: f64, is_counter: bool, is_rate: bool) -> f64 {
+    let n1 = s.len() - 1;
+    let (first_t, first_v) = s[0];
+    let last_t = s[n1].0;
     let mut to_start = (first_t - w.start) as f64 / 1000.0;
     let mut to_end = (w.end - last_t) as f64 / 1000.0;
     let sampled = (last_t - first_t) as f64 / 1000.0;
@@ -291,7 +299,7 @@ fn extrapolated_rate(s: &[(i64, f64)], w: &RangeWindow, is_counter: bool, is_rat
     if is_rate {
         factor /= w.range_ms as f64 / 1000.0;
     }
-    Some(result * factor)
+    result * factor
 }
 
 pub(crate) fn double_exp(s: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {

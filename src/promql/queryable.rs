@@ -52,6 +52,12 @@ pub trait Queryable: Send + Sync {
         false
     }
 
+    /// Whether `select` may return staleness markers; `false` lets the engine skip looking
+    /// for them in every fetched series. Only a source that knows it holds none says so.
+    fn may_have_stale_markers(&self) -> bool {
+        true
+    }
+
     /// Evaluates a whole expression at `t` in the source itself (pushdown), when the source
     /// can answer it entirely; `None` means "evaluate it locally over `select`". Wrappers that
     /// add data of their own must return `None` for expressions reading it. A vector comes back

@@ -364,6 +364,10 @@ impl Queryable for Bounded<'_> {
         self.inner.has_histograms()
     }
 
+    fn may_have_stale_markers(&self) -> bool {
+        self.inner.may_have_stale_markers()
+    }
+
     fn pushdown(&self, expr: &promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         if let Err(e) = self.check_deadline() {
             return Some(Err(e));

@@ -47,6 +47,10 @@ impl Queryable for Store {
     fn has_histograms(&self) -> bool {
         Store::has_histograms(self)
     }
+
+    fn may_have_stale_markers(&self) -> bool {
+        self.has_stale_markers()
+    }
 }
 
 /// The embedded store as a shared, writable source.
@@ -79,5 +83,9 @@ impl Queryable for SharedStore {
 
     fn has_histograms(&self) -> bool {
         self.0.read().map(|s| s.has_histograms()).unwrap_or(false)
+    }
+
+    fn may_have_stale_markers(&self) -> bool {
+        self.0.read().map(|s| s.has_stale_markers()).unwrap_or(true)
     }
 }

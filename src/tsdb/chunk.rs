@@ -154,6 +154,23 @@ impl<'a> BitReader<'a> {
     }
 
     fn read_uvarint(&mut self) -> u64 {
+        if self.avail == 0 {
+            // Nothing buffered, so the stream is byte-aligned here (a chunk's first timestamp):
+            // the bytes are read directly instead of eight bits at a time through the buffer.
+            let mut x = 0u64;
+            let mut shift = 0u32;
+            while let Some(&b) = self.data.get(self.next) {
+                self.next += 1;
+                if shift < 64 {
+                    x |= u64::from(b & 0x7f) << shift;
+                }
+                if b < 0x80 || shift >= 63 {
+                    return x;
+                }
+                shift += 7;
+            }
+            return x;
+        }
         let mut x = 0u64;
         let mut shift = 0u32;
         loop {

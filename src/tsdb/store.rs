@@ -52,6 +52,8 @@ pub struct Store {
     postings: HashMap<Arc<str>, ValuePostings, Hasher>,
     num_samples: u64,
     num_histograms: u64,
+    /// Whether a staleness marker was ever appended (readers skip looking for them otherwise).
+    stale_markers: bool,
     empty: Labels,
 }
 
@@ -169,6 +171,7 @@ impl Store {
         let Some(s) = self.series.get_mut(id as usize) else {
             return;
         };
+        self.stale_markers |= v.to_bits() == super::notation::STALE_NAN_BITS;
         match s.last_time() {
             Some(last) if t <= last => {
                 if insert_out_of_order(s, t, v) {
@@ -204,6 +207,11 @@ impl Store {
     }
 
     /// Whether any series holds a native histogram sample.
+    /// Whether any sample is a staleness marker (false: none ever was).
+    pub fn has_stale_markers(&self) -> bool {
+        self.stale_markers
+    }
+
     pub fn has_histograms(&self) -> bool {
         self.num_histograms > 0
     }
@@ -669,6 +677,16 @@ mod tests {
         s.samples(99, 0, 10, &mut out);
         assert!(out.is_empty());
         assert!(s.bytes_per_sample() > 0.0);
+    }
+
+    #[test]
+    fn stale_markers_are_noted() {
+        let mut s = Store::new();
+        let l = lbls(&[("__name__", "up")]);
+        s.append(&l, 1, f64::NAN);
+        assert!(!s.has_stale_markers(), "a plain NaN is a value");
+        s.append(&l, 2, f64::from_bits(crate::tsdb::notation::STALE_NAN_BITS));
+        assert!(s.has_stale_markers());
     }
 
     #[test]

@@ -166,7 +166,10 @@ fn rate_on_gauge() {
     let d = diags(&rules(&alert("A", "rate(DCGM_FI_DEV_POWER_USAGE[5m]) > 1", "")));
     let e = d.iter().find(|d| d.code == "promql/rate-gauge").expect("rate-gauge");
     assert_eq!(e.severity, watchfire::check::Severity::Error);
-    assert!(e.message.contains("gauge") && e.message.contains("DCGM-Exporter"), "{e:?}");
+    assert!(
+        e.message.contains("gauge") && e.message.contains("DCGM-Exporter"),
+        "{e:?}"
+    );
     assert!(has(
         &rules(&alert("A", "increase(kube_pod_status_phase[1h]) > 1", "")),
         "promql/rate-gauge"
@@ -186,8 +189,14 @@ fn rate_on_gauge() {
 #[test]
 fn raw_counter_threshold() {
     let restarts = "kube_pod_container_status_restarts_total";
-    assert!(has(&rules(&alert("A", &format!("{restarts} > 5"), "")), "promql/counter"));
-    assert!(has(&rules(&alert("A", &format!("sum({restarts}) > 5"), "")), "promql/counter"));
+    assert!(has(
+        &rules(&alert("A", &format!("{restarts} > 5"), "")),
+        "promql/counter"
+    ));
+    assert!(has(
+        &rules(&alert("A", &format!("sum({restarts}) > 5"), "")),
+        "promql/counter"
+    ));
     assert!(!has(
         &rules(&alert("A", &format!("rate({restarts}[5m]) > 5"), "")),
         "promql/counter"
@@ -199,19 +208,35 @@ fn raw_counter_threshold() {
 #[test]
 fn metric_catalogue_names_and_labels() {
     let d = diags(&rules(&alert("A", "DCGM_FI_DEV_GPU_TEMPP > 80", "")));
-    let e = d.iter().find(|d| d.code == "catalogue/unknown-metric").expect("unknown metric");
+    let e = d
+        .iter()
+        .find(|d| d.code == "catalogue/unknown-metric")
+        .expect("unknown metric");
     assert_eq!(e.severity, watchfire::check::Severity::Warning);
     assert_eq!(e.suggestion.as_deref(), Some("did you mean `DCGM_FI_DEV_GPU_TEMP`?"));
     // Names outside the catalogued families are the user's own; recording outputs are known.
-    assert!(!has(&rules(&alert("A", "my_app_temperature > 80", "")), "catalogue/unknown-metric"));
+    assert!(!has(
+        &rules(&alert("A", "my_app_temperature > 80", "")),
+        "catalogue/unknown-metric"
+    ));
     let recorded = rules(&format!(
         "  - record: kube_pod_gpu_requests\n    expr: sum by (pod) (kube_pod_container_resource_requests)\n{}",
         alert("A", "kube_pod_gpu_requests > 8", "")
     ));
     assert!(!has(&recorded, "catalogue/unknown-metric"));
     // Renamed names are kept: DCGM's legacy field names and their 4.6 names both hold.
-    for known in ["DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"] {
-        assert!(!has(&rules(&alert("A", &format!("{known} > 0"), "")), "catalogue/unknown-metric"), "{known}");
+    for known in [
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_XID_ERROR",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    ] {
+        assert!(
+            !has(
+                &rules(&alert("A", &format!("{known} > 0"), "")),
+                "catalogue/unknown-metric"
+            ),
+            "{known}"
+        );
     }
 
     // A label the metric does not have: the selector matches nothing.
@@ -233,7 +258,11 @@ fn metric_catalogue_names_and_labels() {
         scrape_labels: vec!["job".into()],
         ..Config::default()
     };
-    let d = run_with(&rules(&alert("A", r#"kube_pod_info{cluster="prod"} > 0"#, "")), cfg, None);
+    let d = run_with(
+        &rules(&alert("A", r#"kube_pod_info{cluster="prod"} > 0"#, "")),
+        cfg,
+        None,
+    );
     assert!(d.iter().any(|d| d.code == "catalogue/label"), "{d:?}");
 }
 
@@ -301,7 +330,9 @@ fn duplicates() {
     // Outputs kept apart by a label (kubernetes-mixin's one rule per status class): no duplicate,
     // though promtool's lint, which compares names and labels only, still warns.
     let split = |code: &str| {
-        format!("  - record: code:x:increase1h\n    expr: 'sum by (code) (increase(x_total{{code=~\"{code}\"}}[1h]))'\n")
+        format!(
+            "  - record: code:x:increase1h\n    expr: 'sum by (code) (increase(x_total{{code=~\"{code}\"}}[1h]))'\n"
+        )
     };
     let classes = rules(&format!("{}{}{}", split("2.."), split("4.."), split("5..")));
     assert!(!has(&classes, "rules/duplicate"), "{:?}", diags(&classes));
@@ -317,8 +348,12 @@ fn duplicates() {
         2
     );
     // Overlapping classes, or the label aggregated away: they can write the same series.
-    assert!(has(&rules(&format!("{}{}", split("2.."), split("[23].."))), "rules/duplicate"));
-    let dropped = "  - record: x:sum\n    expr: 'sum(x{code=\"200\"})'\n  - record: x:sum\n    expr: 'sum(x{code=\"500\"})'\n";
+    assert!(has(
+        &rules(&format!("{}{}", split("2.."), split("[23].."))),
+        "rules/duplicate"
+    ));
+    let dropped =
+        "  - record: x:sum\n    expr: 'sum(x{code=\"200\"})'\n  - record: x:sum\n    expr: 'sum(x{code=\"500\"})'\n";
     assert!(has(&rules(dropped), "rules/duplicate"));
     // Across files the same holds (one rule per file, same name and labels).
     let dir = tempfile::tempdir().unwrap();
@@ -329,9 +364,15 @@ fn duplicates() {
         rules: vec![a.clone(), b.clone()],
         ..Targets::default()
     };
-    assert!(check(&t, &Config::default()).diagnostics.iter().any(|d| d.code == "rules/duplicate"));
+    assert!(check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
     std::fs::write(&b, rules(&split("5.."))).unwrap();
-    assert!(!check(&t, &Config::default()).diagnostics.iter().any(|d| d.code == "rules/duplicate"));
+    assert!(!check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
 }
 
 #[test]
@@ -498,9 +539,17 @@ fn cli_config_file() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("error[policy/severity]"), "{text}");
     // --policy overrides the file.
-    let out = Command::new(bin()).args(["--policy", "none"]).current_dir(&root).output().unwrap();
+    let out = Command::new(bin())
+        .args(["--policy", "none"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let out = Command::new(bin()).args(["--policy", "bogus"]).current_dir(&root).output().unwrap();
+    let out = Command::new(bin())
+        .args(["--policy", "bogus"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     std::fs::write(root.join("rulecheck.yaml"), "nonsense: 1\n").unwrap();
     let out = Command::new(bin()).current_dir(&root).output().unwrap();

@@ -138,11 +138,15 @@ fn promtool_accepts(bin: &Path, files: &[PathBuf]) -> bool {
 }
 
 /// rulecheck's verdict: accepted when there is no error. `promtool_only` restricts the checks to
-/// promtool's own.
+/// promtool's own; otherwise every check runs, the ML-on-EKS policy's included.
 fn rulecheck_accepts(file: &Path, promtool_only: bool) -> bool {
-    let cfg = Config {
-        promtool_only,
-        ..Config::default()
+    let cfg = if promtool_only {
+        Config {
+            promtool_only,
+            ..Config::default()
+        }
+    } else {
+        Config::ml_on_eks()
     };
     let targets = Targets {
         rules: vec![file.to_path_buf()],

@@ -29,11 +29,17 @@ use crate::yaml::strict::{self as ryaml, Node};
 
 /// The built-in catalogues: (file name, text).
 const BUILTIN: &[(&str, &str)] = &[
-    ("kube-state-metrics.yaml", include_str!("../../catalogue/kube-state-metrics.yaml")),
+    (
+        "kube-state-metrics.yaml",
+        include_str!("../../catalogue/kube-state-metrics.yaml"),
+    ),
     ("dcgm-exporter.yaml", include_str!("../../catalogue/dcgm-exporter.yaml")),
     ("node-exporter.yaml", include_str!("../../catalogue/node-exporter.yaml")),
     ("cadvisor.yaml", include_str!("../../catalogue/cadvisor.yaml")),
-    ("kube-apiserver.yaml", include_str!("../../catalogue/kube-apiserver.yaml")),
+    (
+        "kube-apiserver.yaml",
+        include_str!("../../catalogue/kube-apiserver.yaml"),
+    ),
     ("node-probe.yaml", include_str!("../../catalogue/node-probe.yaml")),
     ("vllm.yaml", include_str!("../../catalogue/vllm.yaml")),
     ("ray-serve.yaml", include_str!("../../catalogue/ray-serve.yaml")),
@@ -314,10 +320,15 @@ impl Catalogue {
     /// What the catalogue knows about series `name`.
     pub fn lookup(&self, name: &str) -> Option<Lookup<'_>> {
         if let Some(m) = self.metrics.get(name) {
-            return Some(Lookup { metric: m, mtype: m.mtype });
+            return Some(Lookup {
+                metric: m,
+                mtype: m.mtype,
+            });
         }
         for suffix in ["_bucket", "_sum", "_count", "_created"] {
-            let Some(base) = name.strip_suffix(suffix) else { continue };
+            let Some(base) = name.strip_suffix(suffix) else {
+                continue;
+            };
             let Some(m) = self.metrics.get(base) else { continue };
             let mtype = match (m.mtype, suffix) {
                 (Some(MetricType::Histogram), "_bucket" | "_sum" | "_count")
@@ -417,7 +428,11 @@ mod tests {
         );
         assert!(c.lookup("kube_pod_info").unwrap().metric.has_label("priority_class"));
         assert!(!c.lookup("kube_pod_info").unwrap().metric.has_label("phase"));
-        assert!(c.lookup("kube_namespace_labels").unwrap().metric.has_label("label_team"));
+        assert!(c
+            .lookup("kube_namespace_labels")
+            .unwrap()
+            .metric
+            .has_label("label_team"));
     }
 
     #[test]

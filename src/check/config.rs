@@ -331,7 +331,11 @@ mod tests {
         assert!(ml.recording_rule_naming && ml.label_values["severity"].contains(&"page".to_string()));
         let e = Config::parse("policy: strictest\n", Path::new("/x")).unwrap_err();
         assert!(e.contains("unknown policy") && e.starts_with("1:1"), "{e}");
-        let c = Config::parse("catalogue: [m.yaml]\nscrape_labels: [job]\nmetadata_from: http://p:9090\n", Path::new("/x")).unwrap();
+        let c = Config::parse(
+            "catalogue: [m.yaml]\nscrape_labels: [job]\nmetadata_from: http://p:9090\n",
+            Path::new("/x"),
+        )
+        .unwrap();
         assert_eq!(c.catalogue_files, vec![PathBuf::from("/x/m.yaml")]);
         assert!(c.is_scrape_label("job") && !c.is_scrape_label("instance"));
         assert_eq!(c.metadata_from.as_deref(), Some("http://p:9090"));

@@ -150,7 +150,9 @@ fn walk(e: &Expr, depth: usize) -> Constraints {
                     // One-to-one with on(...): the output has only the matched labels, and both
                     // sides agree on them.
                     Some(LabelModifier::Include(on)) => merge(keep_only(l, &on.labels), keep_only(r, &on.labels)),
-                    Some(LabelModifier::Exclude(ign)) => merge(drop_labels(l, &ign.labels), drop_labels(r, &ign.labels)),
+                    Some(LabelModifier::Exclude(ign)) => {
+                        merge(drop_labels(l, &ign.labels), drop_labels(r, &ign.labels))
+                    }
                     // Both sides have the same labels.
                     None => merge(l, r),
                 },
@@ -240,15 +242,34 @@ pub(crate) fn conds_disjoint(a: &[Cond], b: &[Cond]) -> bool {
     // A finite set of candidate values on either side: test each against every matcher.
     for side in [a, b] {
         if let Some(values) = finite_values(side) {
-            return values
-                .iter()
-                .all(|v| all.iter().any(|c| c.matches(v) == Some(false)));
+            return values.iter().all(|v| all.iter().any(|c| c.matches(v) == Some(false)));
         }
     }
     // Two fixed-length patterns (`2..` vs `3..`, `4[0-9]{2}` vs `5..`).
     let pa: Vec<Vec<Vec<Atom>>> = a.iter().filter_map(positive_patterns).collect();
     let pb: Vec<Vec<Vec<Atom>>> = b.iter().filter_map(positive_patterns).collect();
-    pa.iter().any(|x| pb.iter().any(|y| patterns_disjoint(x, y)))
+    if pa.iter().any(|x| pb.iter().any(|y| patterns_disjoint(x, y))) {
+        return true;
+    }
+    prefixes_disjoint(a, b) || prefixes_disjoint(b, a)
+}
+
+/// `prefix.*` patterns: `a=~"dse-.*"` and `a=~"mw-.*"` share no value, and `a=~"dse-k8s-.*"`
+/// none with `a!~"dse-k8s.*"` (every value of the first matches the excluded pattern).
+fn prefixes_disjoint(a: &[Cond], b: &[Cond]) -> bool {
+    let prefix = |r: &str| -> Option<String> {
+        let body = r.trim_start_matches('^').strip_suffix(".*")?;
+        literal_alternation(body).and_then(|v| (v.len() == 1).then(|| v[0].clone()))
+    };
+    a.iter().any(|ca| {
+        let Cond::Re(ra) = ca else { return false };
+        let Some(pa) = prefix(ra) else { return false };
+        b.iter().any(|cb| match cb {
+            Cond::Re(rb) => prefix(rb).is_some_and(|pb| !pa.starts_with(&pb) && !pb.starts_with(&pa)),
+            Cond::Nre(rb) => prefix(rb).is_some_and(|pb| pa.starts_with(&pb)),
+            _ => false,
+        })
+    })
 }
 
 /// The values a conjunction allows when it names them: an equality, or an anchored alternation
@@ -501,8 +522,17 @@ mod tests {
     }
 
     #[test]
+    fn literal_prefixes() {
+        assert!(dis(r#"x{a=~"2.*"}"#, r#"x{a=~"3.*"}"#));
+        assert!(!dis(r#"x{a=~"dse.*"}"#, r#"x{a=~"dse-k8s.*"}"#));
+        assert!(dis(r#"x{a=~"dse-k8s-.*"}"#, r#"x{a!~"dse-k8s.*"}"#));
+        assert!(!dis(r#"x{a=~"dse.*"}"#, r#"x{a!~"dse-k8s.*"}"#));
+    }
+
+    #[test]
     fn unsure_means_overlap() {
-        assert!(!dis(r#"x{a=~"2.*"}"#, r#"x{a=~"3.*"}"#));
+        assert!(!dis(r#"x{a=~".*foo"}"#, r#"x{a=~".*bar"}"#));
+        assert!(!dis(r#"x{a=~"2.*|4.*"}"#, r#"x{a=~"3.*"}"#));
         assert!(!dis(r#"x{a="1"} or y"#, r#"x{a="2"} or y"#));
         assert!(!dis("x", "y"));
     }

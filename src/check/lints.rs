@@ -163,7 +163,8 @@ fn is_recording_name(n: &str) -> bool {
 #[derive(Default)]
 struct Facts {
     /// Recording rule name → the metric names it reads.
-    recorded: HashMap<String, Vec<String>>,
+    /// Recording rule name → the metrics it reads, each with the job its selector names.
+    recorded: HashMap<String, Vec<(String, Option<String>)>>,
     /// Metric names some alert fires on the absence of.
     absent_guarded: HashSet<String>,
     /// Jobs that an `up`-based alert watches (`None`: every job).
@@ -185,10 +186,11 @@ fn facts(files: &[RuleFile]) -> Facts {
                 let sels = selectors(ast);
                 match r.kind {
                     RuleKind::Recording => {
-                        f.recorded
-                            .entry(r.name.value.clone())
-                            .or_default()
-                            .extend(sels.iter().filter(|(_, a)| !a).filter_map(|(vs, _)| metric_name(vs)));
+                        f.recorded.entry(r.name.value.clone()).or_default().extend(
+                            sels.iter()
+                                .filter(|(_, a)| !a)
+                                .filter_map(|(vs, _)| metric_name(vs).map(|n| (n, job_of(vs)))),
+                        );
                     }
                     RuleKind::Alerting => {
                         for (vs, abs) in &sels {
@@ -208,7 +210,8 @@ fn facts(files: &[RuleFile]) -> Facts {
     f
 }
 
-/// The base metrics behind a name, through recording rules.
+/// The base metrics behind a name, through recording rules, without those whose job an
+/// `up`-based alert watches (a scrape that fails fires it).
 fn base_metrics(name: &str, facts: &Facts, seen: &mut HashSet<String>, out: &mut Vec<String>) {
     if !seen.insert(name.to_string()) || seen.len() > 1000 {
         return;
@@ -218,7 +221,10 @@ fn base_metrics(name: &str, facts: &Facts, seen: &mut HashSet<String>, out: &mut
             if facts.absent_guarded.contains(name) {
                 return;
             }
-            for i in inputs {
+            for (i, job) in inputs {
+                if job.as_ref().is_some_and(|j| facts.up_jobs.contains(&Some(j.clone()))) {
+                    continue;
+                }
                 base_metrics(i, facts, seen, out);
             }
         }
@@ -855,7 +861,9 @@ fn catalogue_checks(
         );
         d = match cat.nearest(&name, source) {
             Some(n) => d.with_suggestion(format!("did you mean `{n}`?")),
-            None => d.with_suggestion("check the name against the exporter's documentation, or add it to a catalogue file"),
+            None => {
+                d.with_suggestion("check the name against the exporter's documentation, or add it to a catalogue file")
+            }
         };
         out.push(d);
         return;
@@ -880,12 +888,7 @@ fn catalogue_checks(
         if m.is_match("") {
             continue;
         }
-        let known = found
-            .metric
-            .labels
-            .as_ref()
-            .map(|ls| ls.join(", "))
-            .unwrap_or_default();
+        let known = found.metric.labels.as_ref().map(|ls| ls.join(", ")).unwrap_or_default();
         out.push(
             ctx.diag(
                 loc,

@@ -10,6 +10,7 @@
 //! exporter: DCGM-Exporter
 //! source: etc/default-counters.csv, dcp-metrics-included.csv (NVIDIA/dcgm-exporter)
 //! families: [DCGM_FI_]        # a name under these prefixes that is not listed is a typo
+//! open: [DCGM_FI_PROF_X_]      # prefixes under a family whose names the file does not list
 //! common_labels: [gpu, UUID]  # labels every metric of the file has
 //! metrics:
 //!   DCGM_FI_DEV_POWER_USAGE: {type: gauge, unit: watts, help: board power draw, labels: []}
@@ -123,11 +124,12 @@ impl Metric {
     }
 }
 
-/// A name family whose members a catalogue lists completely.
+/// A name family whose members a catalogue lists completely (`open`: one it does not).
 #[derive(Clone, Debug)]
 struct Family {
     prefix: String,
     source: String,
+    open: bool,
 }
 
 /// What the catalogue says about a series name.
@@ -202,6 +204,7 @@ impl Catalogue {
         };
         let mut exporter = file.to_string();
         let mut families = Vec::new();
+        let mut open = Vec::new();
         let mut common: Vec<String> = Vec::new();
         let mut metrics: Option<&Node> = None;
         for (k, v) in &entries {
@@ -214,6 +217,7 @@ impl Catalogue {
                 }
                 "source" | "version" => {}
                 "families" => families = strings(v).ok_or_else(|| err(k.pos, "families: expected a list".into()))?,
+                "open" => open = strings(v).ok_or_else(|| err(k.pos, "open: expected a list".into()))?,
                 "common_labels" => {
                     common = strings(v).ok_or_else(|| err(k.pos, "common_labels: expected a list".into()))?
                 }
@@ -222,10 +226,15 @@ impl Catalogue {
             }
         }
         let source = exporter;
-        for prefix in families {
+        for (prefix, open) in families
+            .into_iter()
+            .map(|p| (p, false))
+            .chain(open.into_iter().map(|p| (p, true)))
+        {
             self.families.push(Family {
                 prefix,
                 source: source.clone(),
+                open,
             });
         }
         let Some(Node::Map(ms, _)) = metrics else {
@@ -346,10 +355,12 @@ impl Catalogue {
         if self.lookup(name).is_some() {
             return None;
         }
+        // The longest prefix decides: `kube_` is closed, `kube_customresource_` under it open.
         self.families
             .iter()
             .filter(|f| name.starts_with(&f.prefix))
             .max_by_key(|f| f.prefix.len())
+            .filter(|f| !f.open)
             .map(|f| f.source.as_str())
     }
 
@@ -439,7 +450,7 @@ mod tests {
     fn histogram_series_are_counters() {
         let mut c = Catalogue::default();
         c.add_yaml(
-            "exporter: t\nfamilies: [t_]\nmetrics:\n  t_seconds: {type: histogram}\n  t_up: {type: gauge, labels: [a]}\n",
+            "exporter: t\nfamilies: [t_]\nopen: [t_custom_]\nmetrics:\n  t_seconds: {type: histogram}\n  t_up: {type: gauge, labels: [a]}\n",
             "t.yaml",
         )
         .unwrap();
@@ -449,6 +460,7 @@ mod tests {
         assert_eq!(c.unknown_in_family("t_upp"), Some("t"));
         assert_eq!(c.unknown_in_family("t_seconds_count"), None);
         assert_eq!(c.unknown_in_family("other_metric"), None);
+        assert_eq!(c.unknown_in_family("t_custom_thing"), None);
         assert_eq!(c.nearest("t_upp", "t"), Some("t_up"));
     }
 

@@ -18,7 +18,8 @@ pub enum Format {
 }
 
 /// Static checks for rule files, SLO specs and routes (everything `promtool check rules` checks,
-/// plus label flow, policy, cardinality and absence guards).
+/// plus label flow, cardinality, absence guards, and type misuse, names and labels judged by the
+/// metric catalogue). The ML-on-EKS policy runs when asked for (`policy: ml-on-eks`, --policy).
 ///
 /// With no PATH, checks rules/, slos/, routes.yaml (or deploy/routes.yaml) and owners.yaml under
 /// the repository root, or what `rulecheck.yaml` there (or --config) names.

@@ -203,6 +203,11 @@ fn raw_counter_threshold() {
     ));
     // A gauge named `_total` (a count of files, say) is not judged by its name.
     assert!(!has(&rules(&alert("A", "x_total > 5", "")), "promql/counter"));
+    // `> 0` asks whether it ever happened: a presence check, not a level.
+    assert!(!has(
+        &rules(&alert("A", &format!("{restarts} > 0"), "")),
+        "promql/counter"
+    ));
 }
 
 #[test]
@@ -250,6 +255,8 @@ fn metric_catalogue_names_and_labels() {
         r#"kube_pod_info{phase=""} > 0"#,
         r#"kube_namespace_labels{label_team="ml"} > 0"#,
         r#"my_metric{anything="x"} > 0"#,
+        // Histogram buckets carry `le`.
+        r#"histogram_quantile(0.9, rate(apiserver_request_duration_seconds_bucket{le="1", verb="GET"}[5m])) > 1"#,
     ] {
         assert!(!has(&rules(&alert("A", ok, "")), "catalogue/label"), "{ok}");
     }
@@ -373,6 +380,28 @@ fn duplicates() {
         .diagnostics
         .iter()
         .any(|d| d.code == "rules/duplicate"));
+    // Alerts are compared within their file (files often go to different servers), and a
+    // possible collision is a warning: Alertmanager would get one alert for both rules.
+    let twice = format!(
+        "{}{}",
+        alert("Lag", "lag_seconds > 60", ""),
+        alert("Lag", "lag_seconds > 600", "")
+    );
+    let d = diags(&rules(&twice));
+    let e = d.iter().find(|d| d.code == "rules/duplicate").expect("alert duplicate");
+    assert_eq!(e.severity, watchfire::check::Severity::Warning);
+    std::fs::write(&a, rules(&alert("Lag", "lag_seconds > 60", ""))).unwrap();
+    std::fs::write(&b, rules(&alert("Lag", "lag_seconds > 600", ""))).unwrap();
+    assert!(!check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
+    let apart = format!(
+        "{}{}",
+        alert("Lag", r#"lag_seconds{db="a"} > 60"#, ""),
+        alert("Lag", r#"lag_seconds{db="b"} > 60"#, "")
+    );
+    assert!(!has(&rules(&apart), "rules/duplicate"));
 }
 
 #[test]

@@ -203,9 +203,18 @@ fn raw_counter_threshold() {
     ));
     // A gauge named `_total` (a count of files, say) is not judged by its name.
     assert!(!has(&rules(&alert("A", "x_total > 5", "")), "promql/counter"));
-    // `> 0` asks whether it ever happened: a presence check, not a level.
-    assert!(!has(
+    // `> 0` on a restart counter holds from the first restart on: still a finding.
+    assert!(has(
         &rules(&alert("A", &format!("{restarts} > 0"), "")),
+        "promql/counter"
+    ));
+    // A histogram's `_count > 0` asks whether there are observations at all (a guard).
+    assert!(!has(
+        &rules(&alert("A", "apiserver_request_duration_seconds_count > 0", "")),
+        "promql/counter"
+    ));
+    assert!(has(
+        &rules(&alert("A", "apiserver_request_duration_seconds_count > 100", "")),
         "promql/counter"
     ));
 }

@@ -136,6 +136,14 @@ fn metric_type(cfg: &Config, name: &str) -> Option<(MetricType, String)> {
     Some((l.mtype?, l.metric.source.clone()))
 }
 
+/// A histogram's or summary's `_count`/`_sum`: compared with 0 it asks whether there are
+/// observations at all (a guard beside a quantile), not how many.
+fn is_observation_count(cfg: &Config, name: &str) -> bool {
+    cfg.catalogue.lookup(name).is_some_and(|l| {
+        matches!(l.metric.mtype, Some(MetricType::Histogram | MetricType::Summary)) && l.metric.name != name
+    })
+}
+
 /// A raw counter compared as it is: `c`, `sum(c)`, `(c)`, where `c` is documented as a counter.
 fn raw_counter(e: &Expr, cfg: &Config) -> Option<String> {
     match e {
@@ -597,14 +605,16 @@ fn lint_rule(
                                 )
                                 .with_suggestion("use `x != x` to find NaN values"),
                             );
-                        } else if let Some(c) = raw_counter(other, cfg).filter(|_| n.val != 0.0) {
+                        } else if let Some(c) =
+                            raw_counter(other, cfg).filter(|c| n.val != 0.0 || !is_observation_count(cfg, c))
+                        {
                             out.push(
                                 ctx.diag(
                                     loc,
                                     Some(&c),
                                     Severity::Warning,
                                     "promql/counter",
-                                    format!("counter `{c}` is compared to a threshold without rate() or increase(): its value counts since the exporter started, and falls to 0 when it restarts"),
+                                    format!("counter `{c}` is compared to a threshold without rate() or increase(): it counts since the exporter started, so the alert holds from then until the exporter restarts"),
                                 )
                                 .with_suggestion(format!("compare `rate({c}[5m])` or `increase({c}[1h])` instead")),
                             );

@@ -50,6 +50,11 @@ fn diags(src: &str) -> Vec<Diagnostic> {
     run_with(src, Config::default(), None)
 }
 
+/// With the ML-on-EKS policy on, as the shipped repository's rulecheck.yaml asks.
+fn policy_diags(src: &str) -> Vec<Diagnostic> {
+    run_with(src, Config::ml_on_eks(), None)
+}
+
 fn has(src: &str, code: &str) -> bool {
     diags(src).iter().any(|d| d.code == code)
 }
@@ -124,19 +129,23 @@ fn label_flow_against_routes() {
 #[test]
 fn policy_labels_and_annotations() {
     let none = rules("  - alert: A\n    expr: up == 0\n");
-    let d = diags(&none);
+    let d = policy_diags(&none);
     for code in ["policy/severity", "policy/label", "policy/annotation"] {
         assert!(d.iter().any(|x| x.code == code), "{code}: {d:?}");
     }
     let wrong = GOOD.replace("severity: page", "severity: critical");
-    assert!(has(&wrong, "policy/severity"));
+    assert!(policy_diags(&wrong).iter().any(|d| d.code == "policy/severity"));
     let layer = GOOD.replace("layer: telemetry", "layer: somewhere");
-    assert!(has(&layer, "policy/label"));
+    assert!(policy_diags(&layer).iter().any(|d| d.code == "policy/label"));
+    // The policy is opt-in: a repository that did not ask for it gets none of its findings.
+    for src in [&none, &wrong, &layer] {
+        assert!(!diags(src).iter().any(|d| d.code.starts_with("policy/")), "{src}");
+    }
     // Group labels count; the policy is configurable.
     let cfg = Config {
         required_labels: vec![],
         required_annotations: vec![],
-        ..Config::default()
+        ..Config::ml_on_eks()
     };
     assert!(!run_with(&none, cfg, None).iter().any(|d| d.code.starts_with("policy/")));
 }
@@ -153,25 +162,124 @@ fn high_cardinality_labels() {
 
 #[test]
 fn rate_on_gauge() {
+    // The catalogue knows DCGM's power draw is a gauge: an error, whatever the name looks like.
+    let d = diags(&rules(&alert("A", "rate(DCGM_FI_DEV_POWER_USAGE[5m]) > 1", "")));
+    let e = d.iter().find(|d| d.code == "promql/rate-gauge").expect("rate-gauge");
+    assert_eq!(e.severity, watchfire::check::Severity::Error);
+    assert!(
+        e.message.contains("gauge") && e.message.contains("DCGM-Exporter"),
+        "{e:?}"
+    );
     assert!(has(
-        &rules(&alert("A", "rate(gpu_temperature[5m]) > 1", "")),
+        &rules(&alert("A", "increase(kube_pod_status_phase[1h]) > 1", "")),
         "promql/rate-gauge"
     ));
-    assert!(!has(
-        &rules(&alert("A", "rate(x_total[5m]) > 1", "")),
-        "promql/rate-gauge"
-    ));
-    assert!(!has(
-        &rules(&alert("A", "rate(x_bucket[5m]) > 1", "")),
-        "promql/rate-gauge"
-    ));
+    for ok in [
+        "rate(node_cpu_seconds_total[5m]) > 1",
+        "rate(apiserver_request_duration_seconds_bucket[5m]) > 1",
+        "increase(kubelet_evictions[1h]) > 1",
+        // Not in any catalogue: a name suffix is no evidence of a type.
+        "rate(gpu_temperature[5m]) > 1",
+        "rate(flink_records_out[5m]) > 1",
+    ] {
+        assert!(!has(&rules(&alert("A", ok, "")), "promql/rate-gauge"), "{ok}");
+    }
 }
 
 #[test]
 fn raw_counter_threshold() {
-    assert!(has(&rules(&alert("A", "x_total > 5", "")), "promql/counter"));
-    assert!(has(&rules(&alert("A", "sum(x_total) > 5", "")), "promql/counter"));
-    assert!(!has(&rules(&alert("A", "rate(x_total[5m]) > 5", "")), "promql/counter"));
+    let restarts = "kube_pod_container_status_restarts_total";
+    assert!(has(
+        &rules(&alert("A", &format!("{restarts} > 5"), "")),
+        "promql/counter"
+    ));
+    assert!(has(
+        &rules(&alert("A", &format!("sum({restarts}) > 5"), "")),
+        "promql/counter"
+    ));
+    assert!(!has(
+        &rules(&alert("A", &format!("rate({restarts}[5m]) > 5"), "")),
+        "promql/counter"
+    ));
+    // A gauge named `_total` (a count of files, say) is not judged by its name.
+    assert!(!has(&rules(&alert("A", "x_total > 5", "")), "promql/counter"));
+    // `> 0` on a restart counter holds from the first restart on: still a finding.
+    assert!(has(
+        &rules(&alert("A", &format!("{restarts} > 0"), "")),
+        "promql/counter"
+    ));
+    // A histogram's `_count > 0` asks whether there are observations at all (a guard).
+    assert!(!has(
+        &rules(&alert("A", "apiserver_request_duration_seconds_count > 0", "")),
+        "promql/counter"
+    ));
+    assert!(has(
+        &rules(&alert("A", "apiserver_request_duration_seconds_count > 100", "")),
+        "promql/counter"
+    ));
+}
+
+#[test]
+fn metric_catalogue_names_and_labels() {
+    let d = diags(&rules(&alert("A", "DCGM_FI_DEV_GPU_TEMPP > 80", "")));
+    let e = d
+        .iter()
+        .find(|d| d.code == "catalogue/unknown-metric")
+        .expect("unknown metric");
+    assert_eq!(e.severity, watchfire::check::Severity::Warning);
+    assert_eq!(e.suggestion.as_deref(), Some("did you mean `DCGM_FI_DEV_GPU_TEMP`?"));
+    // Names outside the catalogued families are the user's own; recording outputs are known.
+    assert!(!has(
+        &rules(&alert("A", "my_app_temperature > 80", "")),
+        "catalogue/unknown-metric"
+    ));
+    let recorded = rules(&format!(
+        "  - record: kube_pod_gpu_requests\n    expr: sum by (pod) (kube_pod_container_resource_requests)\n{}",
+        alert("A", "kube_pod_gpu_requests > 8", "")
+    ));
+    assert!(!has(&recorded, "catalogue/unknown-metric"));
+    // Renamed names are kept: DCGM's legacy field names and their 4.6 names both hold.
+    for known in [
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_XID_ERROR",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    ] {
+        assert!(
+            !has(
+                &rules(&alert("A", &format!("{known} > 0"), "")),
+                "catalogue/unknown-metric"
+            ),
+            "{known}"
+        );
+    }
+
+    // A label the metric does not have: the selector matches nothing.
+    let d = diags(&rules(&alert("A", r#"kube_pod_info{phase="Pending"} > 0"#, "")));
+    let e = d.iter().find(|d| d.code == "catalogue/label").expect("label");
+    assert!(e.message.contains("`phase`"), "{e:?}");
+    for ok in [
+        r#"kube_pod_info{priority_class="high"} > 0"#,
+        // Added by scraping (target and external labels), or matching an absent label.
+        r#"kube_pod_info{job="kube-state-metrics", cluster="prod", instance=~".+"} > 0"#,
+        r#"kube_pod_info{phase=""} > 0"#,
+        r#"kube_namespace_labels{label_team="ml"} > 0"#,
+        r#"my_metric{anything="x"} > 0"#,
+        // Histogram buckets carry `le`.
+        r#"histogram_quantile(0.9, rate(apiserver_request_duration_seconds_bucket{le="1", verb="GET"}[5m])) > 1"#,
+    ] {
+        assert!(!has(&rules(&alert("A", ok, "")), "catalogue/label"), "{ok}");
+    }
+    // The allowance list is configurable.
+    let cfg = Config {
+        scrape_labels: vec!["job".into()],
+        ..Config::default()
+    };
+    let d = run_with(
+        &rules(&alert("A", r#"kube_pod_info{cluster="prod"} > 0"#, "")),
+        cfg,
+        None,
+    );
+    assert!(d.iter().any(|d| d.code == "catalogue/label"), "{d:?}");
 }
 
 #[test]
@@ -207,14 +315,15 @@ fn nan_comparison() {
 
 #[test]
 fn recording_rule_naming() {
-    assert!(has(
-        &rules("  - record: foo\n    expr: sum(rate(x_total[5m]))\n"),
-        "naming/recording"
-    ));
-    assert!(!has(
-        &rules("  - record: job:x:rate5m\n    expr: sum by (job) (rate(x_total[5m]))\n"),
-        "naming/recording"
-    ));
+    let bad = rules("  - record: foo\n    expr: sum(rate(x_total[5m]))\n");
+    assert!(policy_diags(&bad).iter().any(|d| d.code == "naming/recording"));
+    // A convention of the policy, not a problem everywhere.
+    assert!(!has(&bad, "naming/recording"));
+    assert!(!policy_diags(&rules(
+        "  - record: job:x:rate5m\n    expr: sum by (job) (rate(x_total[5m]))\n"
+    ))
+    .iter()
+    .any(|d| d.code == "naming/recording"));
 }
 
 #[test]
@@ -234,6 +343,74 @@ fn duplicates() {
         &rules("  - record: job:x:rate5m\n    expr: sum(x)\n"),
         "rules/duplicate"
     ));
+    // Outputs kept apart by a label (kubernetes-mixin's one rule per status class): no duplicate,
+    // though promtool's lint, which compares names and labels only, still warns.
+    let split = |code: &str| {
+        format!(
+            "  - record: code:x:increase1h\n    expr: 'sum by (code) (increase(x_total{{code=~\"{code}\"}}[1h]))'\n"
+        )
+    };
+    let classes = rules(&format!("{}{}{}", split("2.."), split("4.."), split("5..")));
+    assert!(!has(&classes, "rules/duplicate"), "{:?}", diags(&classes));
+    let cfg = Config {
+        promtool_only: true,
+        ..Config::default()
+    };
+    assert_eq!(
+        run_with(&classes, cfg, None)
+            .iter()
+            .filter(|d| d.code == "rules/duplicate")
+            .count(),
+        2
+    );
+    // Overlapping classes, or the label aggregated away: they can write the same series.
+    assert!(has(
+        &rules(&format!("{}{}", split("2.."), split("[23].."))),
+        "rules/duplicate"
+    ));
+    let dropped =
+        "  - record: x:sum\n    expr: 'sum(x{code=\"200\"})'\n  - record: x:sum\n    expr: 'sum(x{code=\"500\"})'\n";
+    assert!(has(&rules(dropped), "rules/duplicate"));
+    // Across files the same holds (one rule per file, same name and labels).
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    std::fs::write(&a, rules(&split("2.."))).unwrap();
+    std::fs::write(&b, rules(&split("2.."))).unwrap();
+    let t = Targets {
+        rules: vec![a.clone(), b.clone()],
+        ..Targets::default()
+    };
+    assert!(check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
+    std::fs::write(&b, rules(&split("5.."))).unwrap();
+    assert!(!check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
+    // Alerts are compared within their file (files often go to different servers), and a
+    // possible collision is a warning: Alertmanager would get one alert for both rules.
+    let twice = format!(
+        "{}{}",
+        alert("Lag", "lag_seconds > 60", ""),
+        alert("Lag", "lag_seconds > 600", "")
+    );
+    let d = diags(&rules(&twice));
+    let e = d.iter().find(|d| d.code == "rules/duplicate").expect("alert duplicate");
+    assert_eq!(e.severity, watchfire::check::Severity::Warning);
+    std::fs::write(&a, rules(&alert("Lag", "lag_seconds > 60", ""))).unwrap();
+    std::fs::write(&b, rules(&alert("Lag", "lag_seconds > 600", ""))).unwrap();
+    assert!(!check(&t, &Config::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "rules/duplicate"));
+    let apart = format!(
+        "{}{}",
+        alert("Lag", r#"lag_seconds{db="a"} > 60"#, ""),
+        alert("Lag", r#"lag_seconds{db="b"} > 60"#, "")
+    );
+    assert!(!has(&rules(&apart), "rules/duplicate"));
 }
 
 #[test]
@@ -285,7 +462,7 @@ fn value_in_label() {
 fn disable_codes() {
     let cfg = Config {
         disable: vec!["policy/".into()],
-        ..Config::default()
+        ..Config::ml_on_eks()
     };
     let d = run_with(&rules("  - alert: A\n    expr: up == 0\n"), cfg, None);
     assert!(!d.iter().any(|d| d.code.starts_with("policy/")));
@@ -327,7 +504,11 @@ fn cli_exit_codes_and_formats() {
     let out = Command::new(bin()).current_dir(root.join("rules")).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 
-    std::fs::write(root.join("rules/warn.yaml"), rules(&alert("B", "x_total > 5", ""))).unwrap();
+    std::fs::write(
+        root.join("rules/warn.yaml"),
+        rules(&alert("B", "kube_pod_container_status_restarts_total > 5", "")),
+    )
+    .unwrap();
     std::fs::write(
         root.join("rules/warn_test.yaml"),
         "rule_files: [warn.yaml]\ntests: []\n",
@@ -386,9 +567,28 @@ fn cli_config_file() {
     std::fs::write(root.join("rulecheck.yaml"), "rules: [alerting]\ndisable: [policy/]\n").unwrap();
     let out = Command::new(bin()).current_dir(&root).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // Without the policy the alert is fine everywhere; with it, it lacks severity, layer, ...
     std::fs::write(root.join("rulecheck.yaml"), "rules: [alerting]\n").unwrap();
     let out = Command::new(bin()).current_dir(&root).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    std::fs::write(root.join("rulecheck.yaml"), "rules: [alerting]\npolicy: ml-on-eks\n").unwrap();
+    let out = Command::new(bin()).current_dir(&root).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("error[policy/severity]"), "{text}");
+    // --policy overrides the file.
+    let out = Command::new(bin())
+        .args(["--policy", "none"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = Command::new(bin())
+        .args(["--policy", "bogus"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
     std::fs::write(root.join("rulecheck.yaml"), "nonsense: 1\n").unwrap();
     let out = Command::new(bin()).current_dir(&root).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -401,6 +601,7 @@ fn cli_base_reports_only_changed_rules() {
     }
     let (_d, root) = repo();
     git(&root, &["init", "-q"]);
+    std::fs::write(root.join("rulecheck.yaml"), "policy: ml-on-eks\n").unwrap();
     // An old problem (no severity) that --base must not report.
     let old = rules("  - alert: Old\n    expr: up == 0\n    labels: {layer: worker}\n    annotations: {summary: s, description: d, runbook_url: r}\n");
     std::fs::write(root.join("rules/r.yaml"), &old).unwrap();

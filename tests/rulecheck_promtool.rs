@@ -138,17 +138,25 @@ fn promtool_accepts(bin: &Path, files: &[PathBuf]) -> bool {
 }
 
 /// rulecheck's verdict: accepted when there is no error. `promtool_only` restricts the checks to
-/// promtool's own.
+/// promtool's own; otherwise every check runs, the ML-on-EKS policy's included.
 fn rulecheck_accepts(file: &Path, promtool_only: bool) -> bool {
-    let cfg = Config {
-        promtool_only,
-        ..Config::default()
+    let cfg = if promtool_only {
+        Config {
+            promtool_only,
+            ..Config::default()
+        }
+    } else {
+        Config::ml_on_eks()
     };
+    accepts_with(file, &cfg)
+}
+
+fn accepts_with(file: &Path, cfg: &Config) -> bool {
     let targets = Targets {
         rules: vec![file.to_path_buf()],
         ..Targets::default()
     };
-    let r = check(&targets, &cfg);
+    let r = check(&targets, cfg);
     r.io_errors == 0 && r.errors() == 0
 }
 
@@ -192,11 +200,16 @@ fn fixture_verdicts_match_promtool() {
         } else {
             disagree.push(format!("{f}: promtool {accepted}, rulecheck {rc}"));
         }
-        // With every check on, rulecheck still rejects whatever promtool rejects.
+        // With every check on, and with the defaults of an unconfigured repository, rulecheck
+        // still rejects whatever promtool rejects.
         if !accepted {
             assert!(
                 !rulecheck_accepts(&path, false),
                 "{f}: promtool rejects it, full rulecheck accepts it"
+            );
+            assert!(
+                !accepts_with(&path, &Config::default()),
+                "{f}: promtool rejects it, unconfigured rulecheck accepts it"
             );
         }
     }

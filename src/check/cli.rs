@@ -18,7 +18,8 @@ pub enum Format {
 }
 
 /// Static checks for rule files, SLO specs and routes (everything `promtool check rules` checks,
-/// plus label flow, policy, cardinality and absence guards).
+/// plus label flow, cardinality, absence guards, and type misuse, names and labels judged by the
+/// metric catalogue). The ML-on-EKS policy runs when asked for (`policy: ml-on-eks`, --policy).
 ///
 /// With no PATH, checks rules/, slos/, routes.yaml (or deploy/routes.yaml) and owners.yaml under
 /// the repository root, or what `rulecheck.yaml` there (or --config) names.
@@ -58,6 +59,17 @@ pub struct Args {
     /// The scrape interval ranges are measured against (default 30s).
     #[arg(long)]
     pub scrape_interval: Option<String>,
+    /// A policy to check besides the universal checks: `ml-on-eks` (the shipped one) or `none`;
+    /// overrides `policy:` in rulecheck.yaml.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// A metric catalogue file (names, types, units, labels; format in `check::catalogue`) added
+    /// to the built-in ones; repeatable.
+    #[arg(long = "catalogue")]
+    pub catalogue: Vec<PathBuf>,
+    /// A Prometheus-compatible source (base URL) whose `/api/v1/metadata` gives metric types.
+    #[arg(long)]
+    pub metadata_from: Option<String>,
 }
 
 /// Parses `argv` (the first item is the program name) and runs; returns the exit code.
@@ -108,6 +120,16 @@ fn run_inner(args: Args) -> i32 {
         },
         None => Config::default(),
     };
+    if let Some(p) = &args.policy {
+        if let Err(e) = cfg.apply_policy(p) {
+            eprintln!("rulecheck: --policy: {e}");
+            return 2;
+        }
+    }
+    if let Err(e) = extend_catalogue(&mut cfg, &args) {
+        eprintln!("rulecheck: {e}");
+        return 2;
+    }
     cfg.strict |= args.strict;
     cfg.promtool_only |= args.promtool;
     cfg.disable.extend(args.disable.iter().cloned());
@@ -191,6 +213,53 @@ fn run_inner(args: Args) -> i32 {
         .iter()
         .any(|d| d.severity == Severity::Error || cfg.strict);
     i32::from(failing)
+}
+
+/// Adds the user's catalogue files (rulecheck.yaml's, then `--catalogue`) and a live source's
+/// metadata (`--metadata-from`, else rulecheck.yaml's `metadata_from`) to the built-in catalogue.
+fn extend_catalogue(cfg: &mut Config, args: &Args) -> anyhow::Result<()> {
+    let files: Vec<PathBuf> = cfg.catalogue_files.iter().chain(&args.catalogue).cloned().collect();
+    let url = args.metadata_from.clone().or_else(|| cfg.metadata_from.clone());
+    if files.is_empty() && url.is_none() {
+        return Ok(());
+    }
+    let mut cat = (*cfg.catalogue).clone();
+    if let Some(url) = url {
+        let body = fetch_metadata(&url)?;
+        cat.add_metadata_json(&body, &url).map_err(anyhow::Error::msg)?;
+    }
+    for f in &files {
+        cat.add_file(f)?;
+    }
+    cfg.catalogue = std::sync::Arc::new(cat);
+    Ok(())
+}
+
+/// `GET <url>/api/v1/metadata` of a Prometheus-compatible source (the URL may name the endpoint).
+fn fetch_metadata(url: &str) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let endpoint = if url.trim_end_matches('/').ends_with("/api/v1/metadata") {
+        url.to_string()
+    } else {
+        format!("{}/api/v1/metadata", url.trim_end_matches('/'))
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the HTTP client")?;
+    rt.block_on(async {
+        let resp = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()?
+            .get(&endpoint)
+            .send()
+            .await
+            .with_context(|| format!("--metadata-from {endpoint}"))?;
+        let status = resp.status();
+        let body = resp.text().await?;
+        anyhow::ensure!(status.is_success(), "--metadata-from {endpoint}: HTTP {status}");
+        Ok(body)
+    })
 }
 
 /// Shows files under the working directory by their relative path (as GitHub annotations need).

@@ -1,14 +1,23 @@
 //! `rulecheck.yaml`: where the rules are and which policy applies.
 //!
-//! Every key is optional; paths are relative to the file's directory.
+//! Every key is optional; paths are relative to the file's directory. Without the file (or with
+//! no `policy:` key) rulecheck runs only the checks that hold for any repository; `policy:
+//! ml-on-eks` turns on the ML-on-EKS policy that watchfire ships (`rules/METRICS.md`): the
+//! `required_labels`, `label_values` and `required_annotations` below, and recording-rule naming.
+//! Keys given beside `policy:` replace the policy's values.
 //!
 //! ```yaml
+//! policy: ml-on-eks               # or none (the default); `watchfire init` writes this key
+//! catalogue: [metrics.yaml]       # metric catalogues added to the built-in ones (format: check::catalogue)
+//! metadata_from: http://prometheus:9090   # a Prometheus-compatible source whose /api/v1/metadata types metrics
+//! scrape_labels: [job, instance, ...]     # labels scraping adds to every series (replaces the default list)
 //! rules: [rules/]                 # rule files or directories (*.yml, *.yaml; *_test.y*ml skipped)
 //! slos: [slos/]                   # SLO specs (Sloth, OpenSLO), checked with `slo::check_paths`
 //! routes: deploy/routes.yaml      # an Alertmanager config: loaded, and label flow checked against it
 //! owners: owners.yaml             # must be valid YAML
 //! scrape_interval: 30s            # ranges shorter than 2x this are warned about
 //! evaluation_interval: 1m         # the default group interval (`for` shorter than it is warned about)
+//! recording_rule_naming: true     # level:metric:operations (on with the policy)
 //! required_labels: [severity, layer]
 //! label_values:                   # allowed values of a label (templated values are not checked)
 //!   severity: [page, notify, info]
@@ -22,10 +31,44 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+use super::catalogue::Catalogue;
 use crate::yaml::strict::{self as ryaml, Node};
 
-/// The checks' settings (the shipped policy unless configured).
+/// The value of `policy:` that turns on the ML-on-EKS policy watchfire ships.
+pub const ML_ON_EKS: &str = "ml-on-eks";
+
+/// Labels that scraping adds to every series (target labels from service discovery and the
+/// ServiceMonitor, external labels of the Prometheus or the remote-write agent): a selector on
+/// them is never flagged as a label the metric does not have.
+pub const SCRAPE_LABELS: &[&str] = &[
+    "job",
+    "instance",
+    "cluster",
+    "namespace",
+    "pod",
+    "container",
+    "service",
+    "endpoint",
+    "metrics_path",
+    "node",
+    "prometheus",
+    "prometheus_replica",
+    "replica",
+    "region",
+    "site",
+    "env",
+    "environment",
+    "tenant_id",
+];
+
+fn builtin_catalogue() -> Arc<Catalogue> {
+    static BUILTIN: OnceLock<Arc<Catalogue>> = OnceLock::new();
+    Arc::clone(BUILTIN.get_or_init(|| Arc::new(Catalogue::builtin())))
+}
+
+/// The checks' settings: the checks that hold for any repository unless a policy is configured.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub rules: Vec<PathBuf>,
@@ -45,25 +88,23 @@ pub struct Config {
     pub strict: bool,
     /// Only what `promtool check rules` checks (its lint, duplicates, as a warning).
     pub promtool_only: bool,
+    /// The policy asked for (`policy:`), `None` for none.
+    pub policy: Option<String>,
+    /// Recording rule names must read `level:metric:operations`.
+    pub recording_rule_naming: bool,
+    /// The metric catalogue: built-in, plus the user's files and a live source's metadata.
+    pub catalogue: Arc<Catalogue>,
+    /// Catalogue files named in rulecheck.yaml (loaded by the command line).
+    pub catalogue_files: Vec<PathBuf>,
+    /// A Prometheus-compatible source whose `/api/v1/metadata` the command line reads.
+    pub metadata_from: Option<String>,
+    /// Labels scraping adds to every series ([`SCRAPE_LABELS`] unless configured).
+    pub scrape_labels: Vec<String>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let s = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let mut label_values = BTreeMap::new();
-        label_values.insert("severity".to_string(), s(&["page", "notify", "info"]));
-        label_values.insert(
-            "layer".to_string(),
-            s(&[
-                "control-plane",
-                "kubernetes",
-                "worker",
-                "accelerator",
-                "application",
-                "ml-workflow",
-                "telemetry",
-            ]),
-        );
         Config {
             rules: Vec::new(),
             slos: Vec::new(),
@@ -71,9 +112,9 @@ impl Default for Config {
             owners: None,
             scrape_interval_ms: 30_000,
             evaluation_interval_ms: 60_000,
-            required_labels: s(&["severity", "layer"]),
-            label_values,
-            required_annotations: s(&["summary", "description", "runbook_url"]),
+            required_labels: Vec::new(),
+            label_values: BTreeMap::new(),
+            required_annotations: Vec::new(),
             high_cardinality_labels: s(&[
                 "run_id",
                 "run_uuid",
@@ -97,11 +138,66 @@ impl Default for Config {
             disable: Vec::new(),
             strict: false,
             promtool_only: false,
+            policy: None,
+            recording_rule_naming: false,
+            catalogue: builtin_catalogue(),
+            catalogue_files: Vec::new(),
+            metadata_from: None,
+            scrape_labels: s(SCRAPE_LABELS),
         }
     }
 }
 
 impl Config {
+    /// The defaults with the ML-on-EKS policy on (what `policy: ml-on-eks` gives).
+    pub fn ml_on_eks() -> Self {
+        let mut c = Config::default();
+        c.apply_policy(ML_ON_EKS).expect("known policy");
+        c
+    }
+
+    /// Turns on a named policy's checks: `ml-on-eks`, or `none`.
+    pub fn apply_policy(&mut self, name: &str) -> Result<(), String> {
+        let s = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        match name {
+            ML_ON_EKS => {
+                self.required_labels = s(&["severity", "layer"]);
+                self.label_values.clear();
+                self.label_values
+                    .insert("severity".to_string(), s(&["page", "notify", "info"]));
+                self.label_values.insert(
+                    "layer".to_string(),
+                    s(&[
+                        "control-plane",
+                        "kubernetes",
+                        "worker",
+                        "accelerator",
+                        "application",
+                        "ml-workflow",
+                        "telemetry",
+                    ]),
+                );
+                self.required_annotations = s(&["summary", "description", "runbook_url"]);
+                self.recording_rule_naming = true;
+                self.policy = Some(ML_ON_EKS.to_string());
+            }
+            "none" => {
+                self.required_labels.clear();
+                self.label_values.clear();
+                self.required_annotations.clear();
+                self.recording_rule_naming = false;
+                self.policy = None;
+            }
+            other => return Err(format!("unknown policy {other:?} (known: {ML_ON_EKS}, none)")),
+        }
+        Ok(())
+    }
+
+    /// Whether `label` is added by scraping (see [`SCRAPE_LABELS`]).
+    pub fn is_scrape_label(&self, label: &str) -> bool {
+        self.scrape_labels.iter().any(|l| l == label)
+    }
+
     /// Whether `code` is reported.
     pub fn enabled(&self, code: &str) -> bool {
         !self
@@ -131,6 +227,16 @@ impl Config {
         let Node::Map(entries, _) = root else {
             return Err("1:1: the config must be a mapping".into());
         };
+        // The policy first, so that the keys beside it override its values wherever they stand.
+        for (k, v) in &entries {
+            if k.value == "policy" {
+                let name = v
+                    .as_scalar()
+                    .map(|s| s.value.clone())
+                    .ok_or_else(|| format!("{}: policy: expected a string", k.pos))?;
+                cfg.apply_policy(&name).map_err(|e| format!("{}: policy: {e}", k.pos))?;
+            }
+        }
         for (k, v) in &entries {
             let at = |m: &str| format!("{}: {}: {m}", k.pos, k.value);
             let list = || -> Result<Vec<String>, String> { strings(v).ok_or_else(|| at("expected a list of strings")) };
@@ -160,6 +266,13 @@ impl Config {
                     }
                 }
                 "disable" => cfg.disable = list()?,
+                "policy" => {}
+                "catalogue" => cfg.catalogue_files = list()?.iter().map(|p| dir.join(p)).collect(),
+                "metadata_from" => cfg.metadata_from = Some(one()?),
+                "scrape_labels" => cfg.scrape_labels = list()?,
+                "recording_rule_naming" => {
+                    cfg.recording_rule_naming = matches!(one()?.as_str(), "true" | "True" | "yes")
+                }
                 "strict" => cfg.strict = matches!(one()?.as_str(), "true" | "True" | "yes"),
                 "label_values" => {
                     let Node::Map(m, _) = v else {
@@ -203,5 +316,28 @@ mod tests {
         assert!(!c.enabled("policy/label"));
         assert!(c.enabled("labels/flow"));
         assert!(Config::parse("bogus: 1\n", Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn policy_is_opt_in() {
+        let none = Config::parse("rules: [r/]\n", Path::new("/x")).unwrap();
+        assert!(none.required_labels.is_empty() && none.label_values.is_empty());
+        assert!(none.required_annotations.is_empty() && !none.recording_rule_naming);
+        // Keys beside the policy override it, before or after it.
+        let ml = Config::parse("required_annotations: [summary]\npolicy: ml-on-eks\n", Path::new("/x")).unwrap();
+        assert_eq!(ml.policy.as_deref(), Some(ML_ON_EKS));
+        assert_eq!(ml.required_labels, vec!["severity", "layer"]);
+        assert_eq!(ml.required_annotations, vec!["summary"]);
+        assert!(ml.recording_rule_naming && ml.label_values["severity"].contains(&"page".to_string()));
+        let e = Config::parse("policy: strictest\n", Path::new("/x")).unwrap_err();
+        assert!(e.contains("unknown policy") && e.starts_with("1:1"), "{e}");
+        let c = Config::parse(
+            "catalogue: [m.yaml]\nscrape_labels: [job]\nmetadata_from: http://p:9090\n",
+            Path::new("/x"),
+        )
+        .unwrap();
+        assert_eq!(c.catalogue_files, vec![PathBuf::from("/x/m.yaml")]);
+        assert!(c.is_scrape_label("job") && !c.is_scrape_label("instance"));
+        assert_eq!(c.metadata_from.as_deref(), Some("http://p:9090"));
     }
 }

@@ -5,6 +5,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Expr, LabelModifier, VectorSelector};
 
+use super::catalogue::MetricType;
+use super::duplicates::{disjoint, rule_constraints, Constraints};
 use super::labelflow::{output_labels, template_label_refs};
 use super::{Config, Diagnostic, Severity};
 use crate::notify::Config as RoutesConfig;
@@ -128,17 +130,29 @@ fn selectors(e: &Expr) -> Vec<(&VectorSelector, bool)> {
     out
 }
 
-fn is_counter_name(n: &str) -> bool {
-    ["_total", "_count", "_sum", "_bucket"].iter().any(|s| n.ends_with(s))
+/// The documented type of a series name (catalogue, user catalogue or live metadata).
+fn metric_type(cfg: &Config, name: &str) -> Option<(MetricType, String)> {
+    let l = cfg.catalogue.lookup(name)?;
+    Some((l.mtype?, l.metric.source.clone()))
 }
 
-/// A raw counter compared as it is: `x_total`, `sum(x_total)`, `(x_total)`.
-fn raw_counter(e: &Expr) -> Option<String> {
+/// A histogram's or summary's `_count`/`_sum`: compared with 0 it asks whether there are
+/// observations at all (a guard beside a quantile), not how many.
+fn is_observation_count(cfg: &Config, name: &str) -> bool {
+    cfg.catalogue.lookup(name).is_some_and(|l| {
+        matches!(l.metric.mtype, Some(MetricType::Histogram | MetricType::Summary)) && l.metric.name != name
+    })
+}
+
+/// A raw counter compared as it is: `c`, `sum(c)`, `(c)`, where `c` is documented as a counter.
+fn raw_counter(e: &Expr, cfg: &Config) -> Option<String> {
     match e {
-        Expr::Paren(p) => raw_counter(&p.expr),
-        Expr::VectorSelector(vs) => metric_name(vs).filter(|n| n.ends_with("_total") && !n.contains(':')),
+        Expr::Paren(p) => raw_counter(&p.expr, cfg),
+        Expr::VectorSelector(vs) => {
+            metric_name(vs).filter(|n| metric_type(cfg, n).is_some_and(|(t, _)| t.is_counter()))
+        }
         Expr::Aggregate(a) if matches!(a.op.to_string().as_str(), "sum" | "max" | "min" | "avg") => {
-            raw_counter(&a.expr)
+            raw_counter(&a.expr, cfg)
         }
         _ => None,
     }
@@ -157,11 +171,18 @@ fn is_recording_name(n: &str) -> bool {
 #[derive(Default)]
 struct Facts {
     /// Recording rule name → the metric names it reads.
-    recorded: HashMap<String, Vec<String>>,
+    /// Recording rule name → the metrics it reads, each with the job its selector names.
+    recorded: HashMap<String, Vec<(String, Option<String>)>>,
     /// Metric names some alert fires on the absence of.
     absent_guarded: HashSet<String>,
     /// Jobs that an `up`-based alert watches (`None`: every job).
     up_jobs: HashSet<Option<String>>,
+}
+
+impl Facts {
+    fn is_recorded(&self, name: &str) -> bool {
+        self.recorded.contains_key(name)
+    }
 }
 
 fn facts(files: &[RuleFile]) -> Facts {
@@ -173,10 +194,11 @@ fn facts(files: &[RuleFile]) -> Facts {
                 let sels = selectors(ast);
                 match r.kind {
                     RuleKind::Recording => {
-                        f.recorded
-                            .entry(r.name.value.clone())
-                            .or_default()
-                            .extend(sels.iter().filter(|(_, a)| !a).filter_map(|(vs, _)| metric_name(vs)));
+                        f.recorded.entry(r.name.value.clone()).or_default().extend(
+                            sels.iter()
+                                .filter(|(_, a)| !a)
+                                .filter_map(|(vs, _)| metric_name(vs).map(|n| (n, job_of(vs)))),
+                        );
                     }
                     RuleKind::Alerting => {
                         for (vs, abs) in &sels {
@@ -196,7 +218,8 @@ fn facts(files: &[RuleFile]) -> Facts {
     f
 }
 
-/// The base metrics behind a name, through recording rules.
+/// The base metrics behind a name, through recording rules, without those whose job an
+/// `up`-based alert watches (a scrape that fails fires it).
 fn base_metrics(name: &str, facts: &Facts, seen: &mut HashSet<String>, out: &mut Vec<String>) {
     if !seen.insert(name.to_string()) || seen.len() > 1000 {
         return;
@@ -206,7 +229,10 @@ fn base_metrics(name: &str, facts: &Facts, seen: &mut HashSet<String>, out: &mut
             if facts.absent_guarded.contains(name) {
                 return;
             }
-            for i in inputs {
+            for (i, job) in inputs {
+                if job.as_ref().is_some_and(|j| facts.up_jobs.contains(&Some(j.clone()))) {
+                    continue;
+                }
                 base_metrics(i, facts, seen, out);
             }
         }
@@ -240,8 +266,16 @@ fn route_requirements(routes: &RoutesConfig) -> Vec<(BTreeSet<String>, crate::no
         .collect()
 }
 
-/// A recorded series: its name and labels.
-type RecordKey = (String, Vec<(String, String)>);
+/// A rule's output: where it is compared (every file for recording rules, its own file for
+/// alerts), its name and static labels.
+type RecordKey = (String, String, Vec<(String, String)>);
+
+/// A rule seen before, for duplicate detection.
+struct Recorded {
+    file: String,
+    line: usize,
+    constraints: Constraints,
+}
 
 /// Runs the rule lints over every loaded file.
 pub(crate) fn run(
@@ -253,7 +287,7 @@ pub(crate) fn run(
 ) {
     let facts = facts(files);
     let route_reqs = routes.map(route_requirements).unwrap_or_default();
-    let mut records: HashMap<RecordKey, (String, usize)> = HashMap::new();
+    let mut records: HashMap<RecordKey, Vec<Recorded>> = HashMap::new();
     for file in files {
         let name = file.path.display().to_string();
         let loc = Locator::new(sources.get(&name));
@@ -272,33 +306,30 @@ pub(crate) fn run(
             (line, end.max(line))
         };
 
-        for ((g1, r1), (g2, r2)) in duplicate_rules(file) {
-            let first = &file.groups[g1].rules[r1];
-            let dup = &file.groups[g2].rules[r2];
-            let sev = if cfg.promtool_only {
-                Severity::Warning
-            } else {
-                Severity::Error
-            };
-            out.push(
-                Diagnostic::new(
-                    &name,
-                    dup.name.pos.line,
-                    dup.name.pos.col,
-                    sev,
-                    "rules/duplicate",
-                    format!(
-                        "rule {:?} duplicates the rule at line {} (same name and labels)",
-                        dup.name.value, first.name.pos.line
-                    ),
-                )
-                .with_suggestion("remove one of them, or give them different labels")
-                .with_span(span_of(dup.pos.line)),
-            );
-        }
         if cfg.promtool_only {
+            // promtool's lint: same name and labels in one file, a warning.
+            for ((g1, r1), (g2, r2)) in duplicate_rules(file) {
+                let first = &file.groups[g1].rules[r1];
+                let dup = &file.groups[g2].rules[r2];
+                out.push(
+                    Diagnostic::new(
+                        &name,
+                        dup.name.pos.line,
+                        dup.name.pos.col,
+                        Severity::Warning,
+                        "rules/duplicate",
+                        format!(
+                            "rule {:?} duplicates the rule at line {} (same name and labels)",
+                            dup.name.value, first.name.pos.line
+                        ),
+                    )
+                    .with_suggestion("remove one of them, or give them different labels")
+                    .with_span(span_of(dup.pos.line)),
+                );
+            }
             continue;
         }
+
         for g in &file.groups {
             let group_interval_ms = g.interval.as_ref().map_or(cfg.evaluation_interval_ms, |i| i.value.ms());
             for r in &g.rules {
@@ -313,31 +344,59 @@ pub(crate) fn run(
                         .map(|l| (l.name.value.as_str(), l.value.value.as_str()))
                         .collect(),
                 };
-                if r.kind == RuleKind::Recording {
-                    let mut labels: Vec<(String, String)> = g
-                        .labels
-                        .iter()
-                        .chain(r.labels.iter())
-                        .map(|l| (l.name.value.clone(), l.value.value.clone()))
-                        .collect();
-                    labels.sort();
-                    let key = (r.name.value.clone(), labels);
-                    match records.get(&key) {
-                        Some((f, line)) if *f != name => out.push(
-                            ctx.at(
-                                r.name.pos,
-                                Severity::Error,
-                                "rules/duplicate",
-                                format!("{:?} is also recorded at {f}:{line} with the same labels", r.name.value),
-                            )
-                            .with_suggestion("record each series in one place"),
+                // The rule's labels override the group's.
+                let labels: Vec<(String, String)> = g
+                    .labels
+                    .iter()
+                    .chain(r.labels.iter())
+                    .map(|l| (l.name.value.clone(), l.value.value.clone()))
+                    .collect::<std::collections::BTreeMap<_, _>>()
+                    .into_iter()
+                    .collect();
+                let constraints = rule_constraints(r.expr_ast.as_ref(), &labels);
+                // Recording rules write into one TSDB wherever they are defined; alerts are compared
+                // within their file, as promtool does (repositories deploy alert files to different
+                // Prometheus servers: one per cluster, site or tenant).
+                let scope = if r.kind == RuleKind::Recording {
+                    String::new()
+                } else {
+                    name.clone()
+                };
+                let key = (scope, r.name.value.clone(), labels);
+                let earlier = records.entry(key).or_default();
+                // Two rules of one name and labels write the same series unless their outputs
+                // are told apart by a label they both constrain.
+                if let Some(first) = earlier.iter().find(|e| !disjoint(&e.constraints, &constraints)) {
+                    let (sev, what) = if r.kind == RuleKind::Recording {
+                        (Severity::Error, "series")
+                    } else {
+                        (Severity::Warning, "alerts")
+                    };
+                    let place = if first.file == name {
+                        format!("line {}", first.line)
+                    } else {
+                        format!("{}:{}", first.file, first.line)
+                    };
+                    out.push(
+                        ctx.at(
+                            r.name.pos,
+                            sev,
+                            "rules/duplicate",
+                            format!(
+                                "{:?} can write the same {what} as the rule at {place}: same name and labels, and no label keeps their outputs apart",
+                                r.name.value
+                            ),
+                        )
+                        .with_suggestion(
+                            "remove one, give them different labels, or keep a label whose matchers differ in by (...)",
                         ),
-                        Some(_) => {}
-                        None => {
-                            records.insert(key, (name.clone(), r.name.pos.line));
-                        }
-                    }
+                    );
                 }
+                earlier.push(Recorded {
+                    file: name.clone(),
+                    line: r.name.pos.line,
+                    constraints,
+                });
                 lint_rule(&ctx, &loc, cfg, &facts, &route_reqs, out);
             }
         }
@@ -355,8 +414,8 @@ fn lint_rule(
     let r = ctx.rule;
     let alert = r.kind == RuleKind::Alerting;
 
-    // Recording rule naming: level:metric:operations.
-    if !alert && !is_recording_name(&r.name.value) {
+    // Recording rule naming: level:metric:operations (a convention; on with the policy).
+    if !alert && cfg.recording_rule_naming && !is_recording_name(&r.name.value) {
         out.push(
             ctx.at(
                 r.name.pos,
@@ -546,14 +605,16 @@ fn lint_rule(
                                 )
                                 .with_suggestion("use `x != x` to find NaN values"),
                             );
-                        } else if let Some(c) = raw_counter(other) {
+                        } else if let Some(c) =
+                            raw_counter(other, cfg).filter(|c| n.val != 0.0 || !is_observation_count(cfg, c))
+                        {
                             out.push(
                                 ctx.diag(
                                     loc,
                                     Some(&c),
                                     Severity::Warning,
                                     "promql/counter",
-                                    format!("counter `{c}` is compared to a threshold without rate() or increase()"),
+                                    format!("counter `{c}` is compared to a threshold without rate() or increase(): it counts since the exporter started, so the alert holds from then until the exporter restarts"),
                                 )
                                 .with_suggestion(format!("compare `rate({c}[5m])` or `increase({c}[1h])` instead")),
                             );
@@ -568,6 +629,7 @@ fn lint_rule(
                 Expr::MatrixSelector(ms) => &ms.vs,
                 _ => return,
             };
+            catalogue_checks(ctx, loc, cfg, facts, vs, out);
             for m in &vs.matchers.matchers {
                 if let MatchOp::Re(_) = m.op {
                     let plain = !m.value.chars().any(|c| ".*+?()[]{}|^$\\".contains(c));
@@ -632,16 +694,18 @@ fn lint_rule(
                     }
                     if matches!(fname, "rate" | "irate" | "increase") {
                         if let Some(m) = metric_name(&ms.vs) {
-                            if !is_counter_name(&m) && !m.contains(':') {
+                            if let Some((t, source)) = metric_type(cfg, &m).filter(|(t, _)| t.is_gauge_like()) {
                                 out.push(
                                     ctx.diag(
                                         loc,
                                         Some(&m),
-                                        Severity::Warning,
+                                        Severity::Error,
                                         "promql/rate-gauge",
-                                        format!("{fname}() on `{m}`, which is not named like a counter (_total, _count, _sum, _bucket)"),
+                                        format!("{fname}() on `{m}`, a {t} ({source}): it reads rises as counter increments and drops as resets"),
                                     )
-                                    .with_suggestion("use deriv() or delta() for gauges, or rename the counter with a _total suffix"),
+                                    .with_suggestion(
+                                        "use deriv(), delta() or an *_over_time() function for a gauge",
+                                    ),
                                 );
                             }
                         }
@@ -778,6 +842,78 @@ fn lint_rule(
                 )),
             );
         }
+    }
+}
+
+/// What the metric catalogue says about a selector: a metric name under a catalogued family that
+/// the catalogue does not know (a typo, or a name an exporter version renamed), and matchers on
+/// labels the metric does not have (they select nothing).
+fn catalogue_checks(
+    ctx: &Ctx,
+    loc: &Locator,
+    cfg: &Config,
+    facts: &Facts,
+    vs: &VectorSelector,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(name) = metric_name(vs) else { return };
+    if facts.is_recorded(&name) {
+        return;
+    }
+    let cat = &cfg.catalogue;
+    if let Some(source) = cat.unknown_in_family(&name) {
+        let mut d = ctx.diag(
+            loc,
+            Some(&name),
+            Severity::Warning,
+            "catalogue/unknown-metric",
+            format!("`{name}` is not a metric {source} exports (metric catalogue)"),
+        );
+        d = match cat.nearest(&name, source) {
+            Some(n) => d.with_suggestion(format!("did you mean `{n}`?")),
+            None => {
+                d.with_suggestion("check the name against the exporter's documentation, or add it to a catalogue file")
+            }
+        };
+        out.push(d);
+        return;
+    }
+    let Some(found) = cat.lookup(&name) else { return };
+    // The series of a histogram carry `le` (buckets), those of a summary `quantile`.
+    let series_label = |l: &str| match found.metric.mtype {
+        Some(MetricType::Histogram) => l == "le" && name.ends_with("_bucket"),
+        Some(MetricType::Summary) => l == "quantile" && name == found.metric.name,
+        _ => false,
+    };
+    for m in &vs.matchers.matchers {
+        if m.name.starts_with("__")
+            || cfg.is_scrape_label(&m.name)
+            || found.metric.has_label(&m.name)
+            || series_label(&m.name)
+        {
+            continue;
+        }
+        // A matcher that an absent label satisfies (`x=""`, `x!="a"`, `x=~".*"`) selects as
+        // much without the label; only one that needs the label selects nothing.
+        if m.is_match("") {
+            continue;
+        }
+        let known = found.metric.labels.as_ref().map(|ls| ls.join(", ")).unwrap_or_default();
+        out.push(
+            ctx.diag(
+                loc,
+                Some(&m.name),
+                Severity::Warning,
+                "catalogue/label",
+                format!(
+                    "`{name}` has no label `{}` ({}), so this selector matches nothing",
+                    m.name, found.metric.source
+                ),
+            )
+            .with_suggestion(format!(
+                "its labels are: {known}; a label added by scraping or relabeling goes in `scrape_labels` of rulecheck.yaml"
+            )),
+        );
     }
 }
 

@@ -2,13 +2,18 @@
 //!
 //! Everything `promtool check rules` checks (through the strict loader in [`crate::rules::file`]),
 //! always with `file:line:col`, plus label flow (templates and routes that need labels the
-//! expression cannot produce), the shipped policy (required labels, annotations, severities),
-//! high-cardinality labels, counter/gauge misuse, short ranges, `for` shorter than the group
-//! interval, NaN comparisons, recording-rule naming, duplicates and alerts whose inputs can vanish
-//! unguarded. See [`config`] for `rulecheck.yaml`, [`cli`] for the command line.
+//! expression cannot produce), high-cardinality labels, counter/gauge misuse judged by the metric
+//! catalogue ([`catalogue`]), metric names and labels the catalogue does not know, short ranges,
+//! `for` shorter than the group interval, NaN comparisons, duplicates that can really write the
+//! same series ([`duplicates`]) and alerts whose inputs can vanish unguarded. The shipped ML-on-EKS
+//! policy (required labels, annotations, severities, recording-rule naming) runs when the
+//! repository asks for it (`policy: ml-on-eks`). See [`config`] for `rulecheck.yaml`, [`cli`] for
+//! the command line.
 
+pub(crate) mod catalogue;
 pub mod cli;
 pub(crate) mod config;
+pub(crate) mod duplicates;
 pub(crate) mod git;
 pub(crate) mod labelflow;
 pub(crate) mod lints;
@@ -19,7 +24,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use config::Config;
+pub use catalogue::{Catalogue, CatalogueError, Lookup, Metric, MetricType};
+pub use config::{Config, ML_ON_EKS, SCRAPE_LABELS};
 
 use crate::rules::file::{self as rfile, LoadError, LoadOptions, RuleFile};
 

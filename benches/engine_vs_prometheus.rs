@@ -49,6 +49,13 @@ const ENGINE_TARGET: f64 = 0.3;
 const ENGINE_AIM: f64 = 0.2;
 
 fn main() -> ExitCode {
+    // The in-process engine runs with the malloc tuning the watchfire binary sets at start
+    // (src/main.rs), so both of watchfire's columns measure the same allocator.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes a malloc tunable; called before any thread is started.
+    unsafe {
+        libc::mallopt(libc::M_TOP_PAD, 16 << 20);
+    }
     // Every child process is owned by a guard inside `run`, so it is gone once `run` returns
     // (normally, with an error, or by unwinding from a panic).
     match run() {

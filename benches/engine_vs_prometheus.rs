@@ -1204,17 +1204,25 @@ fn run() -> Result<bool> {
             name.clone()
         };
         eprintln!("[watchfire] {label} ...");
-        let m = if job.range {
-            let q = |src: &dyn Queryable| {
-                engine
-                    .range_query(src, expr, a_ms, b_ms, step_ms)
-                    .map_err(|e| e.to_string())
-            };
-            measure_wf(pr.warmup, range_runs, cfg.budget, q, &store)
-        } else {
-            let q = |src: &dyn Queryable| engine.instant_query(src, expr, t_ms).map_err(|e| e.to_string());
-            measure_wf(pr.warmup, runs, cfg.budget, q, &store)
-        };
+        // On a thread of its own, as watchfire evaluates queries (never on the thread that
+        // loaded 6 GB of text, whose malloc arena that load fragmented).
+        let m = std::thread::scope(|s| {
+            s.spawn(|| {
+                if job.range {
+                    let q = |src: &dyn Queryable| {
+                        engine
+                            .range_query(src, expr, a_ms, b_ms, step_ms)
+                            .map_err(|e| e.to_string())
+                    };
+                    measure_wf(pr.warmup, range_runs, cfg.budget, q, &store)
+                } else {
+                    let q = |src: &dyn Queryable| engine.instant_query(src, expr, t_ms).map_err(|e| e.to_string());
+                    measure_wf(pr.warmup, runs, cfg.budget, q, &store)
+                }
+            })
+            .join()
+        })
+        .map_err(|_| anyhow!("the measuring thread panicked"))?;
         let n = job.neutral;
         let wf_neutral = if job.range {
             engine.range_query(&store, expr, n.start_ms, n.end_ms, step_ms)

@@ -69,7 +69,10 @@ impl Engine {
     }
 
     fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
-        let ev = Evaluator::new(src, ast, &self.opts, t, t, text);
+        let mut ev = Evaluator::new(src, ast, &self.opts, t, t, text);
+        // Aggregations over selectors and range functions series-major, as for a one-step
+        // range query: their per-series work then runs on every core for large inputs.
+        ev.precomputed = fastpath::precompute(&ev, ast, t, t, 1)?;
         let value = match ev.eval(ast, t)? {
             Value::Vector(v) => Value::Vector(finish_vector(v)?),
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),

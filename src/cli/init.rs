@@ -34,9 +34,10 @@ pub struct Args {
     /// AWS region of AMP, CloudWatch and SNS (default: the AMP workspace's, else us-west-2).
     #[arg(long, value_name = "REGION")]
     region: Option<String>,
-    /// AWS account id for the SNS topic ARNs and the kubectl context.
-    #[arg(long, default_value = "111122223333", value_name = "ID")]
-    account_id: String,
+    /// AWS account id for the SNS topic ARNs and the kubectl context (default: the AMP workspace
+    /// ARN's, else the documentation account 111122223333, to edit).
+    #[arg(long, value_name = "ID")]
+    account_id: Option<String>,
     /// Amazon Managed Prometheus workspace: its id (ws-...), ARN or query URL (signed with SigV4).
     #[arg(long, value_name = "WORKSPACE", conflicts_with = "source_url")]
     amp_workspace: Option<String>,
@@ -305,8 +306,19 @@ fn plan(args: &Args) -> Result<Plan> {
         Ok(())
     };
     plain(&args.cluster, "--cluster")?;
-    if !(args.account_id.len() == 12 && args.account_id.chars().all(|c| c.is_ascii_digit())) {
-        bail!("--account-id: {:?} is not a 12-digit AWS account id", args.account_id);
+    let arn_account = args
+        .amp_workspace
+        .as_deref()
+        .and_then(|ws| ws.strip_prefix("arn:aws:aps:"))
+        .and_then(|rest| rest.split(':').nth(1))
+        .filter(|a| !a.is_empty());
+    let account_id = match (&args.account_id, arn_account) {
+        (Some(a), _) => a.clone(),
+        (None, Some(a)) => a.to_string(),
+        (None, None) => "111122223333".to_string(),
+    };
+    if !(account_id.len() == 12 && account_id.chars().all(|c| c.is_ascii_digit())) {
+        bail!("--account-id: {account_id:?} is not a 12-digit AWS account id");
     }
     let (source, amp_region) = match (&args.amp_workspace, &args.source_url) {
         (_, Some(url)) => {
@@ -338,7 +350,7 @@ fn plan(args: &Args) -> Result<Plan> {
         telemetry: args.telemetry,
         cluster: args.cluster.clone(),
         region,
-        account_id: args.account_id.clone(),
+        account_id,
         source,
     })
 }
@@ -697,11 +709,15 @@ inhibit_rules:
 /// builds it from (repository variables, so the workflow files need no edit).
 const INSTALL_STEPS: &str = "      - uses: dtolnay/rust-toolchain@stable
       - uses: actions/cache@v4
-        with: {path: ~/.cargo/bin, key: watchfire-${{ vars.WATCHFIRE_GIT_REF || 'default' }}}
+        with:
+          path: ~/.cargo/bin
+          key: watchfire-${{ vars.WATCHFIRE_GIT_REF || 'default' }}
       - name: Install watchfire and rulecheck
         # Repository variables: WATCHFIRE_GIT_URL (the git repository of watchfire's source) and
         # WATCHFIRE_GIT_REF (a tag or commit; unset: the default branch).
-        env: {GIT_URL: \"${{ vars.WATCHFIRE_GIT_URL }}\", GIT_REF: \"${{ vars.WATCHFIRE_GIT_REF }}\"}
+        env:
+          GIT_URL: ${{ vars.WATCHFIRE_GIT_URL }}
+          GIT_REF: ${{ vars.WATCHFIRE_GIT_REF }}
         run: command -v watchfire >/dev/null || cargo install --locked --git \"$GIT_URL\" ${GIT_REF:+--rev \"$GIT_REF\"} watchfire
 ";
 
@@ -731,7 +747,9 @@ fn replay_diff_workflow(p: &Plan) -> String {
         Source::Amp { .. } => format!(
             "      # The role needs aps:QueryMetrics (and cloudwatch:GetMetricData for CloudWatch-sourced rules).\n      \
              - uses: aws-actions/configure-aws-credentials@v4\n        \
-               with: {{role-to-assume: \"${{{{ vars.WATCHFIRE_REPLAY_ROLE }}}}\", aws-region: {}}}\n",
+               with:\n          \
+                 role-to-assume: ${{{{ vars.WATCHFIRE_REPLAY_ROLE }}}}\n          \
+                 aws-region: {}\n",
             p.region
         ),
         Source::Prometheus { .. } => String::new(),
@@ -754,13 +772,18 @@ fn replay_diff_workflow(p: &Plan) -> String {
                  with: {{fetch-depth: 0}}     # --compare reads origin/<base> from git\n\
          {INSTALL_STEPS}{aws}      \
                - uses: actions/cache@v4\n        \
-                 with: {{path: ~/.cache/watchfire/replay, key: watchfire-replay-${{{{ github.run_id }}}}, restore-keys: watchfire-replay-}}\n      \
+                 with:\n          \
+                   path: ~/.cache/watchfire/replay\n          \
+                   key: watchfire-replay-${{{{ github.run_id }}}}\n          \
+                   restore-keys: watchfire-replay-\n      \
                - name: Replay base and PR over the last week, diff the pages\n        \
                  run: |\n          \
                    watchfire replay --config deploy/watchfire.yaml --from -7d \\\n            \
                      --compare origin/${{{{ github.base_ref }}}} --format markdown > comment.md\n      \
                - uses: marocchino/sticky-pull-request-comment@v2\n        \
-                 with: {{header: watchfire-replay, path: comment.md}}\n"
+                 with:\n          \
+                   header: watchfire-replay\n          \
+                   path: comment.md\n"
     )
 }
 
@@ -775,7 +798,7 @@ mod tests {
             telemetry,
             cluster: "c1".into(),
             region: None,
-            account_id: "111122223333".into(),
+            account_id: None,
             amp_workspace: None,
             source_url: None,
             force: false,
@@ -834,14 +857,14 @@ mod tests {
                 telemetry: Telemetry::NodeProbe,
                 cluster: "c".into(),
                 region: None,
-                account_id: "111122223333".into(),
+                account_id: None,
                 amp_workspace: None,
                 source_url: None,
                 force: false,
             };
             assert!(plan(&args).is_err(), "{t:?} accepted");
             args.teams = vec!["ok".into()];
-            args.account_id = "12".into();
+            args.account_id = Some("12".into());
             assert!(plan(&args).is_err());
         }
     }

@@ -203,6 +203,15 @@ fn defaults_without_flags_in_the_current_directory() {
         text(&o)
     );
     check_repository(tmp.path(), false);
+    // The demo's own expectations name watchfire's example teams: asking to check them is an
+    // error at once, not a failed check after the replay.
+    let o = run(
+        WATCHFIRE,
+        tmp.path(),
+        &["replay", "--demo", "--config", "deploy/watchfire.yaml", "--check"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--check: the demo's incident checks expect"));
 }
 
 #[test]

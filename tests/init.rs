@@ -150,6 +150,11 @@ fn dcgm_exporter_on_amp() {
     assert!(wf.contains("--compare origin/${{ github.base_ref }} --format markdown"));
     assert!(wf.contains("aws-region: us-east-1"));
     assert!(read(&dir, ".github/workflows/rulecheck.yml").contains("rulecheck --format github"));
+    // The exporter's counters the GPU rules read beyond its default set.
+    let csv = read(&dir, "deploy/dcgm-exporter/counters.csv");
+    assert!(
+        csv.contains("\nDCGM_FI_DEV_CLOCK_THROTTLE_REASONS,") && csv.contains("\nDCGM_FI_DEV_POWER_MGMT_LIMIT_DEF,")
+    );
 }
 
 #[test]
@@ -169,6 +174,10 @@ fn node_probe_on_prometheus() {
     assert!(cfg.contains("job=\"node-probe\""));
     assert!(read(&dir, "deploy/owners.yaml").contains("default: platform"));
     assert!(read(&dir, "slos/inference-latency.yaml").contains("owner: inference"));
+    assert!(
+        !dir.join("deploy/dcgm-exporter").exists(),
+        "DCGM-Exporter's counters only for its path"
+    );
     let wf = read(&dir, ".github/workflows/replay-diff.yml");
     assert!(
         !wf.contains("configure-aws-credentials"),

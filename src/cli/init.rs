@@ -415,6 +415,9 @@ fn render(p: &Plan) -> Vec<(String, String)> {
     files.push(("deploy/routes.yaml".into(), routes_yaml(p)));
     files.push(("deploy/owners.yaml".into(), owners_yaml(p)));
     files.push(("deploy/cloudwatch-mapping.yaml".into(), cloudwatch_mapping(p)));
+    if p.telemetry == Telemetry::DcgmExporter {
+        files.push(("deploy/dcgm-exporter/counters.csv".into(), DCGM_COUNTERS.into()));
+    }
     files.push(("rulecheck.yaml".into(), RULECHECK_YAML.into()));
     files.push((
         ".github/workflows/rulecheck.yml".into(),
@@ -438,6 +441,32 @@ fn cloudwatch_mapping(p: &Plan) -> String {
         "# Written by `watchfire init` from watchfire's mapping. EDIT: the S3 buckets (BucketName) are examples.\n{body}"
     )
 }
+
+/// DCGM-Exporter's counters for the policy (`-f` / the Helm chart's `arguments`): its default set
+/// reports power, temperature and the last XID; throttle reasons, the power limits (the TDP) and the
+/// windowed XID and clock-event counts are off by default, and without them GPUThrottling cannot fire
+/// and the TDP comes from the model table (rules/METRICS.md, "DCGM-Exporter").
+const DCGM_COUNTERS: &str = "\
+# DCGM-Exporter counters for watchfire's policy (written by `watchfire init`; rules/METRICS.md lists what
+# each rule reads). Use it as the exporter's collectors file (dcgm-exporter -f counters.csv; with the Helm
+# chart, a ConfigMap and `arguments: [-f, /etc/dcgm-exporter/counters.csv]`), scraped as job=\"dcgm-exporter\".
+# Legacy field names: the rules read both them and the DCGM 4.6 names.
+# Format: DCGM field, Prometheus metric type, help message
+
+# From dcgm-exporter's default set (the policy reads temperature, power and XIDs; keep your others here).
+DCGM_FI_DEV_GPU_TEMP,            gauge, GPU temperature (in C).
+DCGM_FI_DEV_POWER_USAGE,         gauge, Power draw (in W).
+DCGM_FI_DEV_XID_ERRORS,          gauge, Value of the last XID error encountered.
+DCGM_FI_DEV_GPU_UTIL,            gauge, GPU utilization (in %).
+DCGM_FI_DEV_FB_USED,             gauge, Framebuffer memory used (in MiB).
+
+# Not in the default set: what GPUThrottling, GPULowPowerVsTDP and GPUHardwareFailure also read.
+DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF, gauge, Default power management limit (in W): the TDP.
+DCGM_FI_DEV_ENFORCED_POWER_LIMIT, gauge, Power limit the driver enforces (in W).
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, Bitmask of active clock throttle reasons.
+DCGM_EXP_CLOCK_EVENTS_COUNT,     gauge, Count of clock events within the user-specified time window (see clock-events-count-window-size param).
+DCGM_EXP_XID_ERRORS_COUNT,       gauge, Count of XID Errors within user-specified time window (see xid-count-window-size param).
+";
 
 const RULECHECK_YAML: &str = "\
 # rulecheck's configuration (keys: `rulecheck --help`, watchfire's src/check/config.rs). The rules under
@@ -497,8 +526,8 @@ fn watchfire_yaml(p: &Plan) -> String {
                     "node-probe's DaemonSet on the GPU nodes, scraped as job=\"node-probe\" into the source above"
                 }
                 _ => {
-                    "DCGM-Exporter scraped as job=\"dcgm-exporter\" into the source above (a custom counters CSV adds\n  \
-                     # throttle reasons and power limits: rules/METRICS.md)"
+                    "DCGM-Exporter scraped as job=\"dcgm-exporter\" into the source above, with the counters of\n  \
+                     # dcgm-exporter/counters.csv (throttle reasons and power limits are not in its default set)"
                 }
             };
             let _ = writeln!(s, "  # GPU telemetry: {how}.");
@@ -866,6 +895,34 @@ mod tests {
             args.teams = vec!["ok".into()];
             args.account_id = Some("12".into());
             assert!(plan(&args).is_err());
+        }
+    }
+
+    /// Every field of the counters file is one DCGM-Exporter has (its catalogue), and every
+    /// DCGM-Exporter metric the GPU rules read is enabled in one of its names.
+    #[test]
+    fn dcgm_counters_are_known_fields_the_rules_read() {
+        let catalogue = include_str!("../../catalogue/dcgm-exporter.yaml");
+        let fields: Vec<&str> = DCGM_COUNTERS
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split(',').next().unwrap().trim())
+            .collect();
+        assert!(fields.len() >= 9);
+        for f in &fields {
+            assert!(
+                catalogue.contains(&format!("\n  {f}: {{")),
+                "{f} is not a DCGM-Exporter field"
+            );
+        }
+        let rules = include_str!("../../rules/gpu-telemetry.yaml");
+        for f in [
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF",
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "DCGM_EXP_XID_ERRORS_COUNT",
+        ] {
+            assert!(fields.contains(&f));
+            assert!(rules.contains(f), "{f} is no longer read by the rules");
         }
     }
 

@@ -409,7 +409,15 @@ fn amp_url(ws: &str, region: Option<&str>) -> Result<(String, Option<String>)> {
 fn render(p: &Plan) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = PACK
         .iter()
-        .map(|(path, text)| (path.to_string(), adapt_owners(text, p)))
+        .map(|(path, text)| {
+            let text = adapt_owners(text, p);
+            // The contract names watchfire's own files (src/, tests/, examples/): say whose.
+            let text = match *path {
+                "rules/METRICS.md" => format!("> From watchfire's policy pack (`watchfire init`); paths under src/, tests/, examples/ and scenarios/ are watchfire's repository.\n\n{text}"),
+                _ => text,
+            };
+            (path.to_string(), text)
+        })
         .collect();
     files.push(("deploy/watchfire.yaml".into(), watchfire_yaml(p)));
     files.push(("deploy/routes.yaml".into(), routes_yaml(p)));

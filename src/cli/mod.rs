@@ -1,5 +1,6 @@
 //! Command-line interface: argument parsing, logging setup and dispatch to subcommands.
 
+mod init;
 mod promqltest;
 mod query;
 mod replay;
@@ -23,6 +24,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Start a new alerting repository: the shipped policy pack adapted to your teams, source and
+    /// GPU telemetry path (rules/, slos/, deploy/, rulecheck.yaml, GitHub workflows).
+    Init(init::Args),
     /// Run Prometheus promqltest files (`*.test`) against the engine.
     Promqltest(promqltest::Args),
     /// Evaluate a PromQL expression over data files.
@@ -57,6 +61,7 @@ pub fn main() -> i32 {
     // A panic must never end the process with a backtrace dump: callers report it as an error.
     std::panic::set_hook(Box::new(|info| tracing::debug!("panic: {info}")));
     match cli.command {
+        Command::Init(args) => init::run(args),
         Command::Promqltest(args) => promqltest::run(args),
         Command::Query(args) => query::run(args),
         Command::Replay(args) => replay::run(args),

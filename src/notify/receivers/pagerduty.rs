@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::super::integrations::{IntegrationConfig, Val};
 use super::super::notifier::Notification;
 use super::text::{client_url, render, subject, text_alert_list};
-use super::{template_data, Deliverer, DeliveryError, TemplateData};
+use super::{group_value, template_data, Deliverer, DeliveryError, TemplateData};
 
 /// PagerDuty's limit on `payload.summary`, in characters.
 pub const MAX_SUMMARY_RUNES: usize = 1024;
@@ -72,16 +72,6 @@ pub struct Link {
 
 /// At most this many runbook links from individual alerts (a large group stays readable).
 const MAX_LINKS: usize = 10;
-
-/// The value of the first of `names` in the group's common labels, else in its first firing
-/// alert (else its first alert).
-fn group_value(d: &TemplateData, names: &[&str]) -> Option<String> {
-    let first = d.alerts.iter().find(|a| a.status == "firing").or(d.alerts.first());
-    std::iter::once(&d.common_labels)
-        .chain(first.map(|a| &a.labels))
-        .find_map(|kv| names.iter().find_map(|n| kv.get(*n)).filter(|v| !v.is_empty()))
-        .cloned()
-}
 
 /// `notify.Key.Hash()`: the SHA-256 hex of a group key.
 pub fn dedup_key(group_key: &str) -> String {

@@ -306,7 +306,7 @@ pub fn load_delivery_file(path: &Path) -> Result<Config, ConfigError> {
         path: shown.clone(),
         message: e.to_string(),
     })?;
-    let mut cfg = load_delivery_str(&src, &shown)?;
+    let mut cfg = load_str_as(&src, &shown, Dialect::Delivery)?;
     resolve_templates(&mut cfg, path);
     check_templates(&cfg, &shown)?;
     cfg.path = Some(path.to_path_buf());
@@ -315,7 +315,9 @@ pub fn load_delivery_file(path: &Path) -> Result<Config, ConfigError> {
 
 /// [`load_delivery_file`] for text (template files are not read).
 pub fn load_delivery_str(src: &str, path: &str) -> Result<Config, ConfigError> {
-    load_str_as(src, path, Dialect::Delivery)
+    let cfg = load_str_as(src, path, Dialect::Delivery)?;
+    check_templates(&cfg, path)?;
+    Ok(cfg)
 }
 
 /// The configuration's template files and the default templates, for the receivers.

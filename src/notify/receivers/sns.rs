@@ -685,12 +685,20 @@ mod tests {
             r.message
         );
         let (cfg, n) = setup(
-            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ range .Alerts }}x{{ end }}'",
+            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ .Status | toUpper }} {{ range .Alerts }}{{ .Labels.alertname }}{{ end }}'",
+            &[("gpu-1", "XID")],
+            false,
+        );
+        let r = publish_request(&cfg.receivers[0].integrations[0], &n, "http://wf").unwrap();
+        assert_eq!(r.subject.as_deref(), Some("FIRING DCGMXidError"));
+        // A configuration read as Alertmanager reads it is not template-checked; the send fails.
+        let (cfg, n) = setup(
+            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ .Status'",
             &[("gpu-1", "XID")],
             false,
         );
         let e = publish_request(&cfg.receivers[0].integrations[0], &n, "http://wf").unwrap_err();
-        assert!(e.to_string().contains("unsupported template action"), "{e}");
+        assert!(e.to_string().contains("failed to template SNS message"), "{e}");
         assert!(!e.retryable());
     }
 }

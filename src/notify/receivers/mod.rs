@@ -435,6 +435,9 @@ impl Deliverer {
     }
 }
 
+/// Checks the body of a 2xx answer.
+pub type BodyCheck = fn(&str) -> Result<(), DeliveryError>;
+
 /// One HTTP request of a receiver.
 #[derive(Clone)]
 pub struct Request<'a> {
@@ -447,7 +450,7 @@ pub struct Request<'a> {
     /// Statuses retried besides 5xx.
     pub extra_retry: &'a [u16],
     /// Checks a 2xx answer's body (Slack's `{"ok": false}`).
-    pub check_body: Option<fn(&str) -> Result<(), DeliveryError>>,
+    pub check_body: Option<BodyCheck>,
 }
 
 impl<'a> Request<'a> {

@@ -239,7 +239,6 @@ mod tests {
             starts_at: Some(t0),
             ends_at: Some(t0 + chrono::Duration::seconds(30)),
             generator_url: "http://prom/x".into(),
-            ..Default::default()
         };
         nf.put_alerts(
             [p.into_alert(t0, crate::duration::Duration::from_secs(300)).unwrap()],

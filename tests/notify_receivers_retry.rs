@@ -236,3 +236,34 @@ fn smtp_4xx_retried_5xx_final() {
     let e = common::runtime().block_on(deliverer().deliver(&cfg, &n)).unwrap_err();
     assert!(matches!(&e, DeliveryError::GaveUp { attempts: 4, .. }), "{e:?}");
 }
+
+#[test]
+fn smtp_starttls_and_auth_with_password_file() {
+    let Some(smtp) = common::Smtp::start_tls("watchfire", "s3cret") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("smtp-password");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let receiver = |pw: &std::path::Path, require_tls: bool| {
+        format!(
+            "receivers: [{{name: r, email_configs: [{{to: 'oncall@test', from: 'watchfire@test', smarthost: '127.0.0.1:{}', require_tls: {require_tls}, auth_username: watchfire, auth_password_file: '{}', tls_config: {{insecure_skip_verify: true}}}}]}}]",
+            smtp.port,
+            pw.display()
+        )
+    };
+    let (cfg, n) = notification(&receiver(&pw, true));
+    common::runtime()
+        .block_on(deliverer().deliver(&cfg, &n))
+        .expect("delivered over STARTTLS with auth");
+    assert_eq!(smtp.messages().len(), 1);
+
+    // Without STARTTLS the server offers no authentication: a configuration problem, final.
+    let (cfg, n) = notification(&receiver(&pw, false));
+    let e = common::runtime().block_on(deliverer().deliver(&cfg, &n)).unwrap_err();
+    assert!(
+        matches!(&e, DeliveryError::Config(m) if m.contains("authentication mechanism")),
+        "{e:?}"
+    );
+    assert_eq!(smtp.messages().len(), 1);
+}

@@ -379,7 +379,19 @@ class Handler:
         os.rename(name + '.tmp', name)
         return '250 Message accepted'
 
-c = Controller(Handler(), hostname='127.0.0.1', port=port)
+kw = {}
+if len(sys.argv) > 3:
+    # STARTTLS required, then PLAIN/LOGIN auth as USER with PASSWORD.
+    import ssl
+    from aiosmtpd.smtp import AuthResult
+    cert, key, user, password = sys.argv[3:7]
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    def check(server, session, envelope, mechanism, data):
+        ok = data.login.decode() == user and data.password.decode() == password
+        return AuthResult(success=ok)
+    kw = dict(tls_context=ctx, require_starttls=True, auth_required=True, authenticator=check)
+c = Controller(Handler(), hostname='127.0.0.1', port=port, **kw)
 c.start()
 print('ready', flush=True)
 while True:
@@ -389,6 +401,48 @@ while True:
 impl Smtp {
     /// `None` only when aiosmtpd is missing and the skip is allowed (see [`require`]).
     pub fn start() -> Option<Smtp> {
+        Smtp::start_with(&[])
+    }
+
+    /// A server that requires STARTTLS (a self-signed certificate made with openssl) and then
+    /// authentication as `user` with `password`.
+    pub fn start_tls(user: &str, password: &str) -> Option<Smtp> {
+        let openssl = require_tool("openssl", "apt-get install openssl")?;
+        let certs = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+        let st = std::process::Command::new(openssl)
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run openssl");
+        assert!(st.success(), "openssl req failed");
+        let smtp = Smtp::start_with(&[
+            cert.display().to_string(),
+            key.display().to_string(),
+            user.to_string(),
+            password.to_string(),
+        ]);
+        // The server has read its certificate once it listens.
+        drop(certs);
+        smtp
+    }
+
+    fn start_with(extra: &[String]) -> Option<Smtp> {
         let have = std::process::Command::new("python3")
             .args(["-c", "import aiosmtpd"])
             .status()
@@ -402,6 +456,7 @@ impl Smtp {
         let port = free_port();
         let child = std::process::Command::new("python3")
             .args(["-c", SMTP_SERVER, &dir.path().display().to_string(), &port.to_string()])
+            .args(extra)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

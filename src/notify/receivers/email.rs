@@ -204,7 +204,8 @@ pub fn render(
     })
 }
 
-/// What an SMTP failure means for a retry: 4xx and connection problems are transient, 5xx final.
+/// What an SMTP failure means for a retry: 4xx and connection problems are transient, 5xx final,
+/// and so is a client-side mismatch (no authentication mechanism in common: configuration).
 fn classify(e: lettre::transport::smtp::Error) -> DeliveryError {
     let code = e.status().map(|c| c.to_string()).unwrap_or_default();
     if e.is_permanent() || e.is_transient() {
@@ -213,6 +214,9 @@ fn classify(e: lettre::transport::smtp::Error) -> DeliveryError {
             body: e.to_string(),
             retryable: e.is_transient(),
         };
+    }
+    if e.is_client() {
+        return DeliveryError::Config(format!("smtp: {e}"));
     }
     DeliveryError::Transport(format!("smtp: {e}"))
 }
@@ -241,8 +245,11 @@ fn transport(
         .map(|t| t.server_name.clone())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| host.clone());
+    // Go's InsecureSkipVerify skips both the chain and the name check.
+    let insecure = tls_cfg.as_ref().is_some_and(|t| t.insecure_skip_verify);
     let mut params = TlsParameters::builder(server_name)
-        .dangerous_accept_invalid_certs(tls_cfg.as_ref().is_some_and(|t| t.insecure_skip_verify));
+        .dangerous_accept_invalid_certs(insecure)
+        .dangerous_accept_invalid_hostnames(insecure);
     if let Some(ca) = tls_cfg.as_ref().map(|t| t.ca_file.as_str()).filter(|f| !f.is_empty()) {
         let pem = std::fs::read(ca).map_err(|e| DeliveryError::Config(format!("tls_config.ca_file {ca}: {e}")))?;
         let cert =
@@ -298,9 +305,12 @@ pub async fn send(d: &Deliverer, cfg: &Config, ic: &IntegrationConfig, n: &Notif
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let e = match transport.send_raw(&envelope, &email.raw).await {
-            Ok(_) => return Ok(()),
-            Err(e) => classify(e),
+        // lettre's timeout covers connecting; a server that stops answering mid-dialogue is
+        // bounded here.
+        let e = match tokio::time::timeout(d.ctx.timeout, transport.send_raw(&envelope, &email.raw)).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => classify(e),
+            Err(_) => DeliveryError::Transport(format!("smtp: no answer within {:?}", d.ctx.timeout)),
         };
         let wait = policy.backoff(attempt);
         if !e.retryable() {

@@ -98,7 +98,9 @@ receivers:
     send_resolved: true
     short_fields: true
     fields: [{title: Cluster, value: '{{ .CommonLabels.cluster }}'}, {title: Team, value: '{{ .CommonLabels.team | toUpper }}', short: false}]
-    actions: [{type: button, text: Runbook, url: '{{ .CommonAnnotations.runbook_url }}'}]
+    actions:
+    - {type: button, text: Runbook, url: '{{ .CommonAnnotations.runbook_url }}', style: primary, confirm: {text: 'Open?'}}
+    - {type: button, text: Ack, name: ack, value: '{{ .GroupLabels.alertname }}', confirm: {text: 'Ack {{ .Status }}?', title: Sure, ok_text: 'Yes', dismiss_text: 'No'}}
     text: '{{ range .Alerts }}{{ .Labels.instance }} {{ .Status }} since {{ .StartsAt }}; {{ end }}'
     footer: 'team {{ .CommonLabels.team }}'
   - api_url: http://127.0.0.1:REC/PREFIX/slack-default

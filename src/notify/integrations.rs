@@ -702,6 +702,12 @@ fn decode_slack_actions(d: &mut Decoder, v: &Node, tn: &str) -> DResult<Vec<BTre
                     return Err(Fail::new(val.pos(), "missing text in Slack confirmation configuration"));
                 }
                 rec.insert("confirm".to_string(), conf.get("text").cloned().unwrap_or_default());
+                // The other confirmation fields, for the Slack receiver (`confirm.title`, ...).
+                for (k, v) in conf {
+                    if k != "text" {
+                        rec.insert(format!("confirm.{k}"), v);
+                    }
+                }
             } else {
                 rec.insert(k.to_string(), d.string(val, "string"));
             }

@@ -129,17 +129,37 @@ pub fn message(
         .iter()
         .map(|r| {
             let mut out = BTreeMap::new();
+            let mut confirm = serde_json::Map::new();
+            // Alertmanager's `SlackAction.UnmarshalYAML`: a link button (url) carries no message
+            // action fields (name, value, confirm); a message action no url.
+            let link = r.get("url").is_some_and(|u| !u.is_empty());
             for (k, v) in r {
+                let dropped = if link {
+                    k == "name" || k == "value" || k.starts_with("confirm")
+                } else {
+                    k == "url"
+                };
+                if dropped {
+                    continue;
+                }
                 let v = t.render(v);
                 if v.is_empty() {
                     continue;
                 }
-                let v = if k == "confirm" {
-                    serde_json::json!({ "text": v })
-                } else {
-                    serde_json::Value::String(v)
-                };
-                out.insert(k.clone(), v);
+                match k.strip_prefix("confirm.") {
+                    Some(ck) => {
+                        confirm.insert(ck.to_string(), v.into());
+                    }
+                    None if k == "confirm" => {
+                        confirm.insert("text".into(), v.into());
+                    }
+                    None => {
+                        out.insert(k.clone(), serde_json::Value::String(v));
+                    }
+                }
+            }
+            if !confirm.is_empty() {
+                out.insert("confirm".into(), confirm.into());
             }
             out
         })
@@ -295,7 +315,7 @@ mod tests {
     fn configured_fields_actions_and_truncation() {
         let long = "x".repeat(1100);
         let (cfg, n) = setup(&format!(
-            "api_url: 'http://x/hook', title: '{long}', text: '{{{{ .CommonAnnotations.summary }}}} in {{{{ .Cluster }}}}', footer: '', short_fields: true, fields: [{{title: Owner, value: '{{{{ .CommonLabels.owner }}}}'}}, {{title: t, value: v, short: false}}], actions: [{{type: button, text: Runbook, url: 'http://rb'}}]"
+            "api_url: 'http://x/hook', title: '{long}', text: '{{{{ .CommonAnnotations.summary }}}} in {{{{ .Cluster }}}}', footer: '', short_fields: true, fields: [{{title: Owner, value: '{{{{ .CommonLabels.owner }}}}'}}, {{title: t, value: v, short: false}}], actions: [{{type: button, text: Runbook, url: 'http://rb', name: n, confirm: {{text: sure}}}}, {{type: button, text: Ack, name: ack, value: '{{{{ .Status }}}}', confirm: {{text: sure, title: T, ok_text: yes, dismiss_text: no}}}}]"
         ));
         let m = message(&cfg, ic(&cfg), &n, "http://am").unwrap();
         let a = &m.attachments[0];
@@ -305,7 +325,15 @@ mod tests {
         assert_eq!(a.footer, "");
         assert_eq!(a.fields[0].value, "ml-serving");
         assert!(a.fields[0].short && !a.fields[1].short);
-        assert_eq!(a.actions[0]["url"], "http://rb");
+        assert_eq!(
+            serde_json::to_value(&a.actions[0]).unwrap(),
+            serde_json::json!({"type": "button", "text": "Runbook", "url": "http://rb"})
+        );
+        assert_eq!(
+            serde_json::to_value(&a.actions[1]).unwrap(),
+            serde_json::json!({"type": "button", "text": "Ack", "name": "ack", "value": "firing",
+                "confirm": {"text": "sure", "title": "T", "ok_text": "yes", "dismiss_text": "no"}})
+        );
     }
 
     #[test]

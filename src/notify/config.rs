@@ -342,16 +342,10 @@ fn check_templates(cfg: &Config, path: &str) -> Result<(), ConfigError> {
         pos,
         message,
     };
-    let user = notify_templates(cfg).map_err(|e| invalid(None, e))?;
-    user.check("").map_err(|e| invalid(None, e.to_string()))?;
-    let defaults = crate::template::NotifyTemplates::default();
+    let tmpl = notify_templates(cfg).map_err(|e| invalid(None, e))?;
+    tmpl.check("").map_err(|e| invalid(None, e.to_string()))?;
     for r in &cfg.receivers {
         for ic in &r.integrations {
-            // PagerDuty's and SNS's texts see the default templates only (receivers/text.rs).
-            let tmpl = match ic.kind {
-                "pagerduty_configs" | "sns_configs" => &defaults,
-                _ => &user,
-            };
             for (name, v, pos) in &ic.fields.values {
                 let texts: Vec<String> = match v {
                     Val::Str(s) => vec![s.clone()],

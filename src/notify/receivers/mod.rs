@@ -374,8 +374,8 @@ impl Deliverer {
             .ok_or_else(|| DeliveryError::Config("unknown integration".into()))?;
         match ic.kind {
             "webhook_configs" => webhook::send(self, ic, n).await,
-            "pagerduty_configs" => pagerduty::send(self, ic, n).await,
-            "sns_configs" => sns::send(self, ic, n).await,
+            "pagerduty_configs" => pagerduty::send(self, cfg, ic, n).await,
+            "sns_configs" => sns::send(self, cfg, ic, n).await,
             "slack_configs" => slack::send(self, cfg, ic, n).await,
             "opsgenie_configs" => opsgenie::send(self, cfg, ic, n).await,
             "msteamsv2_configs" => msteamsv2::send(self, cfg, ic, n).await,

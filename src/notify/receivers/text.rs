@@ -70,12 +70,33 @@ pub fn client_url(d: &TemplateData) -> String {
 }
 
 /// Renders a configured text of the PagerDuty and SNS receivers with Alertmanager's template
-/// engine and the default templates (their texts do not see the configuration's `templates:`
-/// files; the delivery loader checks them against the defaults alone).
+/// engine and the default templates only; see [`Rendering`] for the configuration's.
 pub fn render(text: &str, d: &TemplateData) -> Result<String, String> {
     crate::template::NotifyTemplates::default()
         .render(text, &notify_data_of(d))
         .map_err(|e| e.to_string())
+}
+
+/// [`TemplateData`] with the configuration's templates (defaults and `templates:` files).
+pub struct Rendering<'a> {
+    pub templates: &'a crate::template::NotifyTemplates,
+    pub data: TemplateData,
+}
+
+impl std::ops::Deref for Rendering<'_> {
+    type Target = TemplateData;
+    fn deref(&self) -> &TemplateData {
+        &self.data
+    }
+}
+
+impl Rendering<'_> {
+    /// Renders a configured text.
+    pub fn render(&self, text: &str) -> Result<String, String> {
+        self.templates
+            .render(text, &notify_data_of(&self.data))
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The template engine's data for [`TemplateData`] (times back from their JSON form).

@@ -258,6 +258,17 @@ fn smtp_starttls_and_auth_with_password_file() {
         .expect("delivered over STARTTLS with auth");
     assert_eq!(smtp.messages().len(), 1);
 
+    // The credentials from `global`, as Alertmanager inherits them.
+    let (cfg, n) = notification(&format!(
+        "global: {{smtp_auth_username: watchfire, smtp_auth_password_file: '{}'}}\nreceivers: [{{name: r, email_configs: [{{to: 'oncall@test', from: 'watchfire@test', smarthost: '127.0.0.1:{}', tls_config: {{insecure_skip_verify: true}}}}]}}]",
+        pw.display(),
+        smtp.port
+    ));
+    common::runtime()
+        .block_on(deliverer().deliver(&cfg, &n))
+        .expect("delivered with global credentials");
+    assert_eq!(smtp.messages().len(), 2);
+
     // Without STARTTLS the server offers no authentication: a configuration problem, final.
     let (cfg, n) = notification(&receiver(&pw, false));
     let e = common::runtime().block_on(deliverer().deliver(&cfg, &n)).unwrap_err();
@@ -265,5 +276,5 @@ fn smtp_starttls_and_auth_with_password_file() {
         matches!(&e, DeliveryError::Config(m) if m.contains("authentication mechanism")),
         "{e:?}"
     );
-    assert_eq!(smtp.messages().len(), 1);
+    assert_eq!(smtp.messages().len(), 2);
 }

@@ -276,9 +276,18 @@ fn transport(
         .tls(tls)
         .hello_name(ClientId::Domain(hello))
         .timeout(Some(timeout));
-    let user = f.str("auth_username");
+    // Unset auth settings come from `global` (Alertmanager's config inheritance).
+    let g = &cfg.global;
+    let user = match f.str("auth_username") {
+        "" => g.smtp_auth_username.as_str(),
+        u => u,
+    };
     if !user.is_empty() {
-        let password = secret(f.str("auth_password"), f.str("auth_password_file"))?;
+        let password = if f.str("auth_password").is_empty() && f.str("auth_password_file").is_empty() {
+            secret(&g.smtp_auth_password, &g.smtp_auth_password_file)?
+        } else {
+            secret(f.str("auth_password"), f.str("auth_password_file"))?
+        };
         b = b
             .credentials(Credentials::new(user.to_string(), password))
             .authentication(vec![Mechanism::Plain, Mechanism::Login]);

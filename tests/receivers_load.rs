@@ -109,4 +109,17 @@ fn every_delivered_kind_loads_and_later_kinds_are_named() {
     .unwrap_err()
     .to_string();
     assert!(e.starts_with("r.yaml:7:5: receiver \"r\": slack_configs.title"), "{e}");
+    // CRAM-MD5 (auth_secret) is not delivered: refused at its field.
+    let e = watchfire::notify::load_delivery_str(
+        &routes(
+            "  email_configs:\n  - {to: a@b, from: c@d, smarthost: 'smtp:587', auth_username: u, auth_secret: s}\n",
+        ),
+        "r.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("r.yaml:6:") && e.contains("auth_secret (CRAM-MD5)"),
+        "{e}"
+    );
 }

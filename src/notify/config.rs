@@ -346,6 +346,18 @@ fn check_templates(cfg: &Config, path: &str) -> Result<(), ConfigError> {
     tmpl.check("").map_err(|e| invalid(None, e.to_string()))?;
     for r in &cfg.receivers {
         for ic in &r.integrations {
+            // lettre has no CRAM-MD5: a secret that would select it is refused rather than
+            // sent as a PLAIN password.
+            let secret = !ic.fields.str("auth_secret").is_empty() || !cfg.global.smtp_auth_secret.is_empty();
+            if ic.kind == "email_configs" && secret && ic.fields.str("auth_password").is_empty() {
+                return Err(invalid(
+                    Some(ic.fields.pos("auth_secret").unwrap_or(ic.pos)),
+                    format!(
+                        "receiver {}: email_configs: auth_secret (CRAM-MD5) is not delivered by watchfire; use auth_password or auth_password_file",
+                        go_quote(&r.name)
+                    ),
+                ));
+            }
             for (name, v, pos) in &ic.fields.values {
                 let texts: Vec<String> = match v {
                     Val::Str(s) => vec![s.clone()],

@@ -61,6 +61,13 @@ struct Setup {
 /// `Always` fires and is routed to the receiver on `bad_port`; everything else (the built-in
 /// alerts) to a recorder that accepts.
 fn setup(bad_port: u16) -> Setup {
+    setup_with(&format!(
+        "    webhook_configs:\n      - url: http://127.0.0.1:{bad_port}/hook\n"
+    ))
+}
+
+/// [`setup`] with the team receiver's integrations given as YAML.
+fn setup_with(team: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let ok_l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -69,7 +76,7 @@ fn setup(bad_port: u16) -> Setup {
     let rules = "groups:\n  - name: g\n    interval: 1m\n    rules:\n      - alert: Always\n        expr: vector(1)\n";
     let routes = format!(
         "route:\n  receiver: ops\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 52w\n  routes:\n    - matchers: [alertname=Always]\n      receiver: team\n\
-         receivers:\n  - name: team\n    webhook_configs:\n      - url: http://127.0.0.1:{bad_port}/hook\n  - name: ops\n    webhook_configs:\n      - url: http://127.0.0.1:{ok_port}/hook\n"
+         receivers:\n  - name: team\n{team}  - name: ops\n    webhook_configs:\n      - url: http://127.0.0.1:{ok_port}/hook\n"
     );
     let config = common::embedded_config(root, rules, &routes);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -226,6 +233,20 @@ fn a_final_error_dead_letters_at_once_and_pages() {
         )),
         "{got:?}"
     );
+}
+
+#[test]
+fn a_slack_4xx_is_final_and_dead_lettered() {
+    let (bad, requests) = refusing(404);
+    let s = setup_with(&format!(
+        "    slack_configs:\n      - api_url: http://127.0.0.1:{bad}/services/T/B/X\n"
+    ));
+    s.first_attempt(&requests);
+    assert_eq!(requests.load(Ordering::SeqCst), 1, "a 404 is not retried");
+    let dl = s.dead_letters();
+    assert_eq!(dl.len(), 1, "{dl:?}");
+    assert_eq!(dl[0].receiver, "team");
+    assert!(dl[0].last_error.contains("404"), "{}", dl[0].last_error);
 }
 
 #[test]

@@ -255,3 +255,22 @@ fn shipped_policy_notification_tests_pass() {
     assert!(out.status.success(), "{t}");
     assert!(t.contains(", 0 failed"), "{t}");
 }
+
+#[test]
+fn undelivered_receiver_kind_is_a_load_error() {
+    // `watchfire test` shows a receiver only when `run` would deliver it: a kind watchfire does
+    // not deliver fails the file at load, with the routes file's position.
+    let dir = copy_with("routes.yaml", |r| {
+        r.replace(
+            "    webhook_configs: [{url: \"http://127.0.0.1:9/notify\"}]",
+            "    webhook_configs: [{url: \"http://127.0.0.1:9/notify\"}]\n    victorops_configs: [{api_key: k, routing_key: r}]",
+        )
+    });
+    let out = watchfire_test(&[&dir.path().join("pass_test.yaml")]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("routes.yaml:32:5: victorops_configs: watchfire does not deliver this receiver kind"),
+        "{t}"
+    );
+}

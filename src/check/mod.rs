@@ -319,7 +319,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
         if let Ok(t) = std::fs::read_to_string(p) {
             report.sources.insert(name.clone(), t);
         }
-        match crate::notify::load_file(p) {
+        match crate::notify::load_delivery_file(p) {
             Ok(c) => Some(c),
             Err(e) => {
                 if matches!(e, crate::notify::ConfigError::Io { .. }) {

@@ -276,18 +276,119 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
         message: e.to_string(),
     })?;
     let mut cfg = load_str(&src, &shown)?;
-    let dir = path.parent().unwrap_or(Path::new(""));
-    for t in &mut cfg.templates {
-        if !t.is_empty() && !Path::new(t.as_str()).is_absolute() {
-            *t = dir.join(t.as_str()).display().to_string();
-        }
-    }
+    resolve_templates(&mut cfg, path);
     cfg.path = Some(path.to_path_buf());
     Ok(cfg)
 }
 
 /// Parses and validates configuration text (`config.Load`); `path` names it in errors.
 pub fn load_str(src: &str, path: &str) -> Result<Config, ConfigError> {
+    load_str_as(src, path, Dialect::Alertmanager)
+}
+
+/// How a configuration is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dialect {
+    /// Exactly as Alertmanager 0.25 reads it (`watchfire routes`, the amtool conformance).
+    Alertmanager,
+    /// For delivery: also `msteamsv2_configs`, and every receiver must be one watchfire
+    /// delivers (see [`load_delivery_str`]).
+    Delivery,
+}
+
+/// Reads a configuration for delivery (`run`, `run --check`, rulecheck, `replay`, `watchfire
+/// test`): Alertmanager's reading plus `msteamsv2_configs`; an integration kind watchfire does not
+/// deliver is an error at its key, and every templated text must parse. A configuration that
+/// loads is one whose every receiver is delivered.
+pub fn load_delivery_file(path: &Path) -> Result<Config, ConfigError> {
+    let shown = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    let mut cfg = load_str_as(&src, &shown, Dialect::Delivery)?;
+    resolve_templates(&mut cfg, path);
+    check_templates(&cfg, &shown)?;
+    cfg.path = Some(path.to_path_buf());
+    Ok(cfg)
+}
+
+/// [`load_delivery_file`] for text (template files are not read).
+pub fn load_delivery_str(src: &str, path: &str) -> Result<Config, ConfigError> {
+    let cfg = load_str_as(src, path, Dialect::Delivery)?;
+    check_templates(&cfg, path)?;
+    Ok(cfg)
+}
+
+/// The configuration's template files and the default templates, for the receivers.
+pub fn notify_templates(cfg: &Config) -> Result<crate::template::NotifyTemplates, String> {
+    let mut files = Vec::new();
+    for pattern in &cfg.templates {
+        let paths = glob::glob(pattern).map_err(|e| format!("templates {pattern:?}: {e}"))?;
+        for p in paths {
+            let p = p.map_err(|e| e.to_string())?;
+            let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            files.push((p.display().to_string(), text));
+        }
+    }
+    Ok(crate::template::NotifyTemplates::new(files))
+}
+
+/// Parses the template files and every templated text of the delivered integrations, so that a
+/// broken template is a load error with its position rather than a failed send.
+fn check_templates(cfg: &Config, path: &str) -> Result<(), ConfigError> {
+    let invalid = |pos: Option<Pos>, message: String| ConfigError::Invalid {
+        path: path.into(),
+        pos,
+        message,
+    };
+    let tmpl = notify_templates(cfg).map_err(|e| invalid(None, e))?;
+    tmpl.check("").map_err(|e| invalid(None, e.to_string()))?;
+    for r in &cfg.receivers {
+        for ic in &r.integrations {
+            // lettre has no CRAM-MD5: a secret that would select it is refused rather than
+            // sent as a PLAIN password.
+            let secret = !ic.fields.str("auth_secret").is_empty() || !cfg.global.smtp_auth_secret.is_empty();
+            if ic.kind == "email_configs" && secret && ic.fields.str("auth_password").is_empty() {
+                return Err(invalid(
+                    Some(ic.fields.pos("auth_secret").unwrap_or(ic.pos)),
+                    format!(
+                        "receiver {}: email_configs: auth_secret (CRAM-MD5) is not delivered by watchfire; use auth_password or auth_password_file",
+                        go_quote(&r.name)
+                    ),
+                ));
+            }
+            for (name, v, pos) in &ic.fields.values {
+                let texts: Vec<String> = match v {
+                    Val::Str(s) => vec![s.clone()],
+                    Val::Map(m) => m.iter().map(|(_, v)| v.clone()).collect(),
+                    Val::Records(rs) => rs.iter().flat_map(|r| r.values().cloned()).collect(),
+                    _ => Vec::new(),
+                };
+                for t in texts {
+                    tmpl.check(&t).map_err(|e| {
+                        invalid(
+                            Some(*pos),
+                            format!("receiver {}: {}.{name}: {e}", go_quote(&r.name), ic.kind),
+                        )
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn resolve_templates(cfg: &mut Config, path: &Path) {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    for t in &mut cfg.templates {
+        if !t.is_empty() && !Path::new(t.as_str()).is_absolute() {
+            *t = dir.join(t.as_str()).display().to_string();
+        }
+    }
+}
+
+fn load_str_as(src: &str, path: &str, dialect: Dialect) -> Result<Config, ConfigError> {
     let root = yaml::parse(src).map_err(|e| ConfigError::Syntax {
         path: path.into(),
         pos: e.pos,
@@ -302,7 +403,7 @@ pub fn load_str(src: &str, path: &str) -> Result<Config, ConfigError> {
         return Err(invalid(None, "no route provided in config".into()));
     };
     let mut d = Decoder::new();
-    let cfg = match decode_config(&mut d, &root) {
+    let cfg = match decode_config(&mut d, &root, dialect) {
         Ok(c) => c,
         Err(f) => return Err(invalid(Some(f.pos), f.message)),
     };
@@ -725,7 +826,7 @@ fn decode_receiver_extensions(d: &mut Decoder, node: &Node) -> DResult<Vec<Alert
     Ok(out)
 }
 
-fn decode_receiver(d: &mut Decoder, node: &Node) -> DResult<Option<ReceiverConfig>> {
+fn decode_receiver(d: &mut Decoder, node: &Node, dialect: Dialect) -> DResult<Option<ReceiverConfig>> {
     if node.is_null() {
         return Err(Fail::new(node.pos(), "a receiver must not be empty"));
     }
@@ -736,11 +837,18 @@ fn decode_receiver(d: &mut Decoder, node: &Node) -> DResult<Option<ReceiverConfi
         integrations: Vec::new(),
         alertmanager_configs: Vec::new(),
     };
+    let kinds: Vec<&'static str> = match dialect {
+        Dialect::Alertmanager => integrations::kind_names().collect(),
+        Dialect::Delivery => integrations::delivery_kind_names().collect(),
+    };
     let mut fields: Vec<&str> = vec!["name"];
-    fields.extend(integrations::kind_names());
+    fields.extend(kinds.iter().copied());
+    if dialect == Dialect::Delivery {
+        fields.extend(LATER_KINDS);
+    }
     fields.push("watchfire");
     let mut by_kind: Vec<(usize, IntegrationConfig)> = Vec::new();
-    d.fields(node, "config.plain", &fields, &mut |d, k, _, v| {
+    d.fields(node, "config.plain", &fields, &mut |d, k, kpos, v| {
         if k == "name" {
             r.name = d.string(v, "string");
             return Ok(());
@@ -749,7 +857,16 @@ fn decode_receiver(d: &mut Decoder, node: &Node) -> DResult<Option<ReceiverConfi
             r.alertmanager_configs = decode_receiver_extensions(d, v)?;
             return Ok(());
         }
-        let Some((idx, kind)) = integrations::kind_names().enumerate().find(|(_, kk)| *kk == k) else {
+        if dialect == Dialect::Delivery && !integrations::DELIVERED_KINDS.contains(&k) {
+            return Err(Fail::new(
+                kpos,
+                format!(
+                    "{k}: watchfire does not deliver this receiver kind; it delivers {}",
+                    integrations::DELIVERED_KINDS.join(", ")
+                ),
+            ));
+        }
+        let Some((idx, kind)) = kinds.iter().copied().enumerate().find(|(_, kk)| *kk == k) else {
             return Ok(());
         };
         by_kind.retain(|(i, _)| *i != idx);
@@ -772,6 +889,16 @@ fn decode_receiver(d: &mut Decoder, node: &Node) -> DResult<Option<ReceiverConfi
     Ok(Some(r))
 }
 
+/// Receiver kinds of Alertmanager releases after 0.25, named in the delivery loader's error
+/// rather than reported as unknown fields. (`msteams_configs` are Office 365 connector cards,
+/// which Microsoft retired; `msteamsv2_configs` are delivered.)
+const LATER_KINDS: &[&str] = &[
+    "msteams_configs",
+    "jira_configs",
+    "rocketchat_configs",
+    "incidentio_configs",
+];
+
 fn go_type_of_kind(kind: &str) -> &'static str {
     match kind {
         "discord_configs" => "DiscordConfig",
@@ -786,13 +913,14 @@ fn go_type_of_kind(kind: &str) -> &'static str {
         "sns_configs" => "SNSConfig",
         "telegram_configs" => "TelegramConfig",
         "webex_configs" => "WebexConfig",
+        "msteamsv2_configs" => "MSTeamsV2Config",
         _ => "Config",
     }
 }
 
 /// The whole file: decoding (nested validation aborts at once), then `Config.UnmarshalYAML`'s
 /// checks in Alertmanager's order. `Ok(None)` when there is no route at all.
-fn decode_config(d: &mut Decoder, root: &Node) -> DResult<Option<Config>> {
+fn decode_config(d: &mut Decoder, root: &Node, dialect: Dialect) -> DResult<Option<Config>> {
     let mark = d.mark();
     let mut global: Option<GlobalConfig> = None;
     let mut route: Option<RouteConfig> = None;
@@ -830,7 +958,7 @@ fn decode_config(d: &mut Decoder, root: &Node) -> DResult<Option<Config>> {
             "receivers" => {
                 receivers.clear();
                 for item in d.seq(v, "[]*config.Receiver") {
-                    if let Some(r) = decode_receiver(d, item)? {
+                    if let Some(r) = decode_receiver(d, item, dialect)? {
                         receivers.push(r);
                     }
                 }

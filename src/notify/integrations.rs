@@ -380,15 +380,48 @@ const KINDS: &[(&str, bool, &[FieldSpec])] = &[
             ("room_id", F::Str),
         ],
     ),
+    // Not in Alertmanager 0.25: its 0.28 Teams workflow webhooks. Read only when loading a
+    // configuration for delivery (see `WATCHFIRE_KINDS`).
+    (
+        "msteamsv2_configs",
+        true,
+        &[
+            ("send_resolved", F::Bool),
+            ("http_config", F::Http),
+            ("webhook_url", F::SecretUrl),
+            ("webhook_url_file", F::Str),
+            ("title", F::Str),
+            ("text", F::Str),
+        ],
+    ),
+];
+
+/// Kinds watchfire reads beyond Alertmanager 0.25's (last in [`KINDS`]).
+const WATCHFIRE_KINDS: usize = 1;
+
+/// The integration kinds watchfire delivers, in Alertmanager's order.
+pub const DELIVERED_KINDS: &[&str] = &[
+    "email_configs",
+    "pagerduty_configs",
+    "slack_configs",
+    "webhook_configs",
+    "opsgenie_configs",
+    "sns_configs",
+    "msteamsv2_configs",
 ];
 
 /// Whether `kind` (e.g. `webhook_configs`) is an Alertmanager 0.25 integration kind.
 pub fn is_kind(kind: &str) -> bool {
-    KINDS.iter().any(|(k, _, _)| *k == kind)
+    kind_names().any(|k| k == kind)
 }
 
 /// The integration keys of a receiver, in Alertmanager's order.
 pub fn kind_names() -> impl Iterator<Item = &'static str> {
+    KINDS[..KINDS.len() - WATCHFIRE_KINDS].iter().map(|(k, _, _)| *k)
+}
+
+/// [`kind_names`] plus the kinds only watchfire reads (`msteamsv2_configs`).
+pub fn delivery_kind_names() -> impl Iterator<Item = &'static str> {
     KINDS.iter().map(|(k, _, _)| *k)
 }
 
@@ -669,6 +702,12 @@ fn decode_slack_actions(d: &mut Decoder, v: &Node, tn: &str) -> DResult<Vec<BTre
                     return Err(Fail::new(val.pos(), "missing text in Slack confirmation configuration"));
                 }
                 rec.insert("confirm".to_string(), conf.get("text").cloned().unwrap_or_default());
+                // The other confirmation fields, for the Slack receiver (`confirm.title`, ...).
+                for (k, v) in conf {
+                    if k != "text" {
+                        rec.insert(format!("confirm.{k}"), v);
+                    }
+                }
             } else {
                 rec.insert(k.to_string(), d.string(val, "string"));
             }
@@ -975,6 +1014,15 @@ fn validate_integration(c: &IntegrationConfig) -> DResult<()> {
         }
         "slack_configs" if f.is_set("api_url") && !f.str("api_url_file").is_empty() => {
             return fail("at most one of api_url & api_url_file must be configured".into());
+        }
+        // Alertmanager 0.28's checks.
+        "msteamsv2_configs" => {
+            if f.is_set("webhook_url") && !f.str("webhook_url_file").is_empty() {
+                return fail("at most one of webhook_url & webhook_url_file must be configured".into());
+            }
+            if !f.is_set("webhook_url") && f.str("webhook_url_file").is_empty() {
+                return fail("one of webhook_url or webhook_url_file must be configured".into());
+            }
         }
         "webhook_configs" if !f.is_set("url") => return fail("missing URL in webhook config".into()),
         "wechat_configs" => {

@@ -27,7 +27,7 @@ pub(crate) mod timeinterval;
 pub(crate) use crate::alert::Alert;
 pub use alert::PostableAlert;
 pub(crate) use config::ConfigError;
-pub use config::{load_file, load_str, Config};
+pub use config::{load_delivery_file, load_delivery_str, load_file, load_str, notify_templates, Config};
 pub(crate) use notifier::flushes;
 pub use notifier::{Notification, Notifier};
 pub use owners::Owners;

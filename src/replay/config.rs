@@ -101,7 +101,7 @@ impl FileConfig {
     /// `--compare` with a directory of rule files only). Every problem found is returned, each naming its file and line.
     pub fn build(&self, rules_override: Option<&Path>) -> Result<Setup, Vec<String>> {
         let mut errors = Vec::new();
-        let routes = match crate::notify::load_file(&self.routes) {
+        let routes = match crate::notify::load_delivery_file(&self.routes) {
             Ok(c) => Some(c),
             Err(e) => {
                 errors.push(e.to_string());

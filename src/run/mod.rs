@@ -83,7 +83,7 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
         }
     }
     let notify = match &cfg.routes_file {
-        Some(p) => match crate::notify::load_file(p) {
+        Some(p) => match crate::notify::load_delivery_file(p) {
             Ok(c) => Some(c),
             Err(e) => {
                 errors.push(format!("{}: {e}", p.display()));

@@ -130,7 +130,12 @@ impl<'t, 'c> State<'t, 'c> {
                 pos: None,
             },
             Some(n) => {
-                let pos = n.pos().min(self.text.len());
+                // A node of a template parsed from another text (a notification's default
+                // templates) may point past this one or inside a character.
+                let mut pos = n.pos().min(self.text.len());
+                while !self.text.is_char_boundary(pos) {
+                    pos -= 1;
+                }
                 let before = &self.text[..pos];
                 let line = 1 + before.matches('\n').count();
                 let col = match before.rfind('\n') {
@@ -584,7 +589,7 @@ impl<'t, 'c> State<'t, 'c> {
             return Err(self.errorf(format!("nil pointer evaluating {typ}.{field}")));
         }
         let receiver = receiver.indirect_interface();
-        if let Some(m) = funcs::method(&receiver, field) {
+        if let Some(m) = funcs::method(&receiver, field, self.ctx.notify) {
             return self.eval_call(
                 dot,
                 Callee::Method(receiver, m),
@@ -819,6 +824,7 @@ impl Ty {
             Ty::String => matches!(v, Value::Str(_)),
             Ty::SamplePtr => matches!(v, Value::Sample(_)),
             Ty::QueryResult => matches!(v, Value::QueryResult(_)),
+            Ty::Strings => matches!(v, Value::List(_, "string")),
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) enum Ty {
     SamplePtr,
     /// `template.queryResult`.
     QueryResult,
+    /// `[]string` (Alertmanager's `join`).
+    Strings,
 }
 
 impl Ty {
@@ -52,12 +54,15 @@ impl Ty {
             Ty::String => "string",
             Ty::SamplePtr => "*template.sample",
             Ty::QueryResult => "template.queryResult",
+            Ty::Strings => "[]string",
         }
     }
 }
 
 /// What functions can see of the expansion.
 pub(crate) struct Ctx<'a> {
+    /// Alertmanager's notification templates: `template.KV`, `Pairs` and `Alerts` methods.
+    pub notify: bool,
     pub querier: Option<&'a dyn Querier>,
     /// Evaluation time in Unix milliseconds.
     pub time_ms: i64,
@@ -65,7 +70,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 type FuncImpl = fn(&Ctx, Vec<Value>) -> Result<Value, String>;
-type MethodImpl = fn(&Value, Vec<Value>) -> Result<Value, String>;
+pub(crate) type MethodImpl = fn(&Value, Vec<Value>) -> Result<Value, String>;
 
 pub(crate) struct FuncDef {
     pub name: &'static str,
@@ -78,7 +83,7 @@ pub(crate) struct FuncDef {
 pub(crate) struct MethodDef {
     pub name: &'static str,
     pub params: &'static [Ty],
-    imp: MethodImpl,
+    pub(crate) imp: MethodImpl,
 }
 
 pub(crate) enum Callee {
@@ -239,13 +244,49 @@ static FUNCS: &[FuncDef] = &[
         .map(|b| Value::Bool(!b))),
 ];
 
+/// Alertmanager's own functions (`template.DefaultFuncs` beside the ones Prometheus shares).
+static NOTIFY_FUNCS: &[FuncDef] = &[
+    func!("join", [String, Strings], false, false, |_, a| Ok(Value::str(
+        &strings_of(&a[1]).join(&string_arg(&a, 0))
+    ))),
+    func!("stringSlice", [String], true, false, |_, a| Ok(Value::List(
+        Rc::new(a.into_iter().collect()),
+        "string"
+    ))),
+];
+
+/// The functions Alertmanager 0.25's notification templates have: Go's builtins and
+/// `toUpper`, `toLower`, `title`, `join`, `match`, `safeHtml`, `reReplaceAll`, `stringSlice`.
+const NOTIFY_SHARED: &[&str] = &["toUpper", "toLower", "title", "match", "safeHtml", "reReplaceAll"];
+
 pub(crate) fn lookup(name: &str) -> Option<&'static FuncDef> {
-    FUNCS.iter().find(|f| f.name == name)
+    FUNCS.iter().chain(NOTIFY_FUNCS.iter()).find(|f| f.name == name)
 }
 
-/// Whether the parser accepts `name` as a function.
+/// Whether the parser accepts `name` as a function (Prometheus' alert templates).
 pub(crate) fn is_defined(name: &str) -> bool {
-    lookup(name).is_some()
+    FUNCS.iter().any(|f| f.name == name)
+}
+
+/// Whether Alertmanager's notification templates have the function `name`.
+pub(crate) fn is_defined_notify(name: &str) -> bool {
+    FUNCS
+        .iter()
+        .any(|f| f.name == name && (f.builtin || NOTIFY_SHARED.contains(&name)))
+        || NOTIFY_FUNCS.iter().any(|f| f.name == name)
+}
+
+fn strings_of(v: &Value) -> Vec<String> {
+    match v {
+        Value::List(l, _) => l
+            .iter()
+            .map(|x| match x {
+                Value::Str(s) | Value::Html(s) => s.to_string(),
+                _ => String::new(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn string_arg(a: &[Value], i: usize) -> String {
@@ -1296,12 +1337,16 @@ static STRINGER_METHODS: &[MethodDef] = &[method!("String", [], |r, _| Ok(Value:
     &r.stringer().unwrap_or_default()
 )))];
 
-/// Methods Go would find on the receiver's type.
-pub(crate) fn method(recv: &Value, name: &str) -> Option<&'static MethodDef> {
+/// Methods Go would find on the receiver's type; `notify`: Alertmanager's template data, where
+/// label maps are `template.KV` and alert lists `template.Alerts`.
+pub(crate) fn method(recv: &Value, name: &str, notify: bool) -> Option<&'static MethodDef> {
     let table: &'static [MethodDef] = match recv {
         Value::Time(_) => TIME_METHODS,
         Value::Duration(_) => DURATION_METHODS,
         Value::Int(_, IntKind::Month | IntKind::Weekday) => STRINGER_METHODS,
+        Value::StrMap(_) if notify => super::notify::KV_METHODS,
+        Value::List(_, super::notify::PAIR_TYPE) if notify => super::notify::PAIRS_METHODS,
+        Value::List(_, super::notify::ALERT_TYPE) if notify => super::notify::ALERTS_METHODS,
         _ => return None,
     };
     table.iter().find(|m| m.name == name)

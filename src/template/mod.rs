@@ -29,6 +29,7 @@ mod funcs;
 mod gofmt;
 mod gotime;
 mod lexer;
+mod notify;
 mod parse;
 mod value;
 
@@ -39,6 +40,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use self::funcs::{Querier, QuerySample};
+pub use self::notify::{NotifyAlert, NotifyData, NotifyTemplates, DEFAULT_TEMPLATES};
 use self::value::{AlertData, Value};
 
 /// The data an alert template sees (Prometheus' `AlertTemplateData`).
@@ -192,6 +194,7 @@ fn render(
     let trees = parse::parse(name, &full, &funcs::is_defined)
         .map_err(|e| TemplateError::new(TemplateErrorKind::Parse, name, e.message, text, user_offset(e.pos)))?;
     let ctx = funcs::Ctx {
+        notify: false,
         querier,
         time_ms,
         external_url,
@@ -226,4 +229,49 @@ pub fn check_named(name: &str, text: &str) -> Result<(), TemplateError> {
             e.pos.checked_sub(ALERT_TEMPLATE_DEFS.len()),
         )
     })
+}
+
+/// The name a notification text is parsed and executed under.
+const NOTIFY_NAME: &str = "notify";
+
+/// Parses the template set (`prefix`: definitions, each source alone as Go parses each file)
+/// and the text, then executes the text with Alertmanager's data and functions.
+fn render_with(r: &notify::NotifyRender<'_>) -> Result<String, TemplateError> {
+    let trees = notify_trees(r.prefix_sources, r.text)?;
+    let ctx = funcs::Ctx {
+        notify: true,
+        querier: None,
+        time_ms: 0,
+        external_url: "",
+    };
+    exec::execute(&trees, NOTIFY_NAME, r.text, r.data.clone(), &ctx)
+        .map_err(|e| TemplateError::new(TemplateErrorKind::Exec, NOTIFY_NAME, e.message, r.text, e.pos))
+}
+
+/// The definitions of every source, later ones replacing earlier ones (Go's template set),
+/// then the text's own.
+fn notify_trees(
+    sources: &[(&str, &str)],
+    text: &str,
+) -> Result<std::collections::HashMap<String, parse::Tree>, TemplateError> {
+    let mut all = std::collections::HashMap::new();
+    for (name, src) in sources.iter().copied().chain(std::iter::once((NOTIFY_NAME, text))) {
+        let trees = parse::parse(name, src, &funcs::is_defined_notify)
+            .map_err(|e| TemplateError::new(TemplateErrorKind::Parse, name, e.message, src, Some(e.pos)))?;
+        for (k, t) in trees {
+            // Go keeps a non-empty definition when a later one is empty.
+            let keep_old = all
+                .get(&k)
+                .is_some_and(|old: &parse::Tree| !parse::is_empty_list(&old.root) && parse::is_empty_list(&t.root));
+            if !keep_old {
+                all.insert(k, t);
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// Parses a notification text with the given definitions without running it.
+fn check_notify(sources: &[(&str, &str)], text: &str) -> Result<(), TemplateError> {
+    notify_trees(sources, text).map(|_| ())
 }

@@ -334,7 +334,7 @@ fn empty_item() -> Item {
 }
 
 /// Go's `IsEmptyTree`.
-fn is_empty_list(l: &List) -> bool {
+pub(crate) fn is_empty_list(l: &List) -> bool {
     l.nodes.iter().all(|n| match n {
         Node::Text { text, .. } => text.trim_matches(|c: char| c.is_whitespace()).is_empty(),
         _ => false,

@@ -50,7 +50,7 @@ pub(crate) fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetu
     };
     let mut errors = Vec::new();
     let routes_path = join(&routes_file.value);
-    let routes = match notify::load_file(&routes_path) {
+    let routes = match notify::load_delivery_file(&routes_path) {
         Ok(c) => Some(c),
         Err(notify::ConfigError::Io { message, .. }) => {
             errors.push(format!(

@@ -328,3 +328,207 @@ pub fn git(dir: &std::path::Path, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An SMTP server on loopback (Python's aiosmtpd), killed on drop. Each message it accepts is
+/// written to `dir` as JSON: `mail_from`, `rcpt_tos`, `headers` (name, decoded value) and
+/// `parts` (content type, decoded body). A recipient `temp-N@...` is refused with 451 for its
+/// first N tries and `perm@...` always with 550, for the retry tests. Needs `aiosmtpd`
+/// (`python3 -m pip install aiosmtpd`, which `scripts/test` does); see [`require`].
+pub struct Smtp {
+    child: std::process::Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+const SMTP_SERVER: &str = r#"
+import asyncio, email, email.policy, json, os, sys, time
+from aiosmtpd.controller import Controller
+
+out, port = sys.argv[1], int(sys.argv[2])
+tries = {}
+
+class Handler:
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        local = address.split('@')[0]
+        if local == 'perm':
+            return '550 5.1.1 no such user'
+        if local.startswith('temp-'):
+            n = tries.get(address, 0)
+            tries[address] = n + 1
+            if n < int(local[5:]):
+                return '451 4.3.0 try again later'
+        envelope.rcpt_tos.append(address)
+        return '250 OK'
+
+    async def handle_DATA(self, server, session, envelope):
+        msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        parts = []
+        for p in msg.walk():
+            if p.is_multipart():
+                continue
+            parts.append([p.get_content_type(), p.get_content()])
+        rec = {
+            'mail_from': envelope.mail_from,
+            'rcpt_tos': envelope.rcpt_tos,
+            'headers': [[k, str(v)] for k, v in msg.items()],
+            'parts': parts,
+        }
+        name = os.path.join(out, '%d-%d.json' % (time.time_ns(), os.getpid()))
+        with open(name + '.tmp', 'w') as f:
+            json.dump(rec, f)
+        os.rename(name + '.tmp', name)
+        return '250 Message accepted'
+
+kw = {}
+if len(sys.argv) > 3:
+    # STARTTLS required, then PLAIN/LOGIN auth as USER with PASSWORD.
+    import ssl
+    from aiosmtpd.smtp import AuthResult
+    cert, key, user, password = sys.argv[3:7]
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    def check(server, session, envelope, mechanism, data):
+        ok = data.login.decode() == user and data.password.decode() == password
+        return AuthResult(success=ok)
+    kw = dict(tls_context=ctx, require_starttls=True, auth_required=True, authenticator=check)
+c = Controller(Handler(), hostname='127.0.0.1', port=port, **kw)
+c.start()
+print('ready', flush=True)
+while True:
+    time.sleep(3600)
+"#;
+
+impl Smtp {
+    /// `None` only when aiosmtpd is missing and the skip is allowed (see [`require`]).
+    pub fn start() -> Option<Smtp> {
+        Smtp::start_with(&[])
+    }
+
+    /// A server that requires STARTTLS (a self-signed certificate made with openssl) and then
+    /// authentication as `user` with `password`.
+    pub fn start_tls(user: &str, password: &str) -> Option<Smtp> {
+        let openssl = require_tool("openssl", "apt-get install openssl")?;
+        let certs = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (certs.path().join("cert.pem"), certs.path().join("key.pem"));
+        let st = std::process::Command::new(openssl)
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run openssl");
+        assert!(st.success(), "openssl req failed");
+        let smtp = Smtp::start_with(&[
+            cert.display().to_string(),
+            key.display().to_string(),
+            user.to_string(),
+            password.to_string(),
+        ]);
+        // The server has read its certificate once it listens.
+        drop(certs);
+        smtp
+    }
+
+    fn start_with(extra: &[String]) -> Option<Smtp> {
+        let have = std::process::Command::new("python3")
+            .args(["-c", "import aiosmtpd"])
+            .status()
+            .is_ok_and(|s| s.success());
+        require(
+            have.then_some(()),
+            "aiosmtpd (Python)",
+            "python3 -m pip install aiosmtpd",
+        )?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let child = std::process::Command::new("python3")
+            .args(["-c", SMTP_SERVER, &dir.path().display().to_string(), &port.to_string()])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start aiosmtpd");
+        wait_for("aiosmtpd to listen", 30, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        Some(Smtp { child, port, dir })
+    }
+
+    /// The messages received so far, oldest first.
+    pub fn messages(&self) -> Vec<serde_json::Value> {
+        let mut names: Vec<_> = std::fs::read_dir(self.dir.path())
+            .expect("read smtp dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        names.sort();
+        names
+            .iter()
+            .map(|p| serde_json::from_str(&std::fs::read_to_string(p).expect("read message")).expect("json"))
+            .collect()
+    }
+}
+
+impl Drop for Smtp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A local HTTP server recording every request (method, path, headers lowercased, body) and
+/// answering each with the next of `replies` (status, extra header lines, body; the last one
+/// repeats).
+pub type Requests = Arc<Mutex<Vec<(String, String, Vec<(String, String)>, Vec<u8>)>>>;
+
+pub fn record_requests(l: TcpListener, replies: Vec<(u16, &'static str, &'static str)>) -> Requests {
+    let got: Requests = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&got);
+    std::thread::spawn(move || {
+        let mut i = 0usize;
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Some((head, body)) = read_request(&conn) else {
+                continue;
+            };
+            let mut lines = head.lines();
+            let first: Vec<String> = lines
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            sink.lock().unwrap().push((
+                first.first().cloned().unwrap_or_default(),
+                first.get(1).cloned().unwrap_or_default(),
+                headers,
+                body,
+            ));
+            let (status, extra, text) = replies.get(i).or(replies.last()).copied().unwrap_or((200, "", ""));
+            i += 1;
+            let reply = format!(
+                "HTTP/1.1 {status} X\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    got
+}

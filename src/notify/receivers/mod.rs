@@ -4,7 +4,11 @@
 //! transport errors are retried with exponential backoff, other statuses are final.
 
 pub mod alertmanager;
+pub mod email;
+pub mod msteamsv2;
+pub mod opsgenie;
 pub mod pagerduty;
+pub mod slack;
 pub mod sns;
 pub mod text;
 pub mod webhook;
@@ -18,6 +22,7 @@ use super::alert::{go_time_json, Alert};
 use super::config::Config;
 use super::integrations::HttpClientConfig;
 use super::notifier::Notification;
+use crate::template::{NotifyAlert, NotifyData, NotifyTemplates};
 
 /// Settings shared by all receivers.
 #[derive(Clone, Debug)]
@@ -195,6 +200,105 @@ pub fn template_data(
     }
 }
 
+/// The data a notification's templates see: Alertmanager's, plus the owner, cluster and
+/// namespace (the group's common labels, else its first firing alert's) and the links.
+pub fn notify_data(n: &Notification, external_url: &str) -> NotifyData {
+    let d = template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, external_url);
+    let value = |names: &[&str]| group_value(&d, names).unwrap_or_default();
+    NotifyData {
+        owner: value(&["owner", "team"]),
+        cluster: value(&["cluster"]),
+        namespace: value(&["namespace"]),
+        links: n.links.iter().map(|l| (l.kind.to_string(), l.url.clone())).collect(),
+        receiver: d.receiver.clone(),
+        status: d.status.clone(),
+        alerts: n
+            .alerts
+            .iter()
+            .map(|a| {
+                let resolved = a.resolved_at(n.at);
+                NotifyAlert {
+                    status: if resolved { "resolved" } else { "firing" }.into(),
+                    labels: labels_map(a),
+                    annotations: a.annotations.clone(),
+                    starts_at: a.starts_at,
+                    ends_at: if resolved { a.ends_at } else { None },
+                    generator_url: a.generator_url.clone(),
+                    fingerprint: a.fingerprint().to_string(),
+                }
+            })
+            .collect(),
+        group_labels: d.group_labels,
+        common_labels: d.common_labels,
+        common_annotations: d.common_annotations,
+        external_url: d.external_url,
+    }
+}
+
+/// The value of the first of `names` in the group's common labels, else in its first firing
+/// alert (else its first alert).
+pub fn group_value(d: &TemplateData, names: &[&str]) -> Option<String> {
+    let first = d.alerts.iter().find(|a| a.status == "firing").or(d.alerts.first());
+    std::iter::once(&d.common_labels)
+        .chain(first.map(|a| &a.labels))
+        .find_map(|kv| names.iter().find_map(|n| kv.get(*n)).filter(|v| !v.is_empty()))
+        .cloned()
+}
+
+/// Renders a receiver's texts with the configuration's templates, collecting the first error
+/// (`notify.TmplText`: one failed text fails the notification).
+pub struct Texts {
+    templates: NotifyTemplates,
+    pub data: NotifyData,
+    error: Option<String>,
+}
+
+impl Texts {
+    pub fn new(cfg: &Config, n: &Notification, external_url: &str) -> Result<Self, DeliveryError> {
+        Ok(Texts {
+            templates: super::config::notify_templates(cfg).map_err(DeliveryError::Config)?,
+            data: notify_data(n, external_url),
+            error: None,
+        })
+    }
+
+    /// The configured text of `field` (its default when absent), rendered.
+    pub fn field(&mut self, f: &super::integrations::Fields, field: &str, default: &str) -> String {
+        let text = match f.get(field) {
+            None => default.to_string(),
+            Some(super::integrations::Val::Str(s)) => s.clone(),
+            Some(_) => String::new(),
+        };
+        self.render(&text)
+    }
+
+    pub fn render(&mut self, text: &str) -> String {
+        match self.templates.render(text, &self.data) {
+            Ok(s) => s,
+            Err(e) => {
+                self.error.get_or_insert_with(|| e.to_string());
+                String::new()
+            }
+        }
+    }
+
+    /// The first template error, if any.
+    pub fn finish(&self, what: &str) -> Result<(), DeliveryError> {
+        match &self.error {
+            Some(e) => Err(DeliveryError::Config(format!("templating {what}: {e}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A secret: inline, else read from its file (trimmed).
+pub fn secret(inline: &str, file: &str) -> Result<String, DeliveryError> {
+    if !inline.is_empty() || file.is_empty() {
+        return Ok(inline.to_string());
+    }
+    read_secret_file(file)
+}
+
 /// Sends notifications over HTTP.
 #[derive(Clone, Debug)]
 pub struct Deliverer {
@@ -270,10 +374,16 @@ impl Deliverer {
             .ok_or_else(|| DeliveryError::Config("unknown integration".into()))?;
         match ic.kind {
             "webhook_configs" => webhook::send(self, ic, n).await,
-            "pagerduty_configs" => pagerduty::send(self, ic, n).await,
-            "sns_configs" => sns::send(self, ic, n).await,
+            "pagerduty_configs" => pagerduty::send(self, cfg, ic, n).await,
+            "sns_configs" => sns::send(self, cfg, ic, n).await,
+            "slack_configs" => slack::send(self, cfg, ic, n).await,
+            "opsgenie_configs" => opsgenie::send(self, cfg, ic, n).await,
+            "msteamsv2_configs" => msteamsv2::send(self, cfg, ic, n).await,
+            "email_configs" => email::send(self, cfg, ic, n).await,
+            // The delivery loader refuses other kinds; a configuration read as Alertmanager
+            // reads it can still hold them.
             other => Err(DeliveryError::Config(format!(
-                "receiver {:?}: {other} are accepted in the configuration but not delivered by watchfire yet",
+                "receiver {:?}: watchfire does not deliver {other}",
                 n.receiver
             ))),
         }
@@ -288,30 +398,87 @@ impl Deliverer {
         body: &[u8],
         extra_retry: &[u16],
     ) -> Result<(), DeliveryError> {
-        let client = self.client(http)?;
+        self.send(&Request {
+            extra_retry,
+            ..Request::json(http, url, body)
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Sends a request, retrying per the policy: transport errors, 5xx and `extra_retry`
+    /// statuses are retried, waiting at least as long as a `Retry-After` header asks. Returns
+    /// the response body of the successful attempt.
+    pub async fn send(&self, r: &Request<'_>) -> Result<String, DeliveryError> {
+        let client = self.client(r.http)?;
         let policy = &self.ctx.retry;
         let started = std::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let result = post_once(&client, http, url, body, extra_retry).await;
-            match result {
-                Ok(()) => return Ok(()),
-                Err(e) if !e.retryable() => return Err(e),
-                Err(e) => {
-                    let wait = policy.backoff(attempt);
+            match send_once(&client, r).await {
+                Ok(body) => return Ok(body),
+                Err((e, _)) if !e.retryable() => return Err(e),
+                Err((e, retry_after)) => {
+                    let wait = policy.backoff(attempt).max(retry_after.unwrap_or_default());
                     if attempt >= policy.max_attempts || started.elapsed() + wait > policy.deadline {
                         return Err(DeliveryError::GaveUp {
                             attempts: attempt,
                             last: Box::new(e),
                         });
                     }
-                    tracing::warn!(url = %redact_url(url), attempt, error = %e, "notify attempt failed, will retry");
+                    tracing::warn!(url = %redact_url(r.url), attempt, error = %e, wait_ms = wait.as_millis() as u64, "notify attempt failed, will retry");
                     tokio::time::sleep(wait).await;
                 }
             }
         }
     }
+}
+
+/// Checks the body of a 2xx answer.
+pub type BodyCheck = fn(&str) -> Result<(), DeliveryError>;
+
+/// One HTTP request of a receiver.
+#[derive(Clone)]
+pub struct Request<'a> {
+    pub http: Option<&'a HttpClientConfig>,
+    pub method: reqwest::Method,
+    pub url: &'a str,
+    pub body: &'a [u8],
+    /// Extra headers (Opsgenie's `Authorization: GenieKey`); they win over `http_config`'s.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Statuses retried besides 5xx.
+    pub extra_retry: &'a [u16],
+    /// Checks a 2xx answer's body (Slack's `{"ok": false}`).
+    pub check_body: Option<BodyCheck>,
+}
+
+impl<'a> Request<'a> {
+    /// A JSON POST.
+    pub fn json(http: Option<&'a HttpClientConfig>, url: &'a str, body: &'a [u8]) -> Self {
+        Request {
+            http,
+            method: reqwest::Method::POST,
+            url,
+            body,
+            headers: &[],
+            extra_retry: &[],
+            check_body: None,
+        }
+    }
+}
+
+/// The wait a `Retry-After` header asks for (seconds, or an HTTP date), capped at 10 minutes.
+fn retry_after(h: Option<&reqwest::header::HeaderValue>, now: DateTime<Utc>) -> Option<StdDuration> {
+    let v = h?.to_str().ok()?.trim();
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => {
+            let at = DateTime::parse_from_rfc2822(v).ok()?.with_timezone(&Utc);
+            (at - now).num_seconds().max(0) as u64
+        }
+    };
+    Some(StdDuration::from_secs(secs.min(600)))
 }
 
 /// A URL without its query string or credentials, for logs.
@@ -354,39 +521,38 @@ fn read_secret_file(path: &str) -> Result<String, DeliveryError> {
         .map_err(|e| DeliveryError::Config(format!("reading {path}: {e}")))
 }
 
-async fn post_once(
-    client: &reqwest::Client,
-    http: Option<&HttpClientConfig>,
-    url: &str,
-    body: &[u8],
-    extra_retry: &[u16],
-) -> Result<(), DeliveryError> {
+async fn send_once(client: &reqwest::Client, r: &Request<'_>) -> Result<String, (DeliveryError, Option<StdDuration>)> {
+    let cfg_err = |e: DeliveryError| (e, None);
     let mut req = client
-        .post(url)
+        .request(r.method.clone(), r.url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body.to_vec());
-    if let Some(h) = http {
+        .body(r.body.to_vec());
+    if let Some(h) = r.http {
         if let Some(ba) = &h.basic_auth {
             let password = if ba.password_file.is_empty() {
                 ba.password.clone()
             } else {
-                read_secret_file(&ba.password_file)?
+                read_secret_file(&ba.password_file).map_err(cfg_err)?
             };
             req = req.basic_auth(&ba.username, Some(password));
         } else if let Some(a) = &h.authorization {
             let cred = if a.credentials_file.is_empty() {
                 a.credentials.clone()
             } else {
-                read_secret_file(&a.credentials_file)?
+                read_secret_file(&a.credentials_file).map_err(cfg_err)?
             };
             req = req.header(reqwest::header::AUTHORIZATION, format!("{} {cred}", a.type_));
         }
     }
+    for (k, v) in r.headers {
+        req = req.header(*k, *v);
+    }
     let resp = req
         .send()
         .await
-        .map_err(|e| DeliveryError::Transport(e.without_url().to_string()))?;
+        .map_err(|e| (DeliveryError::Transport(e.without_url().to_string()), None))?;
     let status = resp.status().as_u16();
+    let wait = retry_after(resp.headers().get(reqwest::header::RETRY_AFTER), Utc::now());
     let text = resp.text().await.unwrap_or_default();
     let mut body = text.trim().to_string();
     if body.len() > 512 {
@@ -396,7 +562,11 @@ async fn post_once(
         }
         body.truncate(end);
     }
-    check_status(status, &body, extra_retry)
+    check_status(status, &body, r.extra_retry).map_err(|e| (e, wait))?;
+    if let Some(check) = r.check_body {
+        check(&text).map_err(|e| (e, wait))?;
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -13,10 +13,12 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
+use super::super::config::{notify_templates, Config};
 use super::super::integrations::{IntegrationConfig, Val};
 use super::super::notifier::Notification;
-use super::text::{client_url, render, subject, text_alert_list};
-use super::{template_data, Deliverer, DeliveryError, TemplateData};
+use super::text::{client_url, subject, text_alert_list, Rendering};
+use super::{group_value, template_data, Deliverer, DeliveryError};
+use crate::template::NotifyTemplates;
 
 /// PagerDuty's limit on `payload.summary`, in characters.
 pub const MAX_SUMMARY_RUNES: usize = 1024;
@@ -73,16 +75,6 @@ pub struct Link {
 /// At most this many runbook links from individual alerts (a large group stays readable).
 const MAX_LINKS: usize = 10;
 
-/// The value of the first of `names` in the group's common labels, else in its first firing
-/// alert (else its first alert).
-fn group_value(d: &TemplateData, names: &[&str]) -> Option<String> {
-    let first = d.alerts.iter().find(|a| a.status == "firing").or(d.alerts.first());
-    std::iter::once(&d.common_labels)
-        .chain(first.map(|a| &a.labels))
-        .find_map(|kv| names.iter().find_map(|n| kv.get(*n)).filter(|v| !v.is_empty()))
-        .cloned()
-}
-
 /// `notify.Key.Hash()`: the SHA-256 hex of a group key.
 pub fn dedup_key(group_key: &str) -> String {
     let digest = Sha256::digest(group_key.as_bytes());
@@ -114,22 +106,36 @@ pub fn map_severity(s: &str) -> &'static str {
     }
 }
 
-fn tmpl(text: &str, d: &TemplateData, errors: &mut Vec<String>) -> String {
-    render(text, d).unwrap_or_else(|e| {
+fn tmpl(text: &str, d: &Rendering, errors: &mut Vec<String>) -> String {
+    d.render(text).unwrap_or_else(|e| {
         errors.push(e);
         String::new()
     })
 }
 
-/// Builds the event for a notification.
+/// Builds the event for a notification, with the default templates.
 pub fn message(
     ic: &IntegrationConfig,
     n: &Notification,
     routing_key: &str,
     external_url: &str,
 ) -> Result<Message, DeliveryError> {
+    message_with(&NotifyTemplates::default(), ic, n, routing_key, external_url)
+}
+
+/// Builds the event for a notification with the configuration's templates.
+pub fn message_with(
+    templates: &NotifyTemplates,
+    ic: &IntegrationConfig,
+    n: &Notification,
+    routing_key: &str,
+    external_url: &str,
+) -> Result<Message, DeliveryError> {
     let f = &ic.fields;
-    let d = template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, external_url);
+    let d = Rendering {
+        templates,
+        data: template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, external_url),
+    };
     let mut errors = Vec::new();
     let summary = match f.get("description") {
         Some(Val::Str(s)) if !s.is_empty() => tmpl(s, &d, &mut errors),
@@ -297,7 +303,7 @@ fn link_text(kind: &str) -> &'static str {
 }
 
 /// Sends the event (Events API v2; `service_key` configs use the same v2 endpoint format).
-pub async fn send(d: &Deliverer, ic: &IntegrationConfig, n: &Notification) -> Result<(), DeliveryError> {
+pub async fn send(d: &Deliverer, cfg: &Config, ic: &IntegrationConfig, n: &Notification) -> Result<(), DeliveryError> {
     let f = &ic.fields;
     let routing_key = if !f.str("routing_key").is_empty() {
         f.str("routing_key").to_string()
@@ -308,7 +314,8 @@ pub async fn send(d: &Deliverer, ic: &IntegrationConfig, n: &Notification) -> Re
     } else {
         super::read_secret_file(f.str("service_key_file"))?
     };
-    let msg = message(ic, n, &routing_key, &d.ctx.external_url)?;
+    let templates = notify_templates(cfg).map_err(DeliveryError::Config)?;
+    let msg = message_with(&templates, ic, n, &routing_key, &d.ctx.external_url)?;
     let body = encode(msg)?;
     d.post_json(f.http("http_config"), f.str("url"), &body, &[429]).await
 }
@@ -359,6 +366,23 @@ mod tests {
             notes = n.advance(t0 + chrono::Duration::seconds(3), &mut |_| true);
         }
         (cfg, notes.remove(0))
+    }
+
+    #[test]
+    fn configured_template_files_are_seen() {
+        let (cfg, n) = setup(
+            "http://pd",
+            r#", description: '{{ template "team.summary" . }}'"#,
+            false,
+        );
+        let t = NotifyTemplates::new(vec![(
+            "team.tmpl".into(),
+            r#"{{ define "team.summary" }}{{ .Status | toUpper }} {{ .CommonLabels.alertname }}{{ end }}"#.into(),
+        )]);
+        let m = message_with(&t, &cfg.receivers[0].integrations[0], &n, "rk", "http://am").unwrap();
+        assert!(m.payload.summary.starts_with("FIRING "), "{}", m.payload.summary);
+        // Without the file the template is missing: an error, not a half-rendered summary.
+        assert!(message(&cfg.receivers[0].integrations[0], &n, "rk", "http://am").is_err());
     }
 
     #[test]

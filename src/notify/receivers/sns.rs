@@ -26,10 +26,12 @@ use aws_sdk_sns::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sns::types::MessageAttributeValue;
 use sha2::{Digest, Sha256};
 
+use super::super::config::{notify_templates, Config};
 use super::super::integrations::IntegrationConfig;
 use super::super::notifier::Notification;
-use super::text::{render, subject as default_subject, text_alert_list};
+use super::text::{subject as default_subject, text_alert_list, Rendering};
 use super::{template_data, Deliverer, DeliveryError, TemplateData};
+use crate::template::NotifyTemplates;
 
 /// SNS's limit on a message including its attributes, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -117,7 +119,7 @@ pub fn default_message(d: &TemplateData) -> String {
 
 /// Renders a configured text; `{{ template "sns.default.message" . }}` is expanded natively
 /// (the shared renderer knows the one-line defaults only).
-fn render_text(text: &str, d: &TemplateData) -> Result<String, String> {
+fn render_text(text: &str, d: &Rendering) -> Result<String, String> {
     static RE: OnceLock<regex::Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         regex::Regex::new(r#"\{\{-?\s*template\s+"sns\.default\.message"\s*\.?\s*-?\}\}"#).expect("static regex")
@@ -125,11 +127,11 @@ fn render_text(text: &str, d: &TemplateData) -> Result<String, String> {
     let mut out = String::new();
     let mut last = 0;
     for m in re.find_iter(text) {
-        out.push_str(&render(&text[last..m.start()], d)?);
+        out.push_str(&d.render(&text[last..m.start()])?);
         out.push_str(&default_message(d));
         last = m.end();
     }
-    out.push_str(&render(&text[last..], d)?);
+    out.push_str(&d.render(&text[last..])?);
     Ok(out)
 }
 
@@ -176,8 +178,21 @@ pub fn publish_request(
     n: &Notification,
     external_url: &str,
 ) -> Result<PublishRequest, DeliveryError> {
+    publish_request_with(&NotifyTemplates::default(), ic, n, external_url)
+}
+
+/// [`publish_request`] with the configuration's templates.
+pub fn publish_request_with(
+    templates: &NotifyTemplates,
+    ic: &IntegrationConfig,
+    n: &Notification,
+    external_url: &str,
+) -> Result<PublishRequest, DeliveryError> {
     let f = &ic.fields;
-    let d = template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, external_url);
+    let d = Rendering {
+        templates,
+        data: template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, external_url),
+    };
     let mut errors: Vec<String> = Vec::new();
     let mut tmpl = |s: &str| {
         render_text(s, &d).unwrap_or_else(|e| {
@@ -416,15 +431,20 @@ fn sigv4_field<'a>(sigv4: &'a Option<BTreeMap<String, String>>, k: &str) -> &'a 
 }
 
 /// Publishes the notification, retrying per the delivery policy.
-pub async fn send(d: &Deliverer, ic: &IntegrationConfig, n: &Notification) -> Result<(), DeliveryError> {
-    let req = publish_request(ic, n, &d.ctx.external_url)?;
+pub async fn send(d: &Deliverer, cfg: &Config, ic: &IntegrationConfig, n: &Notification) -> Result<(), DeliveryError> {
+    let templates = notify_templates(cfg).map_err(DeliveryError::Config)?;
+    let req = publish_request_with(&templates, ic, n, &d.ctx.external_url)?;
     let f = &ic.fields;
     let sigv4 = f.records("sigv4").into_iter().next();
     let endpoint = match f.str("api_url") {
         "" => String::new(),
         u => {
-            let td = template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, &d.ctx.external_url);
-            render(u, &td).map_err(|e| DeliveryError::Config(format!("api_url: {e}")))?
+            let td = Rendering {
+                templates: &templates,
+                data: template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, &d.ctx.external_url),
+            };
+            td.render(u)
+                .map_err(|e| DeliveryError::Config(format!("api_url: {e}")))?
         }
     };
     // Without a configured region, the ARN's (arn:aws:sns:REGION:ACCOUNT:NAME): a topic lives in
@@ -685,12 +705,20 @@ mod tests {
             r.message
         );
         let (cfg, n) = setup(
-            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ range .Alerts }}x{{ end }}'",
+            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ .Status | toUpper }} {{ range .Alerts }}{{ .Labels.alertname }}{{ end }}'",
+            &[("gpu-1", "XID")],
+            false,
+        );
+        let r = publish_request(&cfg.receivers[0].integrations[0], &n, "http://wf").unwrap();
+        assert_eq!(r.subject.as_deref(), Some("FIRING DCGMXidError"));
+        // A configuration read as Alertmanager reads it is not template-checked; the send fails.
+        let (cfg, n) = setup(
+            ", topic_arn: 'arn:aws:sns:us-east-1:1:t', subject: '{{ .Status'",
             &[("gpu-1", "XID")],
             false,
         );
         let e = publish_request(&cfg.receivers[0].integrations[0], &n, "http://wf").unwrap_err();
-        assert!(e.to_string().contains("unsupported template action"), "{e}");
+        assert!(e.to_string().contains("failed to template SNS message"), "{e}");
         assert!(!e.retryable());
     }
 }

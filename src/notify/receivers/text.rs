@@ -1,11 +1,5 @@
-//! Alertmanager's default notification texts (`template/default.tmpl`), rendered natively, and
-//! a small renderer for the template strings a receiver config may hold.
-//!
-//! The renderer understands the commonly used forms — `{{ template "name" . }}` for the default
-//! templates, `{{ .Status }}`, `{{ .Receiver }}`, `{{ .ExternalURL }}`, `{{ .GroupLabels.x }}`,
-//! `{{ .CommonLabels.x }}`, `{{ .CommonAnnotations.x }}`, `{{ .Alerts.Firing | len }}` — and
-//! reports anything else as an error, so that a notification never carries a half-rendered
-//! template.
+//! Alertmanager's default notification texts (`template/default.tmpl`) the PagerDuty and SNS
+//! receivers build natively, and [`render`] for the texts their configurations hold.
 
 use super::TemplateData;
 use crate::url::query_escape;
@@ -75,61 +69,70 @@ pub fn client_url(d: &TemplateData) -> String {
     format!("{}/#/alerts?receiver={}", d.external_url, query_escape(&d.receiver))
 }
 
-/// Renders a configured text. Plain text passes through; see the module docs for what
-/// template actions are understood.
+/// Renders a configured text of the PagerDuty and SNS receivers with Alertmanager's template
+/// engine and the default templates only; see [`Rendering`] for the configuration's.
 pub fn render(text: &str, d: &TemplateData) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("unclosed action in template {text:?}"))?;
-        let action = after[..end].trim().trim_start_matches('-').trim_end_matches('-').trim();
-        out.push_str(
-            &action_value(action, d)
-                .ok_or_else(|| format!("unsupported template action {{{{ {action} }}}} in {text:?}"))?,
-        );
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    crate::template::NotifyTemplates::default()
+        .render(text, &notify_data_of(d))
+        .map_err(|e| e.to_string())
 }
 
-fn action_value(action: &str, d: &TemplateData) -> Option<String> {
-    let firing = || d.alerts.iter().filter(|a| a.status == "firing").count();
-    let resolved = || d.alerts.iter().filter(|a| a.status == "resolved").count();
-    if let Some(name) = action.strip_prefix("template ") {
-        let name = name.trim().trim_end_matches('.').trim().trim_matches('"');
-        return match name {
-            "__subject"
-            | "pagerduty.default.description"
-            | "slack.default.title"
-            | "opsgenie.default.message"
-            | "sns.default.subject" => Some(subject(d)),
-            "__alertmanager" | "pagerduty.default.client" => Some("watchfire".into()),
-            "__alertmanagerURL" | "pagerduty.default.clientURL" => Some(client_url(d)),
-            _ => None,
-        };
+/// [`TemplateData`] with the configuration's templates (defaults and `templates:` files).
+pub struct Rendering<'a> {
+    pub templates: &'a crate::template::NotifyTemplates,
+    pub data: TemplateData,
+}
+
+impl std::ops::Deref for Rendering<'_> {
+    type Target = TemplateData;
+    fn deref(&self) -> &TemplateData {
+        &self.data
     }
-    match action {
-        ".Status" => return Some(d.status.clone()),
-        ".Receiver" => return Some(d.receiver.clone()),
-        ".ExternalURL" => return Some(d.external_url.clone()),
-        ".Alerts.Firing | len" | "len .Alerts.Firing" => return Some(firing().to_string()),
-        ".Alerts.Resolved | len" | "len .Alerts.Resolved" => return Some(resolved().to_string()),
-        ".Alerts | len" | "len .Alerts" => return Some(d.alerts.len().to_string()),
-        _ => {}
+}
+
+impl Rendering<'_> {
+    /// Renders a configured text.
+    pub fn render(&self, text: &str) -> Result<String, String> {
+        self.templates
+            .render(text, &notify_data_of(&self.data))
+            .map_err(|e| e.to_string())
     }
-    let lookup = |prefix: &str, kv: &std::collections::BTreeMap<String, String>| {
-        action
-            .strip_prefix(prefix)
-            .map(|k| kv.get(k).cloned().unwrap_or_default())
+}
+
+/// The template engine's data for [`TemplateData`] (times back from their JSON form).
+fn notify_data_of(d: &TemplateData) -> crate::template::NotifyData {
+    let time = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .filter(|t| t.timestamp() > -62_135_596_800)
     };
-    lookup(".GroupLabels.", &d.group_labels)
-        .or_else(|| lookup(".CommonLabels.", &d.common_labels))
-        .or_else(|| lookup(".CommonAnnotations.", &d.common_annotations))
+    let value = |names: &[&str]| super::group_value(d, names).unwrap_or_default();
+    crate::template::NotifyData {
+        receiver: d.receiver.clone(),
+        status: d.status.clone(),
+        alerts: d
+            .alerts
+            .iter()
+            .map(|a| crate::template::NotifyAlert {
+                status: a.status.clone(),
+                labels: a.labels.clone(),
+                annotations: a.annotations.clone(),
+                starts_at: time(&a.starts_at).unwrap_or_default(),
+                ends_at: time(&a.ends_at),
+                generator_url: a.generator_url.clone(),
+                fingerprint: a.fingerprint.clone(),
+            })
+            .collect(),
+        group_labels: d.group_labels.clone(),
+        common_labels: d.common_labels.clone(),
+        common_annotations: d.common_annotations.clone(),
+        external_url: d.external_url.clone(),
+        owner: value(&["owner", "team"]),
+        cluster: value(&["cluster"]),
+        namespace: value(&["namespace"]),
+        links: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -193,6 +196,21 @@ mod tests {
             render(r#"{{ template "pagerduty.default.description" . }}"#, &d).unwrap(),
             "[FIRING:1] HighLatency (c1)"
         );
-        assert!(render("{{ range .Alerts }}x{{ end }}", &d).is_err());
+        assert_eq!(render("{{ range .Alerts }}x{{ end }}", &d).unwrap(), "xx");
+        assert_eq!(render("{{ .Status | toUpper }}", &d).unwrap(), "FIRING");
+        assert!(render("{{ .Status", &d).is_err());
+        // The engine's default templates give what the native builders give.
+        for d in [data(), {
+            let mut r = data();
+            r.status = "resolved".into();
+            r.alerts.retain(|a| a.status == "resolved");
+            r
+        }] {
+            assert_eq!(render(r#"{{ template "__subject" . }}"#, &d).unwrap(), subject(&d));
+            assert_eq!(
+                render(r#"{{ template "sns.default.message" . }}"#, &d).unwrap(),
+                super::super::sns::default_message(&d)
+            );
+        }
     }
 }

@@ -214,21 +214,38 @@ fn measure(cfg: &Config, peer: Peer, rep: usize, shim: &Path) -> Result<Measured
     if peer == Peer::Alertmanager && cfg.skip_am && out.is_file() {
         eprintln!("[reuse] {} (WATCHFIRE_BENCH_REUSE_AM)", out.display());
     } else {
+        // am_bench.py's own repetition (`one_rep`: its process start, client threads, recorder,
+        // clocks and measurements) with its own bodies (`make_batches`), called from its place.
+        // Its `main` is not used: its summary step reads Alertmanager's own /metrics series,
+        // which watchfire does not export under Alertmanager's names.
+        let driver = "import sys, json, argparse\n\
+sys.path.insert(0, sys.argv[1])\n\
+import am_bench\n\
+a = argparse.Namespace(workdir=sys.argv[2], alertmanager=sys.argv[3], alerts=int(sys.argv[4]), \
+batch=int(sys.argv[5]), clients=int(sys.argv[6]), reps=1, notify_timeout=float(sys.argv[7]), settle=7.0, \
+seed=sys.argv[8], starts_at='omit', out=sys.argv[9])\n\
+import os\n\
+os.makedirs(a.workdir, exist_ok=True)\n\
+bodies, sizes = am_bench.make_batches(a.alerts, a.batch, a.seed, a.starts_at)\n\
+r = am_bench.one_rep(a, 1, bodies, sizes)\n\
+json.dump({'params': vars(a), 'reps': [r]}, open(a.out, 'w'), indent=2)\n";
+        let binary = match peer {
+            Peer::Alertmanager => PathBuf::from("/usr/bin/prometheus-alertmanager"),
+            Peer::Watchfire => shim.to_path_buf(),
+        };
         let mut cmd = Command::new(&cfg.python);
-        cmd.arg(cfg.shared.join("am_bench.py"))
-            .arg("--workdir")
+        cmd.arg("-c")
+            .arg(driver)
+            .arg(&cfg.shared)
             .arg(cfg.dir.join(format!("{}-rep{rep}", peer.name())))
-            .args(["--alerts", &cfg.alerts.to_string()])
-            .args(["--batch", &cfg.batch.to_string()])
-            .args(["--clients", &cfg.clients.to_string()])
-            .args(["--reps", "1", "--seed", &cfg.seed])
-            .args(["--notify-timeout", &cfg.notify_timeout.as_secs().to_string()])
-            .arg("--out")
+            .arg(&binary)
+            .arg(cfg.alerts.to_string())
+            .arg(cfg.batch.to_string())
+            .arg(cfg.clients.to_string())
+            .arg(cfg.notify_timeout.as_secs().to_string())
+            .arg(&cfg.seed)
             .arg(&out)
             .stdout(Stdio::null());
-        if peer == Peer::Watchfire {
-            cmd.arg("--alertmanager").arg(shim);
-        }
         eprintln!("[run] {} repetition {rep}: {cmd:?}", peer.name());
         let st = cmd.status().context("starting am_bench.py")?;
         if !st.success() {

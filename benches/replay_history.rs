@@ -84,7 +84,7 @@ fn main() -> Result<()> {
     {
         let f = std::fs::File::create(root.join("data.om"))?;
         let mut w = std::io::BufWriter::new(f);
-        watchfire::replay::demo::write_openmetrics(&store, &mut w)?;
+        watchfire::tsdb::write_openmetrics(&store, &mut w)?;
         std::io::Write::flush(&mut w)?;
     }
     let tsdb = root.join("tsdb");

@@ -373,7 +373,7 @@ fn make_data(cfg: &Config) -> Result<Data> {
     let t0 = Instant::now();
     let written = (|| -> Result<()> {
         let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&om)?);
-        demo::write_openmetrics(&store, &mut w)?;
+        watchfire::tsdb::write_openmetrics(&store, &mut w)?;
         w.flush()?;
         Ok(())
     })();

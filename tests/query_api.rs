@@ -67,6 +67,27 @@ fn normalized(mut body: Json) -> Json {
     body
 }
 
+/// `watchfire serve --data FILES...` run in `dir` on a free port, once it answers `/-/ready`.
+fn serve(dir: &std::path::Path, files: &[&str]) -> (Proc, u16) {
+    let port = common::free_port();
+    let proc = Proc(
+        std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .current_dir(dir)
+            .arg("serve")
+            .arg("--data")
+            .args(files)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start watchfire serve"),
+    );
+    common::wait_for("watchfire serve ready", 30, || {
+        common::http_status(port, "/-/ready").filter(|s| s.contains("200"))
+    });
+    (proc, port)
+}
+
 fn enc(s: &str) -> String {
     watchfire::url::query_escape(s)
 }
@@ -84,20 +105,7 @@ fn query_api_answers_as_prometheus() {
     std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
     let prom = Prometheus::start(&data, &root.join("prometheus.yml"), common::free_port());
 
-    let port = common::free_port();
-    let _wf = Proc(
-        std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .args(["serve", "--data"])
-            .arg(root.join("data.om"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start watchfire serve"),
-    );
-    common::wait_for("watchfire serve ready", 30, || {
-        common::http_status(port, "/-/ready").filter(|s| s.contains("200"))
-    });
+    let (_wf, port) = serve(root, &["data.om"]);
 
     let t = base + 1807;
     let (start, end) = (base + 607, base + 1807);
@@ -314,20 +322,7 @@ fn replay_series_are_served() {
     let written = std::fs::read_to_string(root.join("series.om")).unwrap();
     assert!(written.ends_with("# EOF\n"), "{written}");
 
-    let port = common::free_port();
-    let _wf = Proc(
-        std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
-            .current_dir(root)
-            .args(["serve", "--data", "data.om", "series.om"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start watchfire serve"),
-    );
-    common::wait_for("watchfire serve ready", 30, || {
-        common::http_status(port, "/-/ready").filter(|s| s.contains("200"))
-    });
+    let (_wf, port) = serve(root, &["data.om", "series.om"]);
     let instant = |q: &str, t: i64| {
         let (status, body) = request(port, &format!("/api/v1/query?query={}&time={t}", enc(q)), None);
         assert_eq!(status, 200, "{q}: {body}");

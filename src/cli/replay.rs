@@ -224,7 +224,7 @@ fn run_inner(args: Args) -> Result<i32, String> {
         };
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        demo::write_openmetrics(&store, &mut w)
+        watchfire::tsdb::write_openmetrics(&store, &mut w)
             .and_then(|()| w.flush())
             .map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!(

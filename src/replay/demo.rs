@@ -17,8 +17,6 @@
 //! ~950 MB as OpenMetrics text; the generator is a few hundred lines and makes it in about a
 //! second. `watchfire replay --demo-out FILE` writes it as OpenMetrics text for other tools.
 
-use std::io::Write;
-
 use crate::labels::Labels;
 use crate::tsdb::{SeriesId, Store};
 
@@ -1289,11 +1287,6 @@ fn cloudwatch(g: &mut Gen) {
     }
 }
 
-/// Writes a store as OpenMetrics text (see [`crate::tsdb::write_openmetrics`]).
-pub fn write_openmetrics(store: &Store, out: &mut dyn Write) -> std::io::Result<()> {
-    crate::tsdb::write_openmetrics(store, out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1307,8 +1300,8 @@ mod tests {
         assert_eq!(a.num_samples(), b.num_samples());
         let mut x = Vec::new();
         let mut y = Vec::new();
-        write_openmetrics(&a, &mut x).unwrap();
-        write_openmetrics(&b, &mut y).unwrap();
+        crate::tsdb::write_openmetrics(&a, &mut x).unwrap();
+        crate::tsdb::write_openmetrics(&b, &mut y).unwrap();
         assert!(x == y, "the generator must be deterministic");
         let mut back = Store::new();
         crate::tsdb::openmetrics::load_text(

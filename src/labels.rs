@@ -363,6 +363,83 @@ impl fmt::Display for Matcher {
     }
 }
 
+/// The values a PromQL regex can match, when they are few: `a|b`, `name_total?`, `x_(sum|count)`.
+/// `None` when the language is infinite (`.*`, `+`), larger than `limit`, or not plain text
+/// (byte classes, anchors inside). Used to decide which source owns a regex-named selector.
+pub fn finite_language(pattern: &str, limit: usize) -> Option<Vec<String>> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let mut out = expand_language(&hir, vec![String::new()], limit)?;
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+/// Every string of `acc` followed by every string `hir` matches; `None` past `limit`.
+fn expand_language(hir: &regex_syntax::hir::Hir, acc: Vec<String>, limit: usize) -> Option<Vec<String>> {
+    use regex_syntax::hir::{Class, HirKind};
+    let cross = |acc: Vec<String>, tails: &[String]| -> Option<Vec<String>> {
+        if acc.len().saturating_mul(tails.len()) > limit {
+            return None;
+        }
+        Some(
+            acc.iter()
+                .flat_map(|a| tails.iter().map(move |t| format!("{a}{t}")))
+                .collect(),
+        )
+    };
+    match hir.kind() {
+        HirKind::Empty => Some(acc),
+        HirKind::Literal(l) => {
+            let s = std::str::from_utf8(&l.0).ok()?;
+            Some(acc.into_iter().map(|a| a + s).collect())
+        }
+        HirKind::Class(Class::Unicode(c)) => {
+            let mut chars = Vec::new();
+            for r in c.ranges() {
+                let n = (r.end() as u32).checked_sub(r.start() as u32)? as usize + 1;
+                if chars.len() + n > limit {
+                    return None;
+                }
+                chars.extend((r.start()..=r.end()).map(String::from));
+            }
+            cross(acc, &chars)
+        }
+        HirKind::Class(Class::Bytes(_)) | HirKind::Look(_) => None,
+        HirKind::Capture(c) => expand_language(&c.sub, acc, limit),
+        HirKind::Concat(parts) => parts.iter().try_fold(acc, |acc, h| expand_language(h, acc, limit)),
+        HirKind::Alternation(alts) => {
+            let mut out = Vec::new();
+            for h in alts {
+                out.extend(expand_language(h, acc.clone(), limit)?);
+                if out.len() > limit {
+                    return None;
+                }
+            }
+            Some(out)
+        }
+        HirKind::Repetition(r) => {
+            let max = r.max?;
+            if max > 16 {
+                return None;
+            }
+            let mut out = Vec::new();
+            let mut cur = acc;
+            for k in 0..=max {
+                if k >= r.min {
+                    out.extend(cur.iter().cloned());
+                    if out.len() > limit {
+                        return None;
+                    }
+                }
+                if k < max {
+                    cur = expand_language(&r.sub, cur, limit)?;
+                }
+            }
+            Some(out)
+        }
+    }
+}
+
 /// Compiles a PromQL regex: anchored at both ends, `.` matching newlines (Prometheus 3.x).
 /// Compiled regexes are cached: rules evaluate the same selectors every interval.
 pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
@@ -387,6 +464,26 @@ pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
 #[cfg(test)]
 mod hash_tests {
     use super::*;
+
+    #[test]
+    fn finite_language_enumerates_small_regexes_only() {
+        let lang = |p: &str| finite_language(p, 64);
+        assert_eq!(lang("a|b").unwrap(), ["a", "b"]);
+        assert_eq!(
+            lang("DCGM_FI_DEV_XID_ERRORS?").unwrap(),
+            ["DCGM_FI_DEV_XID_ERROR", "DCGM_FI_DEV_XID_ERRORS"]
+        );
+        assert_eq!(lang("x_(sum|count)").unwrap(), ["x_count", "x_sum"]);
+        assert_eq!(lang("gpu[0-2]").unwrap(), ["gpu0", "gpu1", "gpu2"]);
+        assert_eq!(lang("(?i)ab").unwrap(), ["AB", "Ab", "aB", "ab"]);
+        assert_eq!(lang("").unwrap(), [""]);
+        assert_eq!(lang("a{2,3}").unwrap(), ["aa", "aaa"]);
+        assert!(lang("dcgm_.*").is_none(), "infinite");
+        assert!(lang("a+").is_none(), "infinite");
+        assert!(lang("[a-z]{8}").is_none(), "too many");
+        assert!(lang("^a$").is_none(), "anchors are not plain text");
+        assert!(lang("(").is_none(), "not a regex");
+    }
 
     #[test]
     fn prometheus_hash_is_xxhash_of_the_label_pairs() {

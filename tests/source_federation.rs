@@ -114,7 +114,7 @@ fn setup() -> Option<Env> {
     .unwrap();
     std::fs::write(
         root.join("rules.yaml"),
-        "groups:\n  - name: joined\n    interval: 1m\n    rules:\n      - alert: HotGPUWithXid\n        expr: max by (node) (gpu_temp) > 90 and on (node) max_over_time(gpu_xid_errors[5m]) > 0\n  - name: prom-only\n    interval: 1m\n    rules:\n      - alert: HotGPU\n        expr: max by (node) (gpu_temp) > 90\n  - name: newer-promql\n    interval: 1m\n    rules:\n      - alert: HotGPUSteady\n        expr: max by (node) (gpu_temp) > 90 unless on (node) mad_over_time(gpu_temp[1m]) > 1000\n",
+        "groups:\n  - name: joined\n    interval: 1m\n    rules:\n      - alert: HotGPUWithXid\n        expr: max by (node) (gpu_temp) > 90 and on (node) max_over_time(gpu_xid_errors[5m]) > 0\n  - name: prom-only\n    interval: 1m\n    rules:\n      - alert: HotGPU\n        expr: max by (node) (gpu_temp) > 90\n  - name: prom-regex\n    interval: 1m\n    rules:\n      - alert: HotGPUEitherName\n        expr: max by (node) ({__name__=~\"gpu_temp|gpu_temperature_celsius\"}) > 90\n  - name: newer-promql\n    interval: 1m\n    rules:\n      - alert: HotGPUSteady\n        expr: max by (node) (gpu_temp) > 90 unless on (node) mad_over_time(gpu_temp[1m]) > 1000\n",
     )
     .unwrap();
     std::fs::write(
@@ -240,6 +240,14 @@ fn joins_across_sources_and_pushes_down_single_source_rules() {
         .collect();
     assert_eq!(pushed.len(), of("HotGPU").len(), "{logged:?}");
     assert!(pushed.iter().all(|q| q.1), "instant queries: {pushed:?}");
+    // A regex over names that all belong to Prometheus (none mapped from CloudWatch, none
+    // recorded here) is sent whole too.
+    let pushed_re = logged
+        .iter()
+        .filter(|q| q.0 == r#"max by (node) ({__name__=~"gpu_temp|gpu_temperature_celsius"}) > 90"#)
+        .count();
+    assert!(of("HotGPUEitherName").len() >= 18, "{evals:?}");
+    assert_eq!(pushed_re, of("HotGPUEitherName").len(), "{logged:?}");
     // Only the fan-out selector above (a regex over names) went to every source.
     let named_xid: Vec<&(String, bool)> = logged.iter().filter(|q| q.0.contains("gpu_xid_errors")).collect();
     assert_eq!(
@@ -254,7 +262,7 @@ fn joins_across_sources_and_pushes_down_single_source_rules() {
     let metrics = watchfire::server::render_metrics(&svc);
     let want = format!(
         "watchfire_source_requests_total{{source=\"prom\",kind=\"pushdown\"}} {}",
-        pushed.len() + 1
+        pushed.len() + pushed_re + 1
     );
     assert!(metrics.lines().any(|l| l == want), "{want} in:\n{metrics}");
     assert!(

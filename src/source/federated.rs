@@ -17,9 +17,9 @@
 //! are merged. Any failing source fails the selector: a partial answer would read as health.
 //!
 //! Pushdown ([`Queryable::pushdown`]): when every selector of an expression names its metric
-//! with an equality, none of those names is produced locally (recording rules, `ALERTS`), and
-//! all belong to the same Prometheus source, the expression is sent to that source as one
-//! instant query. Expressions the remote rejects as `bad_data` (e.g. functions Prometheus 2.x
+//! (by an equality, or by a regex whose possible names are all known to one member), none of
+//! those names is produced locally (recording rules, `ALERTS`), and all belong to the same
+//! Prometheus source, the expression is sent to that source as one instant query. Expressions the remote rejects as `bad_data` (e.g. functions Prometheus 2.x
 //! lacks) fall back to local evaluation, and are not sent again.
 
 use std::collections::{BTreeMap, HashSet};
@@ -280,10 +280,15 @@ impl Federated {
         }
         let mut target = None;
         for n in names {
-            if self.local_names.contains(&n) {
-                return None;
-            }
-            let o = self.owner(&n);
+            let o = match n {
+                SelectorName::Exact(n) => {
+                    if self.local_names.contains(&n) {
+                        return None;
+                    }
+                    self.owner(&n)
+                }
+                SelectorName::Pattern(p) => self.pattern_owner(&p)?,
+            };
             if *target.get_or_insert(o) != o {
                 return None;
             }
@@ -291,11 +296,61 @@ impl Federated {
         let t = target?;
         matches!(self.members[t].source, MemberSource::Prometheus(_)).then_some(t)
     }
+
+    /// The one member owning every name a `__name__=~` pattern can match; `None` when the names
+    /// may be spread over several members or produced here. A pattern with few names
+    /// (`a|b`, `x_errors?`) is decided name by name; any other pattern belongs to the default
+    /// source only when nothing else could hold a match: no other Prometheus member (its claims
+    /// cannot be intersected with the pattern), no CloudWatch name, embedded series or local
+    /// rule output matching it.
+    fn pattern_owner(&self, pattern: &str) -> Option<usize> {
+        if let Some(names) = crate::labels::finite_language(pattern, 64) {
+            let mut owner = None;
+            for n in &names {
+                if self.local_names.contains(n) {
+                    return None;
+                }
+                let o = self.owner(n);
+                if *owner.get_or_insert(o) != o {
+                    return None;
+                }
+            }
+            return owner;
+        }
+        let m = Matcher::regex(METRIC_NAME, pattern).ok()?;
+        if self.local_names.iter().any(|n| m.matches(n)) {
+            return None;
+        }
+        for (i, member) in self.members.iter().enumerate() {
+            let clash = match &member.source {
+                MemberSource::Prometheus(_) => i != self.default,
+                MemberSource::CloudWatch(c) => c.mapping().names().any(|n| m.matches(n)),
+                MemberSource::Embedded(e) => {
+                    e.0.read()
+                        .map(|s| !s.select_ids(std::slice::from_ref(&m)).is_empty())
+                        .unwrap_or(true)
+                }
+            };
+            if clash {
+                return None;
+            }
+        }
+        Some(self.default)
+    }
 }
 
-/// Metric names of every selector in `expr`; false when a selector has no name equality (or
-/// uses `or` matchers) or the expression reads data implicitly (`info`).
-fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
+/// How a selector names its metric.
+enum SelectorName {
+    /// `name{...}` or `{__name__="name"}`.
+    Exact(String),
+    /// `{__name__=~"pattern"}`.
+    Pattern(String),
+}
+
+/// The metric names of every selector in `expr`; false when a selector does not name its
+/// metric by an equality or a regex (or uses `or` matchers), or the expression reads data
+/// implicitly (`info`).
+fn collect_names(expr: &Expr, out: &mut Vec<SelectorName>) -> bool {
     match expr {
         Expr::VectorSelector(vs) => selector_name(vs).map(|n| out.push(n)).is_some(),
         Expr::MatrixSelector(ms) => selector_name(&ms.vs).map(|n| out.push(n)).is_some(),
@@ -310,18 +365,24 @@ fn collect_names(expr: &Expr, out: &mut Vec<String>) -> bool {
     }
 }
 
-fn selector_name(vs: &VectorSelector) -> Option<String> {
+fn selector_name(vs: &VectorSelector) -> Option<SelectorName> {
     if !vs.matchers.or_matchers.is_empty() {
         return None;
     }
     if let Some(n) = &vs.name {
-        return Some(n.clone());
+        return Some(SelectorName::Exact(n.clone()));
     }
-    vs.matchers
-        .matchers
-        .iter()
-        .find(|m| m.name == METRIC_NAME && matches!(m.op, PMatchOp::Equal))
-        .map(|m| m.value.clone())
+    let on_name = || vs.matchers.matchers.iter().filter(|m| m.name == METRIC_NAME);
+    if let Some(m) = on_name().find(|m| matches!(m.op, PMatchOp::Equal)) {
+        return Some(SelectorName::Exact(m.value.clone()));
+    }
+    // A single positive regex on the name; a further `!=`/`!~` on it only narrows the set.
+    let mut patterns = on_name().filter_map(|m| match &m.op {
+        PMatchOp::Re(_) => Some(m.value.clone()),
+        _ => None,
+    });
+    let p = patterns.next()?;
+    patterns.next().is_none().then_some(SelectorName::Pattern(p))
 }
 
 impl Queryable for Federated {
@@ -496,5 +557,28 @@ mod tests {
         assert_eq!(target(r#"{__name__="up", job="x"}"#), Some(0));
         assert_eq!(target("vector(1)"), None, "nothing to read");
         assert_eq!(target("probe_event > 0"), None, "embedded");
+        assert_eq!(
+            target(r#"max({__name__=~"node_power_watts|up"}) > 1"#),
+            Some(0),
+            "a regex whose names the default source owns"
+        );
+        assert_eq!(
+            target(r#"rate({__name__=~"dcgm_xid_errors?"}[5m])"#),
+            Some(2),
+            "claimed names"
+        );
+        assert_eq!(target(r#"{__name__=~"up|dcgm_temp"}"#), None, "names of two sources");
+        assert_eq!(target(r#"{__name__=~"up|cw_metric"}"#), None, "a CloudWatch name");
+        assert_eq!(
+            target(r#"{__name__=~"job:up:.*"}"#),
+            None,
+            "may match a local recording rule"
+        );
+        assert_eq!(
+            target(r#"{__name__=~"node_.*"}"#),
+            None,
+            "another Prometheus member may claim matches"
+        );
+        assert_eq!(target(r#"{__name__=~"up|job:up:sum"}"#), None, "a local recording rule");
     }
 }

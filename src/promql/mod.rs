@@ -14,6 +14,7 @@ mod mathx;
 mod native;
 mod needs;
 mod options;
+mod preparse;
 mod queryable;
 mod select;
 mod value;
@@ -21,6 +22,7 @@ mod value;
 pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
+pub use preparse::QueryTimes;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -91,7 +93,7 @@ impl Engine {
         end: i64,
         step: i64,
     ) -> Result<QueryResult, Error> {
-        let ast = parse(expr)?;
+        let ast = parse_for(expr, &QueryTimes::range(start, end, step))?;
         self.range_query_text(src, &ast, expr, start, end, step)
     }
 
@@ -308,10 +310,27 @@ pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64
     Ok(out)
 }
 
-/// Parses a PromQL expression; errors carry a 1-based line and column where one can be found.
+/// Parses a PromQL expression for an instant query (a rule, an instant query): `step()` and
+/// `range()` in durations are 0. Errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
-    raw_parse(expr).map_err(|message| {
-        let (line, col) = error_position(expr, &message);
+    parse_for(expr, &QueryTimes::default())
+}
+
+/// Parses a PromQL expression for a query: what promql-parser cannot read of Prometheus 3.x's
+/// syntax (duration expressions, `step()`, ...) is first rewritten by the front pass
+/// ([`preparse`]); errors point into `expr` as written.
+pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
+    let rw = preparse::preparse(expr, times).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message,
+            line,
+            col,
+        }
+    })?;
+    raw_parse(&rw.text).map_err(|message| {
+        let off = error_offset(&rw.text, &message);
+        let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
     })
 }
@@ -325,9 +344,8 @@ fn raw_parse(expr: &str) -> Result<Expr, String> {
 /// Finds where in `expr` a parse error lies. promql-parser's messages carry no position, so it
 /// is recovered from what the message names (a character, a function, an unbalanced bracket)
 /// or, failing that, from the longest prefix that parses.
-fn error_position(expr: &str, message: &str) -> (usize, usize) {
-    let offset = named_offset(expr, message).unwrap_or_else(|| longest_valid_prefix_end(expr));
-    line_col(expr, offset)
+fn error_offset(expr: &str, message: &str) -> usize {
+    named_offset(expr, message).unwrap_or_else(|| longest_valid_prefix_end(expr))
 }
 
 fn line_col(expr: &str, offset: usize) -> (usize, usize) {

@@ -342,7 +342,11 @@ impl Runner<'_> {
         if cmd.expects_histograms {
             return Err((Stop::Skip(DataLimit::NativeHistogram.reason().into()), None));
         }
-        let parsed = watchfire_parse(&cmd.expr);
+        let times = match cmd.range {
+            Some(r) => crate::promql::QueryTimes::range(r.start, r.end, r.step),
+            None => crate::promql::QueryTimes::default(),
+        };
+        let parsed = watchfire_parse(&cmd.expr, &times);
         match &parsed {
             Err(_) if !cmd.is_fail() => {
                 // A query we cannot parse that names native-histogram data is skipped for the
@@ -621,7 +625,7 @@ fn validate_annotations(expected: &[Matcher], actual: &[String], kind: &str) -> 
 #[cfg(test)]
 mod tests;
 
-/// promql-parser's raw result for `expr`, never panicking.
-fn watchfire_parse(expr: &str) -> Result<promql_parser::parser::Expr, String> {
-    crate::promql::parse(expr).map_err(|e| e.to_string())
+/// The engine's parse of `expr` for the query it is run as, never panicking.
+fn watchfire_parse(expr: &str, times: &crate::promql::QueryTimes) -> Result<promql_parser::parser::Expr, String> {
+    crate::promql::parse_for(expr, times).map_err(|e| e.to_string())
 }

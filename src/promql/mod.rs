@@ -328,11 +328,24 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
-    raw_parse(&rw.text).map_err(|message| {
+    let ast = raw_parse(&rw.text).map_err(|message| {
         let off = error_offset(&rw.text, &message);
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
-    })
+    })?;
+    // The extended range selectors are read but not evaluated: Prometheus' refusal where it
+    // refuses one (an evaluation error there), else an honest "unsupported".
+    if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
+        return Err(Error::Eval(refusal));
+    }
+    if let Some(x) = rw.extended.first() {
+        let (line, col) = line_col(expr, x.offset);
+        return Err(Error::Unsupported(format!(
+            "{line}:{col}: the {} modifier (Prometheus' promql-extended-range-selectors) is not evaluated yet",
+            x.kind.name()
+        )));
+    }
+    Ok(ast)
 }
 
 /// promql-parser, with its panics (it has some, e.g. on `offset NaN-50s`) turned into errors.
@@ -626,6 +639,31 @@ mod tests {
         assert_eq!(pos("foo bar"), (1, 5));
         assert_eq!(pos("sum(rate(foo[5m], 1))"), (1, 5));
         assert_eq!(pos("foo\n  $"), (2, 3));
+        // Through the front pass: positions in the text as written.
+        assert_eq!(pos("rate(foo[1m+1m]) + (x offset (1h/2)) $"), (1, 38));
+        assert_eq!(pos("x[1m:1m+1m] offset (1s/0)"), (1, 23));
+    }
+
+    #[test]
+    fn prometheus_3_syntax_through_the_front_pass() {
+        let e = Engine::default();
+        let v = |q: &str| match e.instant_query(&store(), q, 600_000) {
+            Ok(r) => format!("{:?}", r.value),
+            Err(err) => format!("error: {err}"),
+        };
+        assert_eq!(v("rate(req_total[2m+3m])"), v("rate(req_total[5m])"));
+        assert_eq!(v("req_total offset (1m * 2)"), v("req_total offset 2m"));
+        assert_eq!(v("req_total offset (1m - 60s)"), v("req_total"));
+        assert_eq!(
+            v("deriv(req_total[5m] anchored)"),
+            "error: anchored modifier can only be used with: changes, delta, increase, rate, resets - not with deriv"
+        );
+        assert!(matches!(
+            e.instant_query(&store(), "increase(req_total[5m] smoothed)", 600_000),
+            Err(Error::Unsupported(m)) if m.starts_with("1:24: the smoothed modifier")
+        ));
+        // A parse error elsewhere comes first, as in Prometheus.
+        assert!(matches!(parse("deriv(x[5m] anchored) +"), Err(Error::Parse { .. })));
     }
 
     #[test]

@@ -40,6 +40,55 @@ pub(crate) struct Rewritten<'a> {
     pub(crate) text: Cow<'a, str>,
     /// (original span, replacement length), in order.
     edits: Vec<(usize, usize, usize)>,
+    /// The `anchored` and `smoothed` modifiers read (and taken out of the text).
+    pub(crate) extended: Vec<Extended>,
+}
+
+/// Prometheus' extended range selectors (`promql-extended-range-selectors`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeModifier {
+    Anchored,
+    Smoothed,
+}
+
+impl RangeModifier {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            RangeModifier::Anchored => "anchored",
+            RangeModifier::Smoothed => "smoothed",
+        }
+    }
+
+    /// The functions Prometheus allows the modifier's range selectors in, sorted as its
+    /// message lists them.
+    fn safe_functions(self) -> &'static [&'static str] {
+        match self {
+            RangeModifier::Anchored => &["changes", "delta", "increase", "rate", "resets"],
+            RangeModifier::Smoothed => &["delta", "increase", "rate"],
+        }
+    }
+}
+
+/// An `anchored` or `smoothed` modifier of the query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Extended {
+    pub(crate) kind: RangeModifier,
+    /// Byte offset of the keyword in the original text.
+    pub(crate) offset: usize,
+    /// The function its range selector is passed to, when Prometheus refuses the modifier there.
+    unsafe_function: Option<String>,
+}
+
+impl Extended {
+    /// Prometheus' evaluation error for a function the modifier cannot be used with.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        let f = self.unsafe_function.as_ref()?;
+        Some(format!(
+            "{} modifier can only be used with: {} - not with {f}",
+            self.kind.name(),
+            self.kind.safe_functions().join(", ")
+        ))
+    }
 }
 
 impl Rewritten<'_> {
@@ -83,6 +132,7 @@ impl PreparseError {
 pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritten<'a>, PreparseError> {
     let toks = lex(expr);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut extended = Vec::new();
     let mut brace_depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
@@ -109,12 +159,30 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             i = offset(expr, &toks, i, times, &mut edits)?;
             continue;
         }
+        let modifier = if text.eq_ignore_ascii_case("anchored") {
+            Some(RangeModifier::Anchored)
+        } else if text.eq_ignore_ascii_case("smoothed") {
+            Some(RangeModifier::Smoothed)
+        } else {
+            None
+        };
+        if let Some(kind) = modifier.filter(|_| i > 0 && ends_modified(expr, &toks[i - 1])) {
+            let (matrix, function) = modified_context(expr, &toks, i);
+            extended.push(Extended {
+                kind,
+                offset: t.start,
+                unsafe_function: function.filter(|f| matrix && !kind.safe_functions().contains(&f.as_str())),
+            });
+            // Read without it, so that the rest of the query is checked first.
+            edits.push((toks[i - 1].end, t.end, String::new()));
+        }
         i += 1;
     }
     if edits.is_empty() {
         return Ok(Rewritten {
             text: Cow::Borrowed(expr),
             edits: Vec::new(),
+            extended,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -130,6 +198,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     Ok(Rewritten {
         text: Cow::Owned(out),
         edits: spans,
+        extended,
     })
 }
 
@@ -148,6 +217,7 @@ fn bracket(
         toks,
         i: open + 1,
         times,
+        depth: 0,
     };
     let Some(range) = p.positive_part(&[":", "]"])? else {
         return Ok(open + 1);
@@ -183,6 +253,7 @@ fn offset(
         toks,
         i: at + 1,
         times,
+        depth: 0,
     };
     let first = at + 1;
     let Ok(node) = p.offset_expr() else {
@@ -201,6 +272,51 @@ fn offset(
         edits.push((toks[first].start, span_end, text));
     }
     Ok(last)
+}
+
+/// Whether a token can end what `anchored`/`smoothed` modify: a selector, its range, or its
+/// `offset`/`@` modifier.
+fn ends_modified(expr: &str, t: &Tok) -> bool {
+    ends_operand(expr, t) || matches!(t.kind, Kind::Number(_) | Kind::Duration(_))
+}
+
+/// Whether the selector a modifier at `at` stands after has a range (a `]` at its level), and
+/// the function whose argument it is (the name before the enclosing parenthesis).
+fn modified_context(expr: &str, toks: &[Tok], at: usize) -> (bool, Option<String>) {
+    let mut depth = 0i32;
+    let mut matrix = false;
+    // Past a comma the range would be another argument's.
+    let mut crossed = false;
+    let mut j = at;
+    while j > 0 {
+        j -= 1;
+        let t = &toks[j];
+        if t.kind != Kind::Punct {
+            continue;
+        }
+        match &expr[t.start..t.end] {
+            ")" | "}" => depth += 1,
+            "]" => {
+                if depth == 0 && !crossed {
+                    matrix = true;
+                }
+                depth += 1;
+            }
+            "[" | "{" => depth -= 1,
+            "(" if depth == 0 => {
+                let name = j
+                    .checked_sub(1)
+                    .map(|k| &toks[k])
+                    .filter(|t| t.kind == Kind::Ident)
+                    .map(|t| expr[t.start..t.end].to_ascii_lowercase());
+                return (matrix, name);
+            }
+            "(" => depth -= 1,
+            "," if depth == 0 => crossed = true,
+            _ => {}
+        }
+    }
+    (matrix, None)
 }
 
 /// Whether a token ends an operand, so that a following `offset` is the modifier.
@@ -460,7 +576,11 @@ struct DurParser<'a> {
     toks: &'a [Tok],
     i: usize,
     times: &'a QueryTimes,
+    /// Nesting so far: deeper than [`MAX_DEPTH`] is left to promql-parser (no stack overflow).
+    depth: usize,
 }
+
+const MAX_DEPTH: usize = 200;
 
 impl DurParser<'_> {
     fn peek(&self) -> Option<&Tok> {
@@ -568,6 +688,16 @@ impl DurParser<'_> {
 
     /// A sign binds looser than `^` (`-2^2` is -4) and tighter than the rest.
     fn unary(&mut self) -> Result<Node, NoMatch> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(NoMatch);
+        }
+        let node = self.unary_inner();
+        self.depth -= 1;
+        node
+    }
+
+    fn unary_inner(&mut self) -> Result<Node, NoMatch> {
         if self.peek_is("-") || self.peek_is("+") {
             let start = self.toks[self.i].start;
             let neg = self.peek_is("-");
@@ -779,6 +909,44 @@ mod tests {
         // Not Prometheus' syntax: left to promql-parser's own error.
         assert_eq!(instant("foo[step]"), "foo[step]");
         assert_eq!(instant("foo[1m+]"), "foo[1m+]");
+        let deep = format!("foo[{}1m{}]", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(instant(&deep), deep);
+    }
+
+    #[test]
+    fn extended_range_selectors_are_read() {
+        let r = preparse("increase(foo[1m] anchored) + foo smoothed", &QueryTimes::default()).unwrap();
+        assert_eq!(r.text, "increase(foo[1m]) + foo");
+        let kinds: Vec<_> = r.extended.iter().map(|x| (x.kind, x.offset, x.refusal())).collect();
+        assert_eq!(
+            kinds,
+            vec![(RangeModifier::Anchored, 17, None), (RangeModifier::Smoothed, 33, None)]
+        );
+        let refusal = |e: &str| {
+            preparse(e, &QueryTimes::default())
+                .unwrap()
+                .extended
+                .iter()
+                .find_map(Extended::refusal)
+        };
+        assert_eq!(
+            refusal("predict_linear(foo[3m] smoothed, 4)").as_deref(),
+            Some("smoothed modifier can only be used with: delta, increase, rate - not with predict_linear")
+        );
+        assert_eq!(
+            refusal("quantile_over_time(0.5, foo[3m] offset (1m+1m) anchored)").as_deref(),
+            Some("anchored modifier can only be used with: changes, delta, increase, rate, resets - not with quantile_over_time")
+        );
+        assert_eq!(refusal("resets(foo[3m] anchored)"), None);
+        assert_eq!(
+            refusal("smoothed(foo[3m] smoothed)")
+                .as_deref()
+                .map(|m| m.ends_with("not with smoothed")),
+            Some(true)
+        );
+        // A metric named like a modifier is a metric.
+        let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
+        assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));
     }
 
     #[test]

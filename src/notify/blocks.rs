@@ -255,10 +255,10 @@ mod tests {
 
     #[test]
     fn static_limits_are_load_errors() {
-        let many = format!("blocks: [{}]", vec!["{type: divider}"; 51].join(", "));
+        let many = format!("blocks: [{}]", ["{type: divider}"; 51].join(", "));
         let e = dec(&many).unwrap_err();
         assert!(e.contains("51 blocks; Slack accepts at most 50"), "{e}");
-        assert!(dec(&format!("blocks: [{}]", vec!["{type: divider}"; 50].join(", "))).is_ok());
+        assert!(dec(&format!("blocks: [{}]", ["{type: divider}"; 50].join(", "))).is_ok());
         assert_eq!(
             dec("blocks: [{text: x}]").unwrap_err(),
             "1:10: missing type in Slack block"
@@ -273,7 +273,7 @@ mod tests {
         );
         let fields = format!(
             "blocks: [{{type: section, fields: [{}]}}]",
-            vec!["{type: mrkdwn, text: a}"; 11].join(", ")
+            ["{type: mrkdwn, text: a}"; 11].join(", ")
         );
         assert!(dec(&fields)
             .unwrap_err()

@@ -151,6 +151,10 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             i += 1;
             continue;
         }
+        if brace_depth == 0 && matches!(t.kind, Kind::Number(_)) && text.contains('_') {
+            // Prometheus 3 reads `1_000` and `0x_ff`; promql-parser does not.
+            edits.push((t.start, t.end, text.replace('_', "")));
+        }
         if brace_depth > 0 || t.kind != Kind::Ident {
             i += 1;
             continue;
@@ -472,6 +476,9 @@ fn number_kind(w: &str) -> Kind {
     if let Some(ms) = duration_ms(w) {
         return Kind::Duration(ms as f64 / 1000.0);
     }
+    if !valid_underscores(w) {
+        return Kind::Bad;
+    }
     let clean = w.replace('_', "");
     if let Some(hex) = clean.strip_prefix("0x").or_else(|| clean.strip_prefix("0X")) {
         return i64::from_str_radix(hex, 16).map_or(Kind::Bad, |v| Kind::Number(v as f64));
@@ -480,6 +487,18 @@ fn number_kind(w: &str) -> Kind {
         return Kind::Bad;
     }
     clean.parse::<f64>().map_or(Kind::Bad, Kind::Number)
+}
+
+/// Go's rule for `_` in number literals, as Prometheus' lexer and `strconv` apply it: each one
+/// between two digits, or right after a `0x` prefix.
+fn valid_underscores(w: &str) -> bool {
+    let b = w.as_bytes();
+    let hex = w.starts_with("0x") || w.starts_with("0X");
+    let digit = |c: u8| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() };
+    (0..b.len()).filter(|&i| b[i] == b'_').all(|i| {
+        let before = (hex && i == 2) || (i > 0 && digit(b[i - 1]));
+        before && b.get(i + 1).is_some_and(|&c| digit(c))
+    })
 }
 
 fn duration_ms(w: &str) -> Option<u64> {
@@ -742,7 +761,8 @@ impl DurParser<'_> {
                 self.i += 1;
                 return Ok(Node {
                     start,
-                    plain: true,
+                    // promql-parser does not read `_` separators.
+                    plain: !self.expr[t.start..t.end].contains('_'),
                     op: Op::Lit(v),
                 });
             }
@@ -863,6 +883,13 @@ mod tests {
         assert_eq!(instant("x offset (1m - 60s) > 0"), "x > 0");
         assert_eq!(instant("x[1.0005]"), "x[1.0005]");
         assert_eq!(instant("x[1.0005 + 0]"), "x[1s]");
+        // `_` separators, which promql-parser does not read.
+        assert_eq!(
+            instant("1_000 + 0x_f_f * .123_4 + x[1_800]"),
+            "1000 + 0xff * .1234 + x[30m]"
+        );
+        assert_eq!(instant("x offset 1_0"), "x offset 10s");
+        assert_eq!(instant("1__0 + 1_ + x{a=\"1_0\"}"), "1__0 + 1_ + x{a=\"1_0\"}");
     }
 
     #[test]

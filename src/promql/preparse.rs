@@ -159,7 +159,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             i += 1;
             continue;
         }
-        if text.eq_ignore_ascii_case("offset") && i > 0 && ends_operand(expr, &toks[i - 1]) {
+        if text.eq_ignore_ascii_case("offset") && i > 0 && ends_modified(expr, &toks[i - 1]) {
             i = offset(expr, &toks, i, times, &mut edits)?;
             continue;
         }
@@ -278,8 +278,8 @@ fn offset(
     Ok(last)
 }
 
-/// Whether a token can end what `anchored`/`smoothed` modify: a selector, its range, or its
-/// `offset`/`@` modifier.
+/// Whether a token can end what `offset`, `anchored` and `smoothed` modify: a selector, its
+/// range, or its `offset`/`@` modifier (`foo @ 100 offset 1m`).
 fn ends_modified(expr: &str, t: &Tok) -> bool {
     ends_operand(expr, t) || matches!(t.kind, Kind::Number(_) | Kind::Duration(_))
 }
@@ -872,6 +872,7 @@ mod tests {
             "x[30s:10s] offset -3m20s"
         );
         assert_eq!(instant("x offset (100 + 2)"), "x offset 1m42s");
+        assert_eq!(instant("x @ 100 offset (1m+1m)"), "x @ 100 offset 2m");
         assert_eq!(instant("x offset (-2 ^ 2)"), "x offset -4s");
         assert_eq!(instant("x offset (2 ^ 2)"), "x offset 4s");
         // A sign binds looser than ^, and a signed literal ends the offset.

@@ -109,7 +109,7 @@ fn verbose_lists_skips_with_reasons() {
     let f = write(
         dir.path(),
         "skip.test",
-        "load 1m\n  h {{schema:0 sum:1 count:1}}\n\neval instant at 1m max(h)\n  {} 1\n\neval instant at 1m foo[1m] anchored\n",
+        "load 1m\n  h {{schema:0 sum:1 count:1}}\n\neval instant at 1m max(h)\n  {} 1\n\neval instant at 1m increase(foo[1m] anchored)\n\neval instant at 1m info(foo, {data=~\".*\"})\n",
     );
     let o = watchfire(&["promqltest", "-v", f.to_str().unwrap()]);
     let out = stdout(&o);
@@ -122,9 +122,18 @@ fn verbose_lists_skips_with_reasons() {
         )),
         "{out}"
     );
+    // Read by the front pass, not evaluated yet.
+    assert!(
+        out.contains(&format!(
+            "{}:7: increase(foo[1m] anchored)\n  skipped: unsupported: the anchored modifier",
+            f.display()
+        )),
+        "{out}"
+    );
+    // Prometheus reads it, promql-parser does not.
     assert!(out.contains("  skipped: unparseable"), "{out}");
     assert!(out.contains("native histogram"), "{out}");
-    assert_eq!(out.lines().last(), Some("0 passed, 0 failed, 2 skipped"), "{out}");
+    assert_eq!(out.lines().last(), Some("0 passed, 0 failed, 3 skipped"), "{out}");
 }
 
 #[test]

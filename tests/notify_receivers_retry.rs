@@ -106,6 +106,41 @@ fn slack_5xx_retried_4xx_final() {
     assert_eq!(reqs.lock().unwrap().len(), 1, "a 404 is not retried");
 }
 
+/// Block Kit (`watchfire.blocks`): the rendered blocks and the fallback `text` arrive, with no
+/// attachment, and a text over Slack's limit is cut rather than refused by Slack.
+#[test]
+fn slack_blocks_payload() {
+    let (url, reqs) = recorder(vec![(200, "", "ok")]);
+    let long = "z".repeat(200);
+    let (cfg, n) = notification(&format!(
+        "receivers: [{{name: r, slack_configs: [{{api_url: '{url}/hook', fallback: '{{{{ .Status }}}}: {{{{ .CommonAnnotations.summary }}}}', watchfire: {{blocks: [\
+         {{type: header, text: {{type: plain_text, text: '{long} {{{{ .CommonLabels.alertname }}}}', emoji: true}}}}, \
+         {{type: section, text: {{type: mrkdwn, text: '*{{{{ .Owner }}}}* in {{{{ .Cluster }}}}/{{{{ .Namespace }}}}'}}, \
+           accessory: {{type: button, text: {{type: plain_text, text: Silence}}, url: '{{{{ .ExternalURL }}}}/#/silences/new'}}}}, \
+         {{type: context, elements: [{{type: mrkdwn, text: '{{{{ range .Alerts }}}}{{{{ .Labels.alertname }}}}{{{{ end }}}}'}}]}}]}}}}]}}]"
+    ));
+    common::runtime()
+        .block_on(deliverer().deliver(&cfg, &n))
+        .expect("delivered");
+    let reqs = reqs.lock().unwrap();
+    assert_eq!(reqs.len(), 1);
+    let body: serde_json::Value = serde_json::from_slice(&reqs[0].3).unwrap();
+    assert_eq!(reqs[0].1, "/hook");
+    assert!(body.get("attachments").is_none(), "{body}");
+    assert_eq!(body["text"], "firing: GPU lost");
+    let header = body["blocks"][0]["text"]["text"].as_str().unwrap();
+    assert_eq!(header.chars().count(), 150, "header cut to Slack's 150");
+    assert!(header.ends_with('…'));
+    assert_eq!(body["blocks"][0]["text"]["emoji"], true);
+    assert_eq!(body["blocks"][1]["text"]["text"], "*ml-training* in c1/train");
+    assert_eq!(
+        body["blocks"][1]["accessory"],
+        serde_json::json!({"type": "button", "text": {"type": "plain_text", "text": "Silence"},
+            "url": "http://watchfire.test/#/silences/new"})
+    );
+    assert_eq!(body["blocks"][2]["elements"][0]["text"], "GPUDown");
+}
+
 #[test]
 fn slack_api_ok_false_is_final() {
     let (url, reqs) = recorder(vec![(200, "", r#"{"ok":false,"error":"channel_not_found"}"#)]);

@@ -1,14 +1,16 @@
 //! Prometheus' own engine tests (../shared/conformance/promqltest) through our engine.
 //! The bar from the engine issue: at least 95% of the evaluated cases pass, and skips (cases
 //! the parser cannot read) stay under 15% of the cases that need no native histograms; at
-//! least 1490 cases pass (1494 with native histogram evaluation).
+//! least 1553 cases pass (1494 before the front pass for Prometheus 3.x's syntax, issue 20), no
+//! more than 5 are skipped as unparseable, and every duration expression case is read and
+//! passes.
 
 mod common;
 
 use std::path::PathBuf;
 
 use watchfire::promql::Engine;
-use watchfire::promqltest::{run_file, RunOptions, Summary};
+use watchfire::promqltest::{run_file, RunOptions, Summary, SKIP_UNPARSEABLE};
 
 #[test]
 fn prometheus_promqltest_suite() {
@@ -37,6 +39,15 @@ fn prometheus_promqltest_suite() {
             r.failed(),
             r.skipped()
         );
+        if f.file_name().is_some_and(|n| n == "duration_expression.test") {
+            assert!(
+                r.passed() > 0 && r.failed() == 0 && r.skipped() == 0,
+                "duration expressions: {} passed, {} failed, {} skipped",
+                r.passed(),
+                r.failed(),
+                r.skipped()
+            );
+        }
         total.add(&r);
     }
     println!("{total}");
@@ -45,7 +56,13 @@ fn prometheus_promqltest_suite() {
     assert!(pass_rate >= 0.95, "pass rate {pass_rate:.3} below 0.95: {total}");
     // Native histograms are evaluated in part; cases needing the rest (histogram data in
     // contexts the engine does not handle yet, NHCB loads) are skipped, never answered.
-    assert!(total.passed >= 1490, "fewer cases pass than before: {total}");
+    assert!(total.passed >= 1553, "fewer cases pass than before: {total}");
+    // What promql-parser cannot read and the front pass (`promql/preparse.rs`) does not rewrite:
+    // `info()` data matchers that all match the empty string (`{data=~".*"}`). (The
+    // `anchored`/`smoothed` modifiers are read, refused where Prometheus refuses them, and
+    // skipped as unsupported elsewhere.)
+    let unparseable = total.skip_reasons.get(SKIP_UNPARSEABLE).copied().unwrap_or(0);
+    assert!(unparseable <= 5, "more unparseable cases than before: {unparseable}");
     let native: usize = total
         .skip_reasons
         .iter()

@@ -3,7 +3,8 @@
 //! and validation messages, each error with the file, line and column it comes from.
 //!
 //! Beyond Alertmanager, one namespaced key is accepted: `watchfire:` on a route
-//! (`maintenance_windows`, `inherit_time_intervals`) and on a receiver (`alertmanager_configs`).
+//! (`maintenance_windows`, `inherit_time_intervals`), on a receiver (`alertmanager_configs`) and
+//! on a `slack_configs` entry (`blocks`, Slack's Block Kit).
 //! Files without it load the same way in both.
 
 use std::path::{Path, PathBuf};
@@ -359,16 +360,23 @@ fn check_templates(cfg: &Config, path: &str) -> Result<(), ConfigError> {
                 ));
             }
             for (name, v, pos) in &ic.fields.values {
-                let texts: Vec<String> = match v {
-                    Val::Str(s) => vec![s.clone()],
-                    Val::Map(m) => m.iter().map(|(_, v)| v.clone()).collect(),
-                    Val::Records(rs) => rs.iter().flat_map(|r| r.values().cloned()).collect(),
+                // Each text with where an error points: the field, or the string itself for
+                // Block Kit blocks (one field holding many templates).
+                let texts: Vec<(&str, Pos)> = match v {
+                    Val::Str(s) => vec![(s.as_str(), *pos)],
+                    Val::Map(m) => m.iter().map(|(_, v)| (v.as_str(), *pos)).collect(),
+                    Val::Records(rs) => rs.iter().flat_map(|r| r.values().map(|v| (v.as_str(), *pos))).collect(),
+                    Val::Blocks(blocks) => {
+                        let mut out = Vec::new();
+                        blocks.iter().for_each(|b| b.strings(&mut out));
+                        out
+                    }
                     _ => Vec::new(),
                 };
-                for t in texts {
-                    tmpl.check(&t).map_err(|e| {
+                for (t, at) in texts {
+                    tmpl.check(t).map_err(|e| {
                         invalid(
-                            Some(*pos),
+                            Some(at),
                             format!("receiver {}: {}.{name}: {e}", go_quote(&r.name), ic.kind),
                         )
                     })?;

@@ -14,6 +14,9 @@ use crate::gofmt::quote_common_invisibles as go_quote;
 use crate::url::{go_url_parse, parse_am_url, split_host_port};
 use crate::yaml::v2::{DResult, Decoder, Fail, Node, Pos};
 
+use super::blocks::decode_extensions as decode_slack_extensions;
+pub use super::blocks::Tree;
+
 /// A decoded field value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
@@ -28,6 +31,8 @@ pub enum Val {
     Tls(TlsConfig),
     /// A list of small records (PagerDuty links/images, Slack fields/actions, OpsGenie responders).
     Records(Vec<BTreeMap<String, String>>),
+    /// Slack Block Kit blocks (`watchfire.blocks`), as written.
+    Blocks(Vec<Tree>),
 }
 
 /// Decoded fields by name, in the order they were written.
@@ -113,6 +118,8 @@ enum F {
     PdLinks,
     SlackFields,
     SlackActions,
+    /// `watchfire:` of a Slack config (Block Kit blocks), watchfire's extension.
+    SlackExtensions,
     OgResponders,
     TlsVersion,
     Header,
@@ -252,6 +259,7 @@ const KINDS: &[(&str, bool, &[FieldSpec])] = &[
             ("link_names", F::Bool),
             ("mrkdwn_in", F::StrList),
             ("actions", F::SlackActions),
+            ("watchfire", F::SlackExtensions),
         ],
     ),
     (
@@ -396,6 +404,26 @@ const KINDS: &[(&str, bool, &[FieldSpec])] = &[
     ),
 ];
 
+/// The field name of Slack's Block Kit blocks (`watchfire: {blocks: ...}`) in [`Fields`].
+pub const BLOCKS: &str = "watchfire.blocks";
+
+/// Slack fields that only shape the attachment, which blocks replace.
+const ATTACHMENT_ONLY: &[&str] = &[
+    "title",
+    "title_link",
+    "pretext",
+    "text",
+    "fields",
+    "short_fields",
+    "actions",
+    "color",
+    "footer",
+    "image_url",
+    "thumb_url",
+    "mrkdwn_in",
+    "callback_id",
+];
+
 /// Kinds watchfire reads beyond Alertmanager 0.25's (last in [`KINDS`]).
 const WATCHFIRE_KINDS: usize = 1;
 
@@ -440,6 +468,7 @@ fn type_name(f: F) -> &'static str {
         F::PdLinks => "[]config.PagerdutyLink",
         F::SlackFields => "[]*config.SlackField",
         F::SlackActions => "[]*config.SlackAction",
+        F::SlackExtensions => "watchfire.SlackExtensions",
         F::OgResponders => "[]config.OpsGenieConfigResponder",
         F::Header => "config.Header",
         F::OAuth2 => "config.OAuth2",
@@ -622,6 +651,8 @@ fn decode_value(d: &mut Decoder, v: &Node, f: F) -> DResult<Option<Val>> {
             },
         )?)),
         F::SlackActions => Some(Val::Records(decode_slack_actions(d, v, tn)?)),
+        // Stored under `watchfire.blocks` by `decode_integration`.
+        F::SlackExtensions => decode_slack_extensions(d, v)?.map(|(b, _)| Val::Blocks(b)),
     })
 }
 
@@ -961,6 +992,12 @@ pub fn decode_integration(d: &mut Decoder, kind: &'static str, node: &Node) -> D
             fields.values.push((k.to_string(), Val::Records(vec![flatten(&s)]), kpos));
             return Ok(());
         }
+        if *f == F::SlackExtensions {
+            if let Some((blocks, bpos)) = decode_slack_extensions(d, v)? {
+                fields.values.push((BLOCKS.to_string(), Val::Blocks(blocks), bpos));
+            }
+            return Ok(());
+        }
         if let Some(val) = decode_value(d, v, *f)? {
             fields.values.push((k.to_string(), val, kpos));
         }
@@ -1014,6 +1051,15 @@ fn validate_integration(c: &IntegrationConfig) -> DResult<()> {
         }
         "slack_configs" if f.is_set("api_url") && !f.str("api_url_file").is_empty() => {
             return fail("at most one of api_url & api_url_file must be configured".into());
+        }
+        "slack_configs" if f.get(BLOCKS).is_some() => {
+            // The blocks replace the attachment: a text set for it would silently not be sent.
+            if let Some((name, _, pos)) = f.values.iter().find(|(n, _, _)| ATTACHMENT_ONLY.contains(&n.as_str())) {
+                return Err(Fail::new(
+                    *pos,
+                    format!("{name} is not sent when watchfire.blocks is set (the blocks replace the attachment; the fallback text is `fallback`)"),
+                ));
+            }
         }
         // Alertmanager 0.28's checks.
         "msteamsv2_configs" => {

@@ -7,6 +7,7 @@
 //! drive the production code in simulated time.
 
 pub(crate) mod alert;
+pub(crate) mod blocks;
 pub(crate) mod config;
 pub(crate) mod dispatch;
 pub(crate) mod inhibit;

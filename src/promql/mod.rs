@@ -14,6 +14,7 @@ mod mathx;
 mod native;
 mod needs;
 mod options;
+mod preparse;
 mod queryable;
 mod select;
 mod value;
@@ -21,6 +22,7 @@ mod value;
 pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
+pub use preparse::QueryTimes;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -91,7 +93,7 @@ impl Engine {
         end: i64,
         step: i64,
     ) -> Result<QueryResult, Error> {
-        let ast = parse(expr)?;
+        let ast = parse_for(expr, &QueryTimes::range(start, end, step))?;
         self.range_query_text(src, &ast, expr, start, end, step)
     }
 
@@ -308,12 +310,42 @@ pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64
     Ok(out)
 }
 
-/// Parses a PromQL expression; errors carry a 1-based line and column where one can be found.
+/// Parses a PromQL expression for an instant query (a rule, an instant query): `step()` and
+/// `range()` in durations are 0. Errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
-    raw_parse(expr).map_err(|message| {
-        let (line, col) = error_position(expr, &message);
+    parse_for(expr, &QueryTimes::default())
+}
+
+/// Parses a PromQL expression for a query: what promql-parser cannot read of Prometheus 3.x's
+/// syntax (duration expressions, `step()`, ...) is first rewritten by the front pass
+/// ([`preparse`]); errors point into `expr` as written.
+pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
+    let rw = preparse::preparse(expr, times).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message,
+            line,
+            col,
+        }
+    })?;
+    let ast = raw_parse(&rw.text).map_err(|message| {
+        let off = error_offset(&rw.text, &message);
+        let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
-    })
+    })?;
+    // The extended range selectors are read but not evaluated: Prometheus' refusal where it
+    // refuses one (an evaluation error there), else an honest "unsupported".
+    if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
+        return Err(Error::Eval(refusal));
+    }
+    if let Some(x) = rw.extended.first() {
+        let (line, col) = line_col(expr, x.offset);
+        return Err(Error::Unsupported(format!(
+            "{line}:{col}: the {} modifier (Prometheus' promql-extended-range-selectors) is not evaluated yet",
+            x.kind.name()
+        )));
+    }
+    Ok(ast)
 }
 
 /// promql-parser, with its panics (it has some, e.g. on `offset NaN-50s`) turned into errors.
@@ -325,9 +357,8 @@ fn raw_parse(expr: &str) -> Result<Expr, String> {
 /// Finds where in `expr` a parse error lies. promql-parser's messages carry no position, so it
 /// is recovered from what the message names (a character, a function, an unbalanced bracket)
 /// or, failing that, from the longest prefix that parses.
-fn error_position(expr: &str, message: &str) -> (usize, usize) {
-    let offset = named_offset(expr, message).unwrap_or_else(|| longest_valid_prefix_end(expr));
-    line_col(expr, offset)
+fn error_offset(expr: &str, message: &str) -> usize {
+    named_offset(expr, message).unwrap_or_else(|| longest_valid_prefix_end(expr))
 }
 
 fn line_col(expr: &str, offset: usize) -> (usize, usize) {
@@ -608,6 +639,31 @@ mod tests {
         assert_eq!(pos("foo bar"), (1, 5));
         assert_eq!(pos("sum(rate(foo[5m], 1))"), (1, 5));
         assert_eq!(pos("foo\n  $"), (2, 3));
+        // Through the front pass: positions in the text as written.
+        assert_eq!(pos("rate(foo[1m+1m]) + (x offset (1h/2)) $"), (1, 38));
+        assert_eq!(pos("x[1m:1m+1m] offset (1s/0)"), (1, 23));
+    }
+
+    #[test]
+    fn prometheus_3_syntax_through_the_front_pass() {
+        let e = Engine::default();
+        let v = |q: &str| match e.instant_query(&store(), q, 600_000) {
+            Ok(r) => format!("{:?}", r.value),
+            Err(err) => format!("error: {err}"),
+        };
+        assert_eq!(v("rate(req_total[2m+3m])"), v("rate(req_total[5m])"));
+        assert_eq!(v("req_total offset (1m * 2)"), v("req_total offset 2m"));
+        assert_eq!(v("req_total offset (1m - 60s)"), v("req_total"));
+        assert_eq!(
+            v("deriv(req_total[5m] anchored)"),
+            "error: anchored modifier can only be used with: changes, delta, increase, rate, resets - not with deriv"
+        );
+        assert!(matches!(
+            e.instant_query(&store(), "increase(req_total[5m] smoothed)", 600_000),
+            Err(Error::Unsupported(m)) if m.starts_with("1:24: the smoothed modifier")
+        ));
+        // A parse error elsewhere comes first, as in Prometheus.
+        assert!(matches!(parse("deriv(x[5m] anchored) +"), Err(Error::Parse { .. })));
     }
 
     #[test]

@@ -342,16 +342,28 @@ impl Runner<'_> {
         if cmd.expects_histograms {
             return Err((Stop::Skip(DataLimit::NativeHistogram.reason().into()), None));
         }
-        let parsed = watchfire_parse(&cmd.expr);
+        let times = match cmd.range {
+            Some(r) => crate::promql::QueryTimes::range(r.start, r.end, r.step),
+            None => crate::promql::QueryTimes::default(),
+        };
+        let parsed = crate::promql::parse_for(&cmd.expr, &times);
         match &parsed {
-            Err(_) if !cmd.is_fail() => {
+            Err(e) if !cmd.is_fail() => {
                 // A query we cannot parse that names native-histogram data is skipped for the
                 // data's sake: it could not be evaluated even if it parsed.
-                let reason = self
-                    .limit_for_text(&cmd.expr)
-                    .map(|l| l.reason())
-                    .unwrap_or(SKIP_UNPARSEABLE);
-                return Err((Stop::Skip(reason.into()), None));
+                let reason = match (self.limit_for_text(&cmd.expr), e) {
+                    (Some(l), _) => l.reason().to_string(),
+                    (None, Error::Unsupported(m)) => {
+                        // One reason for every position of the construct.
+                        let m = m
+                            .split_once(": ")
+                            .filter(|(at, _)| at.bytes().all(|c| c.is_ascii_digit() || c == b':'))
+                            .map_or(m.as_str(), |(_, rest)| rest);
+                        format!("unsupported: {m}")
+                    }
+                    (None, _) => SKIP_UNPARSEABLE.to_string(),
+                };
+                return Err((Stop::Skip(reason), None));
             }
             Ok(e) => {
                 if let Some(limit) = self.limit_for(e) {
@@ -620,8 +632,3 @@ fn validate_annotations(expected: &[Matcher], actual: &[String], kind: &str) -> 
 
 #[cfg(test)]
 mod tests;
-
-/// promql-parser's raw result for `expr`, never panicking.
-fn watchfire_parse(expr: &str) -> Result<promql_parser::parser::Expr, String> {
-    crate::promql::parse(expr).map_err(|e| e.to_string())
-}

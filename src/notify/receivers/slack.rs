@@ -8,11 +8,16 @@
 //! (Alertmanager 0.25 treats it as final); a 200 answer of `chat.postMessage` with
 //! `"ok": false` is an error (final, except `ratelimited`); and a default footer names the
 //! owner, cluster and namespace, and the diagnostic links, when the configuration sets none.
+//!
+//! Block Kit (watchfire's extension, `watchfire: {blocks: [...]}`): the blocks, their strings
+//! rendered as templates and each text cut to Slack's limit, replace the attachment, and the
+//! `fallback` text becomes the message's `text` (what notifications show).
 
 use std::collections::BTreeMap;
 
+use super::super::blocks::limit_texts;
 use super::super::config::Config;
-use super::super::integrations::{IntegrationConfig, Val};
+use super::super::integrations::{Fields, IntegrationConfig, Tree, Val, BLOCKS};
 use super::super::notifier::Notification;
 use super::pagerduty::truncate_runes;
 use super::{secret, Deliverer, DeliveryError, Request, Texts};
@@ -34,6 +39,13 @@ pub struct Message {
     pub icon_url: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub link_names: bool,
+    /// With blocks: the notification's text (Slack shows it where blocks cannot be shown).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub text: String,
+    /// Block Kit blocks (`watchfire.blocks`), rendered; they replace the attachment.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<serde_json::Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
 }
 
@@ -104,6 +116,9 @@ pub fn message(
 ) -> Result<Message, DeliveryError> {
     let f = &ic.fields;
     let mut t = Texts::new(cfg, n, external_url)?;
+    if let Some(Val::Blocks(blocks)) = f.get(BLOCKS) {
+        return blocks_message(f, blocks, t);
+    }
     let mrkdwn_in = match f.get("mrkdwn_in") {
         Some(Val::List(l)) if !l.is_empty() => l.clone(),
         _ => vec!["fallback".into(), "pretext".into(), "text".into()],
@@ -201,9 +216,33 @@ pub fn message(
         icon_emoji: t.field(f, "icon_emoji", r#"{{ template "slack.default.iconemoji" . }}"#),
         icon_url: t.field(f, "icon_url", r#"{{ template "slack.default.iconurl" . }}"#),
         link_names: f.bool_or("link_names", false),
+        text: String::new(),
+        blocks: Vec::new(),
         attachments: vec![att],
     };
     t.finish("Slack message")?;
+    Ok(msg)
+}
+
+/// A message of Block Kit blocks: the configured blocks rendered (each text cut to its Slack
+/// limit), and the `fallback` text as the message text.
+fn blocks_message(f: &Fields, blocks: &[Tree], mut t: Texts) -> Result<Message, DeliveryError> {
+    let mut rendered: Vec<serde_json::Value> = blocks.iter().map(|b| b.render(&mut |s| t.render(s))).collect();
+    limit_texts(&mut rendered);
+    let msg = Message {
+        channel: t.field(f, "channel", ""),
+        username: t.field(f, "username", r#"{{ template "slack.default.username" . }}"#),
+        icon_emoji: t.field(f, "icon_emoji", r#"{{ template "slack.default.iconemoji" . }}"#),
+        icon_url: t.field(f, "icon_url", r#"{{ template "slack.default.iconurl" . }}"#),
+        link_names: f.bool_or("link_names", false),
+        text: truncate_runes(
+            &t.field(f, "fallback", r#"{{ template "slack.default.fallback" . }}"#),
+            MAX_TEXT_RUNES,
+        ),
+        blocks: rendered,
+        attachments: Vec::new(),
+    };
+    t.finish("Slack blocks")?;
     Ok(msg)
 }
 
@@ -334,6 +373,58 @@ mod tests {
             serde_json::json!({"type": "button", "text": "Ack", "name": "ack", "value": "firing",
                 "confirm": {"text": "sure", "title": "T", "ok_text": "yes", "dismiss_text": "no"}})
         );
+    }
+
+    #[test]
+    fn blocks_replace_the_attachment() {
+        let long = "y".repeat(3100);
+        let (cfg, n) = setup(&format!(
+            "api_url: 'http://x/hook', channel: '#ops', watchfire: {{blocks: [{{type: header, text: {{type: plain_text, text: '{{{{ .CommonLabels.alertname }}}} is {{{{ .Status }}}}'}}}}, {{type: section, text: {{type: mrkdwn, text: '{long}'}}, fields: [{{type: mrkdwn, text: '*Owner* {{{{ .Owner }}}}'}}]}}, {{type: divider}}]}}"
+        ));
+        let v = serde_json::to_value(message(&cfg, ic(&cfg), &n, "http://am").unwrap()).unwrap();
+        assert!(v.get("attachments").is_none(), "{v}");
+        assert_eq!(v["channel"], "#ops");
+        assert_eq!(
+            v["text"],
+            "[FIRING:1] Down (c1 ml-serving) | http://am/#/alerts?receiver=chat"
+        );
+        assert_eq!(
+            v["blocks"][0]["text"],
+            serde_json::json!({"type": "plain_text", "text": "Down is firing"})
+        );
+        let section = v["blocks"][1]["text"]["text"].as_str().unwrap();
+        assert_eq!(section.chars().count(), crate::notify::blocks::MAX_TEXT);
+        assert!(section.ends_with('…'));
+        assert_eq!(v["blocks"][1]["fields"][0]["text"], "*Owner* ml-serving");
+        assert_eq!(v["blocks"][2], serde_json::json!({"type": "divider"}));
+    }
+
+    #[test]
+    fn blocks_errors_at_load_with_positions() {
+        let load = |slack: &str| {
+            load_delivery_str(
+                &format!("route: {{receiver: chat}}\nreceivers:\n- name: chat\n  slack_configs:\n{slack}"),
+                "am.yml",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = load("  - api_url: http://x\n    watchfire:\n      blocks:\n      - type: section\n        text: {type: mrkdwn, text: '{{ .Status'}\n");
+        assert!(
+            e.starts_with("am.yml:9:36: receiver \"chat\": slack_configs.watchfire.blocks: "),
+            "{e}"
+        );
+        let e = load("  - api_url: http://x\n    title: t\n    watchfire: {blocks: [{type: divider}]}\n");
+        assert_eq!(
+            e,
+            "am.yml:6:5: title is not sent when watchfire.blocks is set (the blocks replace the attachment; the fallback text is `fallback`)"
+        );
+        // Alertmanager's reading knows the key too (as the other `watchfire:` extensions).
+        assert!(crate::notify::load_str(
+            "route: {receiver: chat}\nreceivers: [{name: chat, slack_configs: [{api_url: 'http://x', watchfire: {blocks: [{type: divider}]}}]}]",
+            "am.yml"
+        )
+        .is_ok());
     }
 
     #[test]

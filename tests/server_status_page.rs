@@ -491,6 +491,8 @@ fn status_page_in_headless_chromium() {
         let b = base.clone();
         let p = profile.clone();
         let page = c.get(format!("{base}/")).send().await.unwrap().text().await.unwrap();
+        // Kept beside the screenshots for a reader.
+        std::fs::write(shots.join("status.html"), &page).unwrap();
         tokio::task::spawn_blocking(move || {
             let desk = browser::screenshot(&format!("{b}/"), &p, (1280, 900), &shots.join("status-1280.png"));
             assert_eq!((desk.width, desk.height), (1280, 900));
@@ -511,7 +513,10 @@ fn status_page_in_headless_chromium() {
             for rgb in [FIRING, PENDING, SILENCED, ERR] {
                 assert!(phone.count(rgb, 6) > 40, "{rgb:?} on the phone screenshot");
             }
-            // No horizontal scroll: the page is laid out within the window.
+            // No horizontal scroll: the page is laid out within the window (and the measure
+            // does see a page too wide for it).
+            let wide = "<html><head></head><body><div style=\"width:600px\">x</div></body></html>";
+            assert!(browser::layout_width(wide, &b, &p, 390) > 390, "the measure sees overflow");
             assert!(browser::layout_width(&page, &b, &p, 390) <= 390, "horizontal scroll at 390 px");
             assert!(browser::layout_width(&page, &b, &p, 1280) <= 1280, "horizontal scroll at 1280 px");
         })

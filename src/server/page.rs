@@ -246,17 +246,18 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     s.push_str("</style></head><body><a class=\"skip\" href=\"#main\">Skip to content</a><header><h1>watchfire</h1><nav aria-label=\"Sections\"><ul><li><a href=\"#alerts\">Alerts</a></li><li><a href=\"#rules\">Rules</a></li><li><a href=\"#sources\">Sources</a></li><li><a href=\"#silences\">Silences</a></li></ul></nav>");
     // The overview: a badge per count, coloured only when the count is not zero.
     s.push_str("<ul class=\"overview\" aria-label=\"Overview\">");
-    let mut overview = |class: &str, n: usize, text: &str| {
+    let mut overview = |class: &str, n: usize, one: &str, many: &str| {
         let class = if n == 0 { "zero" } else { class };
+        let text = if n == 1 { one } else { many };
         let _ = write!(s, "<li><span class=\"badge {class}\">{n} {text}</span></li>");
     };
-    overview("state-firing", count("firing"), "firing");
-    overview("state-pending", count("pending"), "pending");
-    overview("state-silenced", count("silenced"), "silenced");
-    overview("health-ok", health_count("ok"), "rules ok");
-    overview("health-unknown", health_count("unknown"), "rules unknown");
-    overview("health-err", health_count("err"), "rules failing");
-    overview("health-err", down, "sources down");
+    overview("state-firing", count("firing"), "firing", "firing");
+    overview("state-pending", count("pending"), "pending", "pending");
+    overview("state-silenced", count("silenced"), "silenced", "silenced");
+    overview("health-ok", health_count("ok"), "rule ok", "rules ok");
+    overview("health-unknown", health_count("unknown"), "rule unknown", "rules unknown");
+    overview("health-err", health_count("err"), "rule failing", "rules failing");
+    overview("health-err", down, "source down", "sources down");
     s.push_str("</ul></header><main id=\"main\">");
     if let Some(n) = &req.notice {
         let _ = write!(

@@ -104,17 +104,24 @@ pub fn screenshot(url: &str, profile: &Path, size: (u32, u32), file: &Path) -> S
     }
 }
 
-/// The page's width as laid out at `width` px (`document.documentElement.scrollWidth`): `html`
-/// (the page's markup) is loaded from a file with a script appended that writes the width into
-/// the DOM, and `base` for its relative URLs.
+/// The page's width as laid out in a viewport `width` px wide
+/// (`document.documentElement.scrollWidth`; over `width` means a horizontal scroll). `html` (the
+/// page's markup, with `base` for its relative URLs) is laid out in an iframe of that width,
+/// measured by the frame around it: headless Chromium keeps its window at least 500 px wide, so
+/// `--window-size=390,...` alone would lay a page out wider than a phone.
 pub fn layout_width(html: &str, base: &str, profile: &Path, width: u32) -> u32 {
-    let probe = "<script>document.body.setAttribute('data-scroll-width', String(document.documentElement.scrollWidth));</script>";
-    let page = html
-        .replacen("<head>", &format!("<head><base href=\"{base}\">"), 1)
-        .replacen("</body>", &format!("{probe}</body>"), 1);
-    let file = profile.with_extension("probe.html");
-    std::fs::write(&file, page).expect("write the probe page");
-    let dom = dump_dom(&format!("file://{}", file.display()), profile, (width, 844));
+    let page = html.replacen("<head>", &format!("<head><base href=\"{base}\">"), 1);
+    let srcdoc = page
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let frame = format!(
+        "<!doctype html><html><body style=\"margin:0\"><iframe id=\"f\" style=\"width:{width}px;height:844px;border:0\" srcdoc=\"{srcdoc}\"></iframe><script>var f=document.getElementById('f');f.addEventListener('load',function(){{document.body.setAttribute('data-scroll-width',String(f.contentDocument.documentElement.scrollWidth));}});</script></body></html>"
+    );
+    let file = profile.with_extension(format!("frame-{width}.html"));
+    std::fs::write(&file, frame).expect("write the frame page");
+    let dom = dump_dom(&format!("file://{}", file.display()), profile, (1280, 900));
     let attr = "data-scroll-width=\"";
     let at = dom.find(attr).unwrap_or_else(|| panic!("no width measured: {dom}")) + attr.len();
     dom[at..]

@@ -125,10 +125,12 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-/// `HH:MM` (UTC) of a time in ms.
-fn clock(ms: i64) -> String {
+/// `HH:MM` (UTC) of a time in ms; `MM-DD HH:MM` when the window spans more than a day's part
+/// of a clock face (a window over 20 hours).
+fn clock(ms: i64, span_ms: i64) -> String {
+    let fmt = if span_ms > 20 * 3_600_000 { "%m-%d %H:%M" } else { "%H:%M" };
     chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%H:%M").to_string())
+        .map(|t| t.format(fmt).to_string())
         .unwrap_or_default()
 }
 
@@ -205,9 +207,9 @@ pub fn render(c: &Chart<'_>) -> String {
         s,
         "<text x=\"{x0}\" y=\"{}\" fill=\"#24292f\">{}</text><text x=\"{x1}\" y=\"{}\" text-anchor=\"end\" fill=\"#24292f\">{} UTC</text>",
         y1 + 13.0,
-        clock(c.from_ms),
+        clock(c.from_ms, c.to_ms - c.from_ms),
         y1 + 13.0,
-        clock(c.to_ms)
+        clock(c.to_ms, c.to_ms - c.from_ms)
     );
     if empty {
         let _ = write!(
@@ -339,6 +341,18 @@ mod tests {
         assert!(svg.contains(">3</text>") && svg.contains(">1</text>"), "{svg}");
         assert!(svg.contains(">00:00</text>") && svg.contains(">00:10 UTC</text>"), "{svg}");
         assert!(!svg.contains("no data"));
+        // Over a day, the axis says which day.
+        let long = render(&Chart {
+            title: "t",
+            width: 400,
+            height: 100,
+            from_ms: 0,
+            to_ms: 48 * 3_600_000,
+            series: &series,
+            spans: &[],
+            markers: &[],
+        });
+        assert!(long.contains(">01-01 00:00</text>") && long.contains(">01-03 00:00 UTC</text>"), "{long}");
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn status_page_in_headless_chromium() {
         };
         let (status, ct, svg) = chart(0).await;
         assert_eq!((status, ct.as_str()), (200, "image/svg+xml"), "{svg}");
-        assert!(svg.starts_with("<svg") && svg.contains("<path d=\"M"), "{svg}");
+        assert!(svg.starts_with("<svg") && svg.contains("fill=\"none\" stroke=\"#0072b2\""), "{svg}");
         assert!(svg.contains("namespace=&quot;training-llm&quot;"), "legend: {svg}");
         let (_, _, broken) = chart(4).await;
         assert!(broken.contains("query failed"), "{broken}");

@@ -37,6 +37,8 @@ pub struct Page<'a> {
 const MAX_ALERTS: usize = 300;
 /// Values are drawn this long before an incident and after it.
 const CONTEXT_MS: i64 = 30 * 60_000;
+/// The notifications listed per incident; the rest are counted.
+const MAX_ROWS: usize = 6;
 /// The most points per chart.
 const CHART_POINTS: i64 = 240;
 
@@ -165,12 +167,29 @@ pub fn render(p: &Page<'_>) -> String {
             }
         }
     }
-    keys.sort();
+    // What a reviewer looks for first: alerts that paged, then those that notified someone,
+    // then the rest (info-only heartbeats and digests, pending that never fired); with
+    // --compare, the alerts whose incidents differ before all of them.
     let compared = p.base.is_some();
-    // With --compare, the alerts whose incidents differ come first.
-    if compared {
-        keys.sort_by_key(|(_, l)| !differs(&per_side, l));
-    }
+    let weight = |l: &Labels| {
+        let notes: Vec<&Delivery> = sides
+            .iter()
+            .flat_map(|x| notifications(x.outcome, l, i64::MIN, i64::MAX))
+            .collect();
+        if notes.iter().any(|d| d.page && d.status == "firing") {
+            0
+        } else if notes.iter().any(|d| !super::output::info_only(d)) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut keyed: Vec<(bool, u8, i64, Labels)> = keys
+        .into_iter()
+        .map(|(first, l)| (compared && !differs(&per_side, &l), weight(&l), first, l))
+        .collect();
+    keyed.sort();
+    let keys: Vec<(i64, Labels)> = keyed.into_iter().map(|(_, _, first, l)| (first, l)).collect();
     let _ = write!(
         s,
         "<section aria-labelledby=\"incidents-h\"><h2 id=\"incidents-h\">Incidents ({} alerts)</h2>",
@@ -335,8 +354,10 @@ fn side_column(
             title: format!("{} {} to {}", fmt_time(d.at_ms), d.status, d.receiver),
         })
         .collect();
+    // The expression reads the source with what the rules wrote over it (recording rules).
+    let view = crate::rules::storage::Layered::new(source, &side.outcome.outputs);
     let (series, note) = match rule {
-        Some((expr, interval)) => values(source, expr, labels, from, to, interval),
+        Some((expr, interval)) => values(&view, expr, labels, from, to, interval),
         None => (Vec::new(), Some("the rule is not in this version".to_string())),
     };
     let title = format!(
@@ -383,10 +404,25 @@ fn side_column(
             events.push((t, 3, badge("resolved"), "the condition no longer holds".into()));
         }
         let next_start = list.get(k + 1).map_or(i64::MAX, |n| n.start_ms);
-        for d in notes.iter().filter(|d| d.at_ms >= i.start_ms && d.at_ms < next_start) {
-            if d.at_ms > end + CONTEXT_MS {
-                continue;
-            }
+        let sent: Vec<&&Delivery> = notes
+            .iter()
+            .filter(|d| d.at_ms >= i.start_ms && d.at_ms < next_start && d.at_ms <= end + CONTEXT_MS)
+            .collect();
+        // Repeats of a long incident (a heartbeat, repeat_interval) are counted, not listed.
+        if sent.len() > MAX_ROWS {
+            let last = sent[sent.len() - 1];
+            events.push((
+                last.at_ms,
+                4,
+                badge(&format!("sent {}", last.status)),
+                format!(
+                    "{} more notifications after {} (repeats), the last one at this time",
+                    sent.len() - MAX_ROWS,
+                    fmt_time(sent[MAX_ROWS - 1].at_ms)
+                ),
+            ));
+        }
+        for d in sent.iter().take(MAX_ROWS) {
             let mut detail = format!(
                 "{} to <strong>{}</strong> via {}",
                 if d.page && d.status == "firing" { "page" } else { "notification" },
@@ -453,7 +489,11 @@ fn values(
                 })
                 .take(3)
                 .map(|x| svgchart::Series {
-                    name: x.metric.to_string(),
+                    name: if x.metric.is_empty() {
+                        "value".to_string()
+                    } else {
+                        x.metric.to_string()
+                    },
                     points: x.samples,
                 })
                 .collect();

@@ -63,6 +63,8 @@ pub struct Chart<'a> {
     pub series: &'a [Series],
     pub spans: &'a [Span],
     pub markers: &'a [Marker],
+    /// A horizontal line: the threshold the condition compares with.
+    pub threshold: Option<f64>,
 }
 
 /// Line colours (Okabe-Ito), in series order.
@@ -155,7 +157,9 @@ pub fn render(c: &Chart<'_>) -> String {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .filter(|v| v.is_finite());
-    let (mut lo, mut hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (mut lo, mut hi) = finite
+        .chain(c.threshold.filter(|t| t.is_finite()))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let empty = lo > hi;
     if empty {
         (lo, hi) = (0.0, 1.0);
@@ -217,6 +221,16 @@ pub fn render(c: &Chart<'_>) -> String {
             "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#57606a\">no data</text>",
             (x0 + x1) / 2.0,
             (y0 + y1) / 2.0
+        );
+    }
+    if let Some(t) = c.threshold.filter(|t| t.is_finite()) {
+        let y = y_of(t);
+        let _ = write!(
+            s,
+            "<g class=\"threshold\"><title>threshold {v}</title><line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{x1}\" y2=\"{y:.1}\" stroke=\"#57606a\" stroke-width=\"1\" stroke-dasharray=\"2 2\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#57606a\">{v}</text></g>",
+            x1 - 2.0,
+            y - 2.0,
+            v = escape(&fmt_value(t))
         );
     }
     for (i, series) in c.series.iter().enumerate() {
@@ -303,6 +317,7 @@ mod tests {
             series,
             spans,
             markers,
+            threshold: None,
         })
     }
 
@@ -351,7 +366,11 @@ mod tests {
             series: &series,
             spans: &[],
             markers: &[],
+            threshold: Some(0.5),
         });
+        // The threshold widens the range (0.5 is under every value) and is drawn dashed.
+        assert!(long.contains("<g class=\"threshold\"><title>threshold 0.5</title>"), "{long}");
+        assert!(long.contains(">0.5</text>"), "{long}");
         assert!(long.contains(">01-01 00:00</text>") && long.contains(">01-03 00:00 UTC</text>"), "{long}");
     }
 

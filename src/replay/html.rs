@@ -356,9 +356,16 @@ fn side_column(
         .collect();
     // The expression reads the source with what the rules wrote over it (recording rules).
     let view = crate::rules::storage::Layered::new(source, &side.outcome.outputs);
-    let (series, note) = match rule {
-        Some((expr, interval)) => values(&view, expr, labels, from, to, interval),
-        None => (Vec::new(), Some("the rule is not in this version".to_string())),
+    // A condition (`x > 0.9`) has values only while it holds: draw what it compares.
+    let compared = rule.and_then(|(expr, _)| crate::rules::compared_side(expr));
+    let (series, note) = match (rule, &compared) {
+        (Some((_, interval)), Some(c)) => {
+            let (series, err) = values(&view, &c.side, labels, from, to, interval);
+            let drawn = format!("drawn: {} (the condition is {})", c.side, c.test);
+            (series, Some(err.map_or(drawn.clone(), |e| format!("{drawn}; {e}"))))
+        }
+        (Some((expr, interval)), None) => values(&view, expr, labels, from, to, interval),
+        (None, _) => (Vec::new(), Some("the rule is not in this version".to_string())),
     };
     let title = format!(
         "{} ({}): the expression's values, pending and firing shaded, notifications marked",
@@ -374,6 +381,7 @@ fn side_column(
         series: &series,
         spans: &spans,
         markers: &markers,
+        threshold: compared.as_ref().and_then(|c| c.threshold),
     }));
     if let Some(n) = note {
         let _ = write!(s, "<p class=\"note\">{}</p>", esc(&n));
@@ -521,6 +529,7 @@ thead th{background:#eaeef2}
 .side{min-width:0}
 .side svg{max-width:100%;height:auto}
 .signal,.labels,.note,.none{color:#57606a}
+h3,p{overflow-wrap:anywhere}
 .badge{display:inline-block;padding:.05rem .5rem;border-radius:1rem;font-size:.85rem;font-weight:600;color:#fff;white-space:nowrap}
 .ev-pending{background:#9a6700}.ev-firing{background:#c62828}.ev-resolved{background:#1a7f37}
 .changed{background:#6639ba}.same{background:#6e7781}

@@ -6,6 +6,7 @@
 //! `replay` and `test` drive the same code with real or simulated clocks.
 
 pub(crate) mod alerting;
+pub(crate) mod condition;
 pub(crate) mod eval;
 pub(crate) mod file;
 pub(crate) mod group;
@@ -14,6 +15,7 @@ pub(crate) mod storage;
 pub(crate) mod template;
 
 pub(crate) use alerting::Alert;
+pub(crate) use condition::compared_side;
 pub use alerting::AlertState;
 pub(crate) use file::RuleFile;
 pub use file::{load_file, LoadOptions};

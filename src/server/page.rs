@@ -576,6 +576,7 @@ h2{margin:1.5rem 0 .5rem;font-size:1.3rem;border-bottom:1px solid #d0d7de}
 h3{font-size:1.1rem;margin:1rem 0 .5rem}
 h4{font-size:1rem;font-weight:normal;margin:.75rem 0 .4rem}
 h5{font-size:1rem;margin:0 0 .25rem}
+h3,h4,h5,p{overflow-wrap:anywhere}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;white-space:pre-wrap;overflow-wrap:anywhere}
 a{color:#0550ae}
 :focus-visible{outline:3px solid #0969da;outline-offset:2px}
@@ -653,11 +654,21 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
     let end = st.app.svc.clock.now_ms();
     let start = end - CHART_WINDOW_MS;
     let step = ((interval_s * 1000.0) as i64).max(CHART_WINDOW_MS / CHART_POINTS).max(1000);
-    let title = format!("{}: {}", rule.name, rule.query);
-    let result = st
-        .api
-        .range_series(rule.query.clone(), start, end, step, CHART_TIMEOUT)
-        .await;
+    // An alert's condition (`x > 0.9`) is drawn as what it compares, with its threshold.
+    let compared = if rule.alerting {
+        crate::rules::compared_side(&rule.query)
+    } else {
+        None
+    };
+    let (expr, title, threshold) = match &compared {
+        Some(c) => (
+            c.side.clone(),
+            format!("{}: {} (the alert's condition: {})", rule.name, c.side, c.test),
+            c.threshold,
+        ),
+        None => (rule.query.clone(), format!("{}: {}", rule.name, rule.query), None),
+    };
+    let result = st.api.range_series(expr, start, end, step, CHART_TIMEOUT).await;
     let svg = match result {
         Ok(series) => {
             let total = series.len();
@@ -692,6 +703,7 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
                 series: &lines,
                 spans: &[],
                 markers: &[],
+                threshold,
             })
         }
         Err(e) => message_svg(&format!("query failed: {e}")),

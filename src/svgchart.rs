@@ -130,7 +130,11 @@ pub fn fmt_value(v: f64) -> String {
 /// `HH:MM` (UTC) of a time in ms; `MM-DD HH:MM` when the window spans more than a day's part
 /// of a clock face (a window over 20 hours).
 fn clock(ms: i64, span_ms: i64) -> String {
-    let fmt = if span_ms > 20 * 3_600_000 { "%m-%d %H:%M" } else { "%H:%M" };
+    let fmt = if span_ms > 20 * 3_600_000 {
+        "%m-%d %H:%M"
+    } else {
+        "%H:%M"
+    };
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format(fmt).to_string())
         .unwrap_or_default()
@@ -257,11 +261,11 @@ pub fn render(c: &Chart<'_>) -> String {
         // A shape per kind (a triangle for firing, a circle for resolved): colour is not the
         // only signal.
         let shape = match m.kind {
-            MarkerKind::Firing => format!(
-                "<path d=\"M{:.1} {y0} l-4 -0 l4 7 l4 -7 z\" fill=\"{colour}\"/>",
-                x
+            MarkerKind::Firing => format!("<path d=\"M{:.1} {y0} l-4 -0 l4 7 l4 -7 z\" fill=\"{colour}\"/>", x),
+            MarkerKind::Resolved => format!(
+                "<circle cx=\"{x:.1}\" cy=\"{}\" r=\"3.5\" fill=\"{colour}\"/>",
+                y0 + 4.0
             ),
-            MarkerKind::Resolved => format!("<circle cx=\"{x:.1}\" cy=\"{}\" r=\"3.5\" fill=\"{colour}\"/>", y0 + 4.0),
         };
         let _ = write!(
             s,
@@ -348,13 +352,20 @@ mod tests {
         assert!(svg.contains("<title>gpu &lt;temp&gt;</title>"), "{svg}");
         // The first series is one segment over three points; the second breaks at the NaN.
         assert!(svg.contains("d=\"M56.0 108.0L224.0 8.0L392.0 58.0\""), "{svg}");
-        assert_eq!(svg.matches("M56.0 58.0").count() + svg.matches("M392.0 58.0").count(), 2, "{svg}");
+        assert_eq!(
+            svg.matches("M56.0 58.0").count() + svg.matches("M392.0 58.0").count(),
+            2,
+            "{svg}"
+        );
         assert!(svg.contains("class=\"span-firing\" x=\"123.2\""), "{svg}");
         assert!(svg.contains("<title>paged &lt;team&gt;</title>"), "{svg}");
         assert!(svg.contains(">{gpu=&quot;0&quot;}</text>"), "{svg}");
         // The value range and the window are labelled.
         assert!(svg.contains(">3</text>") && svg.contains(">1</text>"), "{svg}");
-        assert!(svg.contains(">00:00</text>") && svg.contains(">00:10 UTC</text>"), "{svg}");
+        assert!(
+            svg.contains(">00:00</text>") && svg.contains(">00:10 UTC</text>"),
+            "{svg}"
+        );
         assert!(!svg.contains("no data"));
         // Over a day, the axis says which day.
         let long = render(&Chart {
@@ -369,9 +380,15 @@ mod tests {
             threshold: Some(0.5),
         });
         // The threshold widens the range (0.5 is under every value) and is drawn dashed.
-        assert!(long.contains("<g class=\"threshold\"><title>threshold 0.5</title>"), "{long}");
+        assert!(
+            long.contains("<g class=\"threshold\"><title>threshold 0.5</title>"),
+            "{long}"
+        );
         assert!(long.contains(">0.5</text>"), "{long}");
-        assert!(long.contains(">01-01 00:00</text>") && long.contains(">01-03 00:00 UTC</text>"), "{long}");
+        assert!(
+            long.contains(">01-01 00:00</text>") && long.contains(">01-03 00:00 UTC</text>"),
+            "{long}"
+        );
     }
 
     #[test]

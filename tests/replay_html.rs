@@ -47,10 +47,17 @@ fn demo_replay_as_one_html_page() {
     let profile = dir.path().join("chromium-profile");
     let url = format!("file://{}", file.display());
     let dom = browser::dump_dom(&url, &profile, (1280, 900));
-    assert!(dom.contains("<title>watchfire replay</title>"), "{}", &dom[..500.min(dom.len())]);
+    assert!(
+        dom.contains("<title>watchfire replay</title>"),
+        "{}",
+        &dom[..500.min(dom.len())]
+    );
     assert!(dom.contains("<h2 id=\"incidents-h\">Incidents ("), "incidents section");
     let owner = demo::incidents()[0].owner;
-    assert!(dom.contains(&format!("<th scope=\"row\">{owner}</th>")), "the owners' table");
+    assert!(
+        dom.contains(&format!("<th scope=\"row\">{owner}</th>")),
+        "the owners' table"
+    );
     // Every demo incident of the window that pages appears with its timeline: fired, a page sent to its owner,
     // resolved, and a chart of its expression.
     let articles: Vec<&str> = dom
@@ -75,7 +82,11 @@ fn demo_replay_as_one_html_page() {
                     && a.contains(&format!("to <strong>{}-pagerduty</strong>", inc.owner))
             })
             .unwrap_or_else(|| panic!("{}: no incident of {} paging {}", inc.id, inc.alertname, inc.owner));
-        assert!(a.contains("<svg") && a.contains("class=\"span-firing\""), "{}: chart", inc.id);
+        assert!(
+            a.contains("<svg") && a.contains("class=\"span-firing\""),
+            "{}: chart",
+            inc.id
+        );
         assert!(a.contains("<g class=\"marker-firing\">"), "{}: the page marked", inc.id);
         assert!(
             a.contains("fill=\"none\" stroke=\"#0072b2\"") && !a.contains(">no data<"),
@@ -85,7 +96,11 @@ fn demo_replay_as_one_html_page() {
         assert!(a.contains("ev-firing\">firing<"), "{}: fired", inc.id);
         assert!(a.contains("ev-firing\">sent firing<"), "{}: notified", inc.id);
         assert!(a.contains("ev-resolved\">resolved<"), "{}: resolved", inc.id);
-        assert!(a.contains("<th scope=\"col\">Event</th>"), "{}: a table with headers", inc.id);
+        assert!(
+            a.contains("<th scope=\"col\">Event</th>"),
+            "{}: a table with headers",
+            inc.id
+        );
     }
     assert!(dom.contains("ev-pending\">pending<"), "some alert went through pending");
 

@@ -142,7 +142,11 @@ fn status_page_in_headless_chromium() {
     let dead_port = closed.local_addr().unwrap().port();
     drop(closed);
     write(root, "rules.yaml", RULES);
-    write(root, "routes.yaml", "route:\n  receiver: none\nreceivers:\n  - name: none\n");
+    write(
+        root,
+        "routes.yaml",
+        "route:\n  receiver: none\nreceivers:\n  - name: none\n",
+    );
     write(root, "owners.yaml", OWNERS);
     write(
         root,

@@ -427,7 +427,11 @@ fn run_inner(args: Args) -> Result<i32, String> {
             Data::History { history, .. } => history,
         };
         let head = replay::html::Side {
-            name: if compare.is_some() { "head (this working tree)" } else { "this replay" },
+            name: if compare.is_some() {
+                "head (this working tree)"
+            } else {
+                "this replay"
+            },
             setup: &setup,
             outcome: &outcome,
         };

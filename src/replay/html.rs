@@ -224,7 +224,11 @@ pub fn render(p: &Page<'_>) -> String {
                 if changed { "changed" } else { "unchanged" }
             );
         }
-        let _ = write!(s, "</h3><p class=\"labels\"><code>{}</code></p>", esc(&labels.to_string()));
+        let _ = write!(
+            s,
+            "</h3><p class=\"labels\"><code>{}</code></p>",
+            esc(&labels.to_string())
+        );
         // One time axis for both sides: every incident of the alert, with context around.
         let (mut from, mut to) = (i64::MAX, i64::MIN);
         for (m, side) in per_side.iter().zip(&sides) {
@@ -278,7 +282,7 @@ fn summary(s: &mut String, head: &Side<'_>, base: Option<&Side<'_>>) {
         for (owner, r) in &rows {
             let _ = write!(
                 s,
-                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><th scope=\"row\" data-label=\"Owner\">{}</th><td data-label=\"Pages\">{}</td><td data-label=\"Page notifications\">{}</td><td data-label=\"Other notifications\">{}</td><td data-label=\"Resolved\">{}</td></tr>",
                 esc(owner),
                 r.pages,
                 r.page_notes,
@@ -293,7 +297,12 @@ fn summary(s: &mut String, head: &Side<'_>, base: Option<&Side<'_>>) {
         if !side.outcome.rule_errors.is_empty() {
             s.push_str("<p class=\"errors\">Rule evaluation failures:</p><ul>");
             for (rule, n, first) in &side.outcome.rule_errors {
-                let _ = write!(s, "<li><code>{}</code>: {n} failed, first <code>{}</code></li>", esc(rule), esc(first));
+                let _ = write!(
+                    s,
+                    "<li><code>{}</code>: {n} failed, first <code>{}</code></li>",
+                    esc(rule),
+                    esc(first)
+                );
             }
             s.push_str("</ul>");
         }
@@ -405,7 +414,10 @@ fn side_column(
             events.push((t, 0, badge("pending"), "the condition holds; waiting for `for`".into()));
         }
         if let Some(t) = i.firing_ms {
-            let held = i.pending_ms.map(|p| format!(" after {} pending", fmt_dur(t - p))).unwrap_or_default();
+            let held = i
+                .pending_ms
+                .map(|p| format!(" after {} pending", fmt_dur(t - p)))
+                .unwrap_or_default();
             events.push((t, 1, badge("firing"), format!("firing{held}")));
         }
         if let Some(t) = i.resolved_ms {
@@ -433,7 +445,11 @@ fn side_column(
         for d in sent.iter().take(MAX_ROWS) {
             let mut detail = format!(
                 "{} to <strong>{}</strong> via {}",
-                if d.page && d.status == "firing" { "page" } else { "notification" },
+                if d.page && d.status == "firing" {
+                    "page"
+                } else {
+                    "notification"
+                },
                 esc(&d.receiver),
                 esc(&d.integrations.join("+"))
             );
@@ -451,7 +467,7 @@ fn side_column(
         for (t, _, what, detail) in events {
             let _ = write!(
                 s,
-                "<tr><td><time datetime=\"{t}\">{t}</time></td><td>{what}</td><td>{detail}</td></tr>",
+                "<tr><td data-label=\"Time\"><time datetime=\"{t}\">{t}</time></td><td data-label=\"Event\">{what}</td><td data-label=\"Detail\">{detail}</td></tr>",
                 t = fmt_time(t)
             );
         }
@@ -522,7 +538,7 @@ code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em
 pre.diff{background:#fff;border:1px solid #d0d7de;padding:.5rem;max-height:30rem;overflow:auto}
 table{border-collapse:collapse;width:100%;background:#fff;margin:.5rem 0}
 caption{text-align:left;font-weight:600;padding:.25rem 0}
-th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
 thead th{background:#eaeef2}
 .incident{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:.75rem;margin:0 0 1rem}
 .sides{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,34rem),1fr));gap:1rem}
@@ -535,6 +551,14 @@ h3,p{overflow-wrap:anywhere}
 .changed{background:#6639ba}.same{background:#6e7781}
 .errors{color:#a40e26}
 a{color:#0550ae}
+@media (max-width:760px){
+main{padding:.5rem}
+thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+table,tbody,tr,th,td{display:block;width:100%}
+tr{border:1px solid #d0d7de;margin-bottom:.4rem}
+th,td{border:0;border-top:1px solid #eaeef2}
+td::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:#57606a}
+}
 "#;
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ pub(crate) mod storage;
 pub(crate) mod template;
 
 pub(crate) use alerting::Alert;
-pub(crate) use condition::compared_side;
 pub use alerting::AlertState;
+pub(crate) use condition::compared_side;
 pub(crate) use file::RuleFile;
 pub use file::{load_file, LoadOptions};
 pub use file::{RuleGroup, RuleKind};

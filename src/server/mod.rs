@@ -144,7 +144,8 @@ fn check_token(state: &AppState, given: Option<&str>) -> Result<(), (StatusCode,
     let Some(token) = auth.token else {
         return Err((
             StatusCode::FORBIDDEN,
-            "mutating endpoints are disabled: configure http.bearer_token_file/bearer_token_env, or http.open: true".into(),
+            "mutating endpoints are disabled: configure http.bearer_token_file/bearer_token_env, or http.open: true"
+                .into(),
         ));
     };
     if given

@@ -116,11 +116,7 @@ struct PageAlert {
     rule_anchor: Option<String>,
 }
 
-const STATES: [(&str, &str); 3] = [
-    ("firing", "Firing"),
-    ("pending", "Pending"),
-    ("silenced", "Silenced"),
-];
+const STATES: [(&str, &str); 3] = [("firing", "Firing"), ("pending", "Pending"), ("silenced", "Silenced")];
 
 /// A state's badge: its colour class, a symbol and the word (colour is never the only signal).
 fn state_badge(state: &str) -> String {
@@ -255,7 +251,12 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     overview("state-pending", count("pending"), "pending", "pending");
     overview("state-silenced", count("silenced"), "silenced", "silenced");
     overview("health-ok", health_count("ok"), "rule ok", "rules ok");
-    overview("health-unknown", health_count("unknown"), "rule unknown", "rules unknown");
+    overview(
+        "health-unknown",
+        health_count("unknown"),
+        "rule unknown",
+        "rules unknown",
+    );
     overview("health-err", health_count("err"), "rule failing", "rules failing");
     overview("health-err", down, "source down", "sources down");
     s.push_str("</ul></header><main id=\"main\">");
@@ -458,7 +459,7 @@ fn rules_section(s: &mut String, snaps: &BTreeMap<String, GroupSnapshot>) {
             let chart_alt = format!("Values of the expression of {} over the last 30 minutes", r.name);
             let _ = write!(
                 s,
-                "</th><td data-label=\"Health\">{}</td><td data-label=\"State\">{}</td><td data-label=\"Expression\"><code class=\"expr\">{}</code></td><td data-label=\"Last 30 minutes\"><img class=\"chart\" loading=\"lazy\" src=\"/chart?group={}&amp;rule={ri}\" alt=\"{}\"></td><td class=\"last-error\" data-label=\"Last error\">{}</td></tr>",
+                "</th><td data-label=\"Health\">{}</td><td data-label=\"State\">{}</td><td data-label=\"Expression\"><code class=\"expr\">{}</code></td><td class=\"chart-cell\" data-label=\"Last 30 minutes\"><img class=\"chart\" loading=\"lazy\" src=\"/chart?group={}&amp;rule={ri}\" alt=\"{}\"></td><td class=\"last-error\" data-label=\"Last error\">{}</td></tr>",
                 health_badge(r.health),
                 if r.alerting { esc(r.state) } else { String::from("—") },
                 esc(&r.query),
@@ -600,10 +601,13 @@ main .badge.zero{color:#57606a}
 button[type=submit]{background:#0969da;border-color:#0969da;color:#fff}
 table{border-collapse:collapse;width:100%;background:#fff;margin:0 0 1rem}
 caption{text-align:left;padding:.4rem 0;font-size:1rem}
-th,td{border:1px solid #d0d7de;padding:.35rem .5rem;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #d0d7de;padding:.35rem .5rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
+td.last-error{overflow-wrap:anywhere;min-width:10rem}
+td.chart-cell{width:22rem}
 thead th{background:#eaeef2}
 td .expr{display:block;max-width:32rem}
 img.chart{display:block;width:100%;max-width:360px;height:auto}
+button,.button{white-space:nowrap}
 .last-error{color:#a40e26}
 .notice{padding:.5rem .75rem;border-radius:6px;border:1px solid #1a7f37;background:#dafbe1}
 .notice-err{border-color:#a40e26;background:#ffebe9}
@@ -618,6 +622,7 @@ table.responsive thead{position:absolute;width:1px;height:1px;overflow:hidden;cl
 table.responsive,table.responsive tbody,table.responsive tr,table.responsive th,table.responsive td{display:block;width:100%}
 table.responsive tr{border:1px solid #d0d7de;margin-bottom:.6rem}
 table.responsive th,table.responsive td{border:0;border-top:1px solid #eaeef2}
+table.responsive td.chart-cell,table.responsive td.last-error{width:100%;min-width:0}
 table.responsive td::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:#57606a}
 }
 "#;
@@ -648,12 +653,17 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
             .and_then(|g| index.and_then(|i| g.rules.get(i).cloned()).map(|r| (r, g.interval_s)))
     };
     let Some((rule, interval_s)) = rule else {
-        return (StatusCode::NOT_FOUND, "no such rule: pass group=KEY&rule=INDEX as the status page does\n")
+        return (
+            StatusCode::NOT_FOUND,
+            "no such rule: pass group=KEY&rule=INDEX as the status page does\n",
+        )
             .into_response();
     };
     let end = st.app.svc.clock.now_ms();
     let start = end - CHART_WINDOW_MS;
-    let step = ((interval_s * 1000.0) as i64).max(CHART_WINDOW_MS / CHART_POINTS).max(1000);
+    let step = ((interval_s * 1000.0) as i64)
+        .max(CHART_WINDOW_MS / CHART_POINTS)
+        .max(1000);
     // An alert's condition (`x > 0.9`) is drawn as what it compares, with its threshold.
     let compared = if rule.alerting {
         crate::rules::compared_side(&rule.query)
@@ -734,9 +744,18 @@ fn message_svg(msg: &str) -> String {
     lines.push(line);
     lines.truncate(5);
     let mut s = String::from("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" role=\"img\" width=\"360\" height=\"90\" viewBox=\"0 0 360 90\" font-family=\"sans-serif\" font-size=\"11\">");
-    let _ = write!(s, "<title>{}</title><rect x=\"0.5\" y=\"0.5\" width=\"359\" height=\"89\" fill=\"#ffebe9\" stroke=\"#a40e26\"/>", esc(msg));
+    let _ = write!(
+        s,
+        "<title>{}</title><rect x=\"0.5\" y=\"0.5\" width=\"359\" height=\"89\" fill=\"#ffebe9\" stroke=\"#a40e26\"/>",
+        esc(msg)
+    );
     for (i, l) in lines.iter().enumerate() {
-        let _ = write!(s, "<text x=\"8\" y=\"{}\" fill=\"#a40e26\">{}</text>", 18 + i * 15, esc(l));
+        let _ = write!(
+            s,
+            "<text x=\"8\" y=\"{}\" fill=\"#a40e26\">{}</text>",
+            18 + i * 15,
+            esc(l)
+        );
     }
     s.push_str("</svg>");
     s
@@ -778,13 +797,13 @@ async fn create_silence(State(st): State<PageState>, body: Bytes) -> Response {
     }
     let result = (|| {
         let bad = |m: String| (StatusCode::BAD_REQUEST, m);
-        let matchers = crate::notify::matchers::parse_matchers(&matchers_text)
-            .map_err(|e| bad(format!("matchers: {e}")))?;
+        let matchers =
+            crate::notify::matchers::parse_matchers(&matchers_text).map_err(|e| bad(format!("matchers: {e}")))?;
         if matchers.is_empty() {
             return Err(bad("matchers: at least one matcher is needed".into()));
         }
-        let duration = crate::duration::Duration::parse(&field("duration"))
-            .map_err(|e| bad(format!("duration: {e}")))?;
+        let duration =
+            crate::duration::Duration::parse(&field("duration")).map_err(|e| bad(format!("duration: {e}")))?;
         if duration.ms() <= 0 {
             return Err(bad("duration: must be positive".into()));
         }

@@ -55,7 +55,7 @@ fn demo_replay_as_one_html_page() {
     assert!(dom.contains("<h2 id=\"incidents-h\">Incidents ("), "incidents section");
     let owner = demo::incidents()[0].owner;
     assert!(
-        dom.contains(&format!("<th scope=\"row\">{owner}</th>")),
+        dom.contains(&format!("<th scope=\"row\" data-label=\"Owner\">{owner}</th>")),
         "the owners' table"
     );
     // Every demo incident of the window that pages appears with its timeline: fired, a page sent to its owner,

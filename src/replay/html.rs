@@ -554,7 +554,7 @@ a{color:#0550ae}
 @media (max-width:760px){
 main{padding:.5rem}
 thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-table,tbody,tr,th,td{display:block;width:100%}
+table,tbody,tr,th,td,caption{display:block;width:100%}
 tr{border:1px solid #d0d7de;margin-bottom:.4rem}
 th,td{border:0;border-top:1px solid #eaeef2}
 td::before{content:attr(data-label);display:block;font-size:.8rem;font-weight:600;color:#57606a}

@@ -619,7 +619,7 @@ small{display:block;color:#57606a}
 @media (max-width:760px){
 main{padding:.5rem}
 table.responsive thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-table.responsive,table.responsive tbody,table.responsive tr,table.responsive th,table.responsive td{display:block;width:100%}
+table.responsive,table.responsive caption,table.responsive tbody,table.responsive tr,table.responsive th,table.responsive td{display:block;width:100%}
 table.responsive tr{border:1px solid #d0d7de;margin-bottom:.6rem}
 table.responsive th,table.responsive td{border:0;border-top:1px solid #eaeef2}
 table.responsive td.chart-cell,table.responsive td.last-error{width:100%;min-width:0}

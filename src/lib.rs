@@ -13,7 +13,7 @@
 //!   [`notify::receivers`];
 //! - drivers: [`run::load`] and [`run::Service`] (`watchfire run`), [`server`] (its HTTP face),
 //!   [`state::StateStore`], [`replay`] (`watchfire replay`, the demo and scenarios);
-//! - the ground floor: [`labels`], [`duration`], [`yaml`], [`gofmt`], [`url`], [`aws`], [`alert`],
+//! - the ground floor: [`labels`], [`duration`], [`yaml`], [`gofmt`], [`url`], [`aws`], [`alert`], [`svgchart`],
 //!   [`template`].
 //!
 //! Everything else is `pub(crate)`: `unreachable_pub` keeps it so.
@@ -37,6 +37,7 @@ pub mod server;
 pub mod slo;
 pub mod source;
 pub mod state;
+pub mod svgchart;
 pub mod template;
 pub mod tsdb;
 pub mod unittest;

@@ -285,3 +285,70 @@ fn a_replay_records_each_alert_state_change_once() {
     assert_eq!(firing.labels.get("queue"), Some("q"));
     assert_eq!(firing.labels.get("owner"), None, "rule labels, no owner stamped");
 }
+
+/// `--compare --format html`: the page a pull request links, base and head side by side over one
+/// time axis, in headless Chromium; the changed alert first, its badge's colour in the
+/// screenshot.
+#[test]
+fn html_shows_base_and_head_side_by_side() {
+    if common::require_tool("chromium", "apt-get install chromium").is_none() {
+        return;
+    }
+    let (repo, data) = git_repo();
+    let data = data.path().join("data.om");
+    // The head pages later: the backlog must last 5 minutes, not 2.
+    std::fs::write(
+        repo.path().join("rules/queue.yaml"),
+        ALERT.replace("for: 2m", "for: 5m"),
+    )
+    .unwrap();
+    let out = replay(repo.path(), &data, &["--compare", "HEAD", "--format", "html"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = String::from_utf8(out.stdout).unwrap();
+    assert!(!html.contains("<script") && !html.contains("src="), "self-contained");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("compare.html");
+    std::fs::write(&file, &html).unwrap();
+    let url = format!("file://{}", file.display());
+    let profile = dir.path().join("chromium-profile");
+    let dom = common::browser::dump_dom(&url, &profile, (1280, 900));
+    assert!(
+        dom.contains("<title>watchfire replay: HEAD → head (this working tree)</title>"),
+        "{dom}"
+    );
+    // The diff's report, then the incident with both sides.
+    assert!(dom.contains("<h2 id=\"diff-h\">Diff</h2>"), "{dom}");
+    let first = &dom[dom.find("<article class=\"incident\"").expect("an incident")..];
+    let first = &first[..first.find("</article>").unwrap()];
+    assert!(
+        first.contains("<span class=\"alertname\">QueueBacklog</span>"),
+        "{first}"
+    );
+    assert!(
+        first.contains("<span class=\"badge changed\">changed</span>"),
+        "{first}"
+    );
+    let (base, head) = (
+        first.find("<h4>HEAD</h4>"),
+        first.find("<h4>head (this working tree)</h4>"),
+    );
+    assert!(base.is_some() && base < head, "base, then head: {first}");
+    // Both sides pended at 22:23 (minute 10 and the 1m group); the base fired 2 minutes later,
+    // the head 5.
+    let (b, h) = (&first[base.unwrap()..head.unwrap()], &first[head.unwrap()..]);
+    assert!(b.contains("firing after 2m pending"), "{b}");
+    assert!(h.contains("firing after 5m pending"), "{h}");
+    assert_eq!(b.matches("<svg").count(), 1, "{b}");
+    assert_eq!(h.matches("<svg").count(), 1, "{h}");
+    assert!(
+        h.contains("<code>queue:depth:max &gt; 10</code>"),
+        "the expression: {h}"
+    );
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = common::browser::screenshot(&url, &profile, (1280, 1600), &shots.join("replay-compare-1280.png"));
+    assert_eq!((shot.width, shot.height), (1280, 1600));
+    let changed = shot.count([0x66, 0x39, 0xba], 6);
+    assert!(changed > 20, "the changed badge: {changed} pixels");
+    assert!(shot.count([0xc6, 0x28, 0x28], 6) > 40, "firing badges");
+}

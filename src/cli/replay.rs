@@ -30,8 +30,9 @@ pub struct Args {
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     to: Option<String>,
     /// text: the timeline and a summary; json: one JSON object per notification; markdown: a
-    /// summary table and the page incidents, for a pull-request comment. With --compare, see
-    /// there.
+    /// summary table and the page incidents, for a pull-request comment; html: one
+    /// self-contained page with each incident's timeline and the expression's values around
+    /// it, an artifact to link from a pull request. With --compare, see there.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
     /// Diff this working tree's policy against another version of it. BASE is a directory
@@ -109,6 +110,10 @@ enum Format {
     Json,
     /// A pull-request comment (with --compare, the diff).
     Markdown,
+    /// One self-contained HTML page (inline CSS and SVG, nothing fetched): per incident its
+    /// timeline of pending, firing and resolved with the notifications sent and a chart of the
+    /// expression's values around it; with --compare, base and head side by side.
+    Html,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -392,6 +397,7 @@ fn run_inner(args: Args) -> Result<i32, String> {
             tail = replay::replay_markdown(&outcome, setup.num_rules(), setup.groups.len());
         }
     }
+    let mut html_base: Option<String> = None;
     if let (Some((base, selection)), Some(before)) = (&compare, &compared) {
         if args.format != Format::Text && !before.rule_errors.is_empty() {
             eprint!(
@@ -408,11 +414,39 @@ fn run_inner(args: Args) -> Result<i32, String> {
             selection,
             groups: (setup.groups.len(), head_groups),
         };
-        tail.push_str(&match args.format {
-            Format::Text => replay::diff_text(&diff, &ctx),
-            Format::Json => replay::diff_json_lines(&diff, &ctx),
-            Format::Markdown => replay::diff_markdown(&diff, &ctx),
-        });
+        match args.format {
+            Format::Text => tail.push_str(&replay::diff_text(&diff, &ctx)),
+            Format::Json => tail.push_str(&replay::diff_json_lines(&diff, &ctx)),
+            Format::Markdown => tail.push_str(&replay::diff_markdown(&diff, &ctx)),
+            Format::Html => html_base = Some(replay::diff_text(&diff, &ctx)),
+        }
+    }
+    if args.format == Format::Html {
+        let source: &dyn watchfire::promql::Queryable = match &data {
+            Data::Recorded(store) => store,
+            Data::History { history, .. } => history,
+        };
+        let head = replay::html::Side {
+            name: if compare.is_some() {
+                "head (this working tree)"
+            } else {
+                "this replay"
+            },
+            setup: &setup,
+            outcome: &outcome,
+        };
+        let base = match (&compare, &compared, html_base) {
+            (Some((base, _)), Some(before), Some(diff)) => Some((
+                replay::html::Side {
+                    name: &base.name,
+                    setup: &base.setup,
+                    outcome: before,
+                },
+                diff,
+            )),
+            _ => None,
+        };
+        tail = replay::html::render(&replay::html::Page { source, head, base });
     }
     if let Data::History { history, .. } = &data {
         let fetched = fetch_summary(history);

@@ -25,6 +25,7 @@ pub mod demo;
 pub(crate) mod diff;
 pub(crate) mod diff_output;
 pub mod history;
+pub mod html;
 pub(crate) mod markdown;
 pub mod output;
 pub mod scenario;

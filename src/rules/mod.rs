@@ -6,6 +6,7 @@
 //! `replay` and `test` drive the same code with real or simulated clocks.
 
 pub(crate) mod alerting;
+pub(crate) mod condition;
 pub(crate) mod eval;
 pub(crate) mod file;
 pub(crate) mod group;
@@ -15,6 +16,7 @@ pub(crate) mod template;
 
 pub(crate) use alerting::Alert;
 pub use alerting::AlertState;
+pub(crate) use condition::compared_side;
 pub(crate) use file::RuleFile;
 pub use file::{load_file, LoadOptions};
 pub use file::{RuleGroup, RuleKind};

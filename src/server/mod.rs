@@ -16,8 +16,10 @@
 //!   errors, notifications sent and failed, outbox depth.
 //! * `GET /-/healthy`, `GET /-/ready`, `POST /-/reload` (applied only when the new
 //!   configuration is valid).
-//! * `GET /`: the status page, rendered on the server (no JavaScript): firing alerts with owner
-//!   and diagnostic links, rules with health and last error, silences; values HTML-escaped.
+//! * `GET /`: the status page (`page.rs`), rendered on the server (no JavaScript): alerts by
+//!   state, owner and cluster with their links; rules with health, last error and a chart of
+//!   recent values (`GET /chart`); sources; silences, created and expired from the page
+//!   (`POST /silences`, `POST /silences/expire`, the bearer token as a form field).
 //!
 //! Mutating endpoints (`POST`, `DELETE`) need `Authorization: Bearer <token>` unless `http.open: true`;
 //! with neither a token nor `open`, they are refused.
@@ -29,7 +31,7 @@ use std::sync::{Arc, RwLock};
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::SecondsFormat;
@@ -38,8 +40,10 @@ use serde_json::{json, Value as Json};
 use crate::labels::Labels;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
+mod page;
 mod query;
 
+pub use page::render_status;
 pub use query::{router as query_router, QueryApi, QueryLimits, QueryTarget};
 
 /// Who may call mutating endpoints.
@@ -77,8 +81,8 @@ pub fn router(state: AppState) -> Router {
             .unwrap_or_else(|e| Arc::clone(&e.into_inner()));
         (setup.engine.clone(), Arc::clone(&view))
     });
+    let api = QueryApi::new(target, state_limits);
     Router::new()
-        .route("/", get(status_page))
         .route("/api/v1/rules", get(rules))
         .route("/api/v1/alerts", get(alerts))
         .route("/api/v2/alerts", post(post_alerts).get(get_v2_alerts))
@@ -91,8 +95,9 @@ pub fn router(state: AppState) -> Router {
         .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .route("/-/reload", post(reload))
-        .with_state(state)
-        .merge(query::router(QueryApi::new(target, state_limits)))
+        .with_state(state.clone())
+        .merge(page::router(state, api.clone()))
+        .merge(query::router(api))
 }
 
 /// Serves on `listener` until `shutdown` completes.
@@ -122,25 +127,34 @@ pub async fn serve_query(
 
 /// `None` when the caller may mutate; otherwise the refusal.
 fn refused(state: &AppState, headers: &HeaderMap) -> Option<Response> {
-    let auth = state.auth.read().map(|a| a.clone()).unwrap_or_default();
-    if auth.open {
-        return None;
-    }
-    let Some(token) = auth.token else {
-        return Some(error(
-            StatusCode::FORBIDDEN,
-            "mutating endpoints are disabled: configure http.bearer_token_file/bearer_token_env, or http.open: true",
-        ));
-    };
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-        None
+        .and_then(|v| v.strip_prefix("Bearer "));
+    check_token(state, given).err().map(|(status, msg)| error(status, &msg))
+}
+
+/// Whether `given` (a bearer token, from the header or the status page's forms) may mutate:
+/// `Err` is the refusal's status and message.
+fn check_token(state: &AppState, given: Option<&str>) -> Result<(), (StatusCode, String)> {
+    let auth = state.auth.read().map(|a| a.clone()).unwrap_or_default();
+    if auth.open {
+        return Ok(());
+    }
+    let Some(token) = auth.token else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "mutating endpoints are disabled: configure http.bearer_token_file/bearer_token_env, or http.open: true"
+                .into(),
+        ));
+    };
+    if given
+        .map(str::trim)
+        .is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()))
+    {
+        Ok(())
     } else {
-        Some(error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token"))
+        Err((StatusCode::UNAUTHORIZED, "missing or wrong bearer token".into()))
     }
 }
 
@@ -724,188 +738,4 @@ async fn metrics(State(st): State<AppState>) -> Response {
         body,
     )
         .into_response()
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
-/// One firing alert as the status page shows it.
-struct PageAlert {
-    labels: Labels,
-    annotations: std::collections::BTreeMap<String, String>,
-    since: i64,
-    expr: Option<String>,
-}
-
-/// The status page, rendered on the server (no JavaScript): firing alerts with owner and
-/// diagnostic links, rules with health and last error, and silences. Every value is
-/// HTML-escaped; only `http(s)` URLs become links.
-pub fn render_status(svc: &Service) -> String {
-    let snaps = svc.snapshots.read().map(|s| s.clone()).unwrap_or_default();
-    let setup = svc.setup.read().map(|s| Arc::clone(&s)).ok();
-    let owners = setup.as_ref().and_then(|s| s.owners.clone());
-    let external = setup
-        .as_ref()
-        .map(|s| s.external_labels.clone())
-        .unwrap_or_else(Labels::empty);
-    let now = svc.clock.now_ms();
-    let mut s = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>watchfire</title><style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}.err{color:#b00}.ok{color:#070}code{white-space:pre-wrap}</style></head><body><h1>watchfire</h1>",
-    );
-
-    let mut rows = Vec::new();
-    for g in snaps.values() {
-        for r in &g.rules {
-            for a in r.alerts.iter().filter(|a| a.state == crate::rules::AlertState::Firing) {
-                rows.push(PageAlert {
-                    labels: a.labels.clone(),
-                    annotations: a.annotations.clone(),
-                    since: a.active_at,
-                    expr: Some(r.query.clone()),
-                });
-            }
-        }
-    }
-    rows.extend(
-        svc.builtin_alerts()
-            .into_iter()
-            .map(|(labels, annotations, since)| PageAlert {
-                labels,
-                annotations,
-                since,
-                expr: None,
-            }),
-    );
-    let _ = write!(
-        s,
-        "<h2 id=\"alerts\">Firing alerts ({})</h2><table><tr><th>alert</th><th>owner</th><th>labels</th><th>since</th><th>summary</th><th>links</th></tr>",
-        rows.len()
-    );
-    for a in rows {
-        // As notifications carry them: external labels, then the owner stamped.
-        let mut b = crate::labels::LabelsBuilder::new(&a.labels);
-        for l in external.iter() {
-            if !a.labels.has(&l.name) {
-                b.set(&l.name, &l.value);
-            }
-        }
-        let mut labels = b.build();
-        let team_label = owners.as_ref().map_or("owner", |o| o.team_label.as_str()).to_string();
-        if let Some(o) = &owners {
-            labels = o.stamp(&labels);
-        }
-        let owner = labels.get(&team_label).unwrap_or("").to_string();
-        let links = match &owners {
-            Some(o) => o.settings.links.render(&crate::notify::links::LinkContext {
-                labels: &labels,
-                annotations: &a.annotations,
-                owner: (!owner.is_empty()).then_some(owner.as_str()),
-                expr: a.expr.as_deref(),
-                starts_ms: a.since,
-                at_ms: now,
-            }),
-            None => a
-                .annotations
-                .get("runbook_url")
-                .filter(|u| !u.is_empty())
-                .map(|u| crate::notify::links::Link {
-                    kind: "runbook",
-                    url: u.clone(),
-                })
-                .into_iter()
-                .collect(),
-        };
-        let mut cell = String::new();
-        for l in links {
-            if l.url.starts_with("http://") || l.url.starts_with("https://") {
-                let _ = write!(
-                    cell,
-                    "<div><a class=\"link\" data-kind=\"{k}\" href=\"{u}\">{k}</a></div>",
-                    k = l.kind,
-                    u = html_escape(&l.url)
-                );
-            } else {
-                let _ = write!(
-                    cell,
-                    "<div class=\"link\" data-kind=\"{}\">{}: <code>{}</code></div>",
-                    l.kind,
-                    l.kind,
-                    html_escape(&l.url)
-                );
-            }
-        }
-        let _ = write!(
-            s,
-            "<tr class=\"alert\"><td class=\"alertname\">{}</td><td class=\"owner\">{}</td><td class=\"labels\">{}</td><td>{}</td><td>{}</td><td class=\"links\">{}</td></tr>",
-            html_escape(labels.get("alertname").unwrap_or("")),
-            html_escape(&owner),
-            html_escape(&labels.to_string()),
-            go_time(Some(a.since)),
-            html_escape(a.annotations.get("summary").map(String::as_str).unwrap_or("")),
-            cell
-        );
-    }
-
-    s.push_str("</table><h2 id=\"rules\">Rules</h2><table><tr><th>group</th><th>rule</th><th>type</th><th>health</th><th>state</th><th>last evaluation</th><th>last error</th></tr>");
-    for g in snaps.values() {
-        for r in &g.rules {
-            let _ = write!(
-                s,
-                "<tr class=\"rule\"><td>{}</td><td class=\"name\">{}</td><td>{}</td><td class=\"health {}\">{}</td><td>{}</td><td>{}</td><td class=\"last-error\">{}</td></tr>",
-                html_escape(&g.name),
-                html_escape(&r.name),
-                if r.alerting { "alerting" } else { "recording" },
-                if r.health == "err" { "err" } else { "ok" },
-                r.health,
-                r.state,
-                r.last_evaluation.map_or(String::from("never"), |t| go_time(Some(t))),
-                html_escape(r.last_error.as_deref().unwrap_or(""))
-            );
-        }
-    }
-
-    let (sil, at) = svc.silences();
-    let list = sil.sorted(at);
-    let _ = write!(
-        s,
-        "</table><h2 id=\"silences\">Silences ({})</h2><table><tr><th>id</th><th>state</th><th>matchers</th><th>starts</th><th>ends</th><th>created by</th><th>comment</th></tr>",
-        list.len()
-    );
-    for x in list {
-        let matchers: Vec<String> = x
-            .matchers
-            .iter()
-            .map(|m| {
-                let op = match (m.is_equal, m.is_regex) {
-                    (true, false) => "=",
-                    (false, false) => "!=",
-                    (true, true) => "=~",
-                    (false, true) => "!~",
-                };
-                format!("{}{op}\"{}\"", m.name, crate::labels::escape_label_value(&m.value))
-            })
-            .collect();
-        let _ = write!(
-            s,
-            "<tr class=\"silence\"><td class=\"id\">{}</td><td class=\"state\">{}</td><td class=\"matchers\">{}</td><td>{}</td><td>{}</td><td class=\"created-by\">{}</td><td class=\"comment\">{}</td></tr>",
-            html_escape(&x.id),
-            x.state(at).as_str(),
-            html_escape(&matchers.join(", ")),
-            go_time(Some(x.starts_at.timestamp_millis())),
-            go_time(Some(x.ends_at.timestamp_millis())),
-            html_escape(&x.created_by),
-            html_escape(&x.comment)
-        );
-    }
-    s.push_str("</table></body></html>\n");
-    s
-}
-
-async fn status_page(State(st): State<AppState>) -> Html<String> {
-    Html(render_status(&st.svc))
 }

@@ -310,6 +310,32 @@ impl QueryApi {
     }
 }
 
+impl QueryApi {
+    /// The series of `expr` over `[start, end]` at `step`, bounded as any request (the
+    /// concurrency limit, the samples limit, and `timeout`): the status page's charts.
+    pub(crate) async fn range_series(
+        &self,
+        expr: String,
+        start: i64,
+        end: i64,
+        step: i64,
+        timeout: Duration,
+    ) -> Result<Vec<promql::Series>, String> {
+        self.evaluate(timeout.min(self.limits.timeout), move |engine, src| {
+            let r = engine
+                .range_query(src, &expr, start, end, step)
+                .map_err(ApiError::from)?;
+            // A range query answers a matrix.
+            Ok(match r.value {
+                Value::Matrix(m) => m,
+                _ => Vec::new(),
+            })
+        })
+        .await
+        .map_err(|e| e.message)
+    }
+}
+
 /// The source as one query sees it: refused past the query's deadline, and counting the
 /// samples read against the limit.
 struct Bounded<'a> {

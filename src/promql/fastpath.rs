@@ -20,15 +20,16 @@ use super::value::{is_stale_nan, Sample};
 use crate::labels::{Labels, METRIC_NAME};
 
 /// Finds aggregations (outside subqueries) whose input can be evaluated series-major and
-/// computes them for every step.
+/// computes them for every step, into `out`; aggregations already in `out` (answered by the
+/// source) are left alone.
 pub(crate) fn precompute(
     ev: &Evaluator,
     expr: &Expr,
     start: i64,
     end: i64,
     step: i64,
+    mut out: HashMap<usize, StepVectors>,
 ) -> Result<HashMap<usize, StepVectors>, Error> {
-    let mut out = HashMap::new();
     // The series-major path reads float samples only.
     if ev.has_histograms() {
         return Ok(out);
@@ -48,6 +49,9 @@ fn visit(
 ) -> Result<(), Error> {
     match expr {
         Expr::Aggregate(a) => {
+            if out.contains_key(&node_key(a)) {
+                return Ok(());
+            }
             if let Some(v) = aggregate(ev, a, start, step, n)? {
                 out.insert(node_key(a), v);
                 return Ok(());

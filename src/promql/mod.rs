@@ -15,6 +15,7 @@ mod native;
 mod needs;
 mod options;
 mod preparse;
+mod pushdown;
 mod queryable;
 mod select;
 mod value;
@@ -74,7 +75,14 @@ impl Engine {
         let mut ev = Evaluator::new(src, ast, &self.opts, t, t, text);
         // Aggregations over selectors and range functions series-major, as for a one-step
         // range query: their per-series work then runs on every core for large inputs.
-        ev.precomputed = fastpath::precompute(&ev, ast, t, t, 1)?;
+        // Aggregations the source answers itself first (a remote Prometheus); the fast path then
+        // computes the others.
+        let pushed = if src.pushdown_parts() {
+            pushdown::aggregations(src, ast, t)?
+        } else {
+            HashMap::new()
+        };
+        ev.precomputed = fastpath::precompute(&ev, ast, t, t, 1, pushed)?;
         let value = match ev.eval(ast, t)? {
             Value::Vector(v) => Value::Vector(finish_vector(v)?),
             Value::Matrix(m) => Value::Matrix(finish_matrix(m)?),
@@ -140,7 +148,7 @@ impl Engine {
         }
         let mut ev = Evaluator::new(src, ast, &self.opts, start, end, text);
         ev.q_step = step;
-        ev.precomputed = fastpath::precompute(&ev, ast, start, end, step)?;
+        ev.precomputed = fastpath::precompute(&ev, ast, start, end, step, HashMap::new())?;
         warn_ineffective_sort(&ev, ast);
         let mut index: HashMap<(Labels, bool), usize, ahash::RandomState> = HashMap::default();
         let mut out: Vec<Series> = Vec::new();

@@ -66,6 +66,14 @@ pub trait Queryable: Send + Sync {
         None
     }
 
+    /// Whether [`Queryable::pushdown`] may also be asked for parts of a query (its
+    /// aggregations), each at the query's time. A source that answers pushdowns from results
+    /// planned in advance (replay's history) keeps the default `false`: an unplanned part would
+    /// cost it a request per evaluation. Wrappers forward it with `pushdown`.
+    fn pushdown_parts(&self) -> bool {
+        false
+    }
+
     /// Requests sent so far, per underlying source: (source name, `select` or `pushdown`, count).
     fn requests(&self) -> Vec<(String, &'static str, u64)> {
         Vec::new()

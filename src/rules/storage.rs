@@ -93,6 +93,10 @@ impl Queryable for Layered<'_> {
         }
         self.base.pushdown(expr, t)
     }
+
+    fn pushdown_parts(&self) -> bool {
+        self.base_maxt == i64::MAX && self.base.pushdown_parts()
+    }
 }
 
 /// Merges two time-ordered sample lists; at equal timestamps `b` wins.

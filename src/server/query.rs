@@ -394,6 +394,10 @@ impl Queryable for Bounded<'_> {
         self.inner.may_have_stale_markers()
     }
 
+    fn pushdown_parts(&self) -> bool {
+        self.inner.pushdown_parts()
+    }
+
     fn pushdown(&self, expr: &promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         if let Err(e) = self.check_deadline() {
             return Some(Err(e));

@@ -479,6 +479,10 @@ impl Queryable for Federated {
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
+
+    fn pushdown_parts(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -61,6 +61,10 @@ impl Queryable for Tracking<'_> {
         }
     }
 
+    fn pushdown_parts(&self) -> bool {
+        self.inner.pushdown_parts()
+    }
+
     fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         let started = Instant::now();
         let res = self.inner.pushdown(expr, t)?;
@@ -116,6 +120,10 @@ impl Queryable for WithPublished<'_> {
             }
         }
         Ok(out)
+    }
+
+    fn pushdown_parts(&self) -> bool {
+        self.base.pushdown_parts()
     }
 
     /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.

@@ -87,6 +87,10 @@ impl Queryable for RulesView {
         self.source().is_ok_and(|s| s.source.has_histograms())
     }
 
+    fn pushdown_parts(&self) -> bool {
+        self.source().is_ok_and(|s| s.source.pushdown_parts())
+    }
+
     fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
         match self.source() {
             Ok(setup) => self.0.evaluation.with_published(&*setup.source).pushdown(expr, t),

@@ -1161,6 +1161,16 @@ pub(crate) fn check_host_port(s: &str, pos: Pos) -> DResult<()> {
     Ok(())
 }
 
+/// `message` with the secret `value` in it, as is or Go-quoted (how Go's URL errors show it),
+/// shown as Alertmanager masks secrets.
+pub(crate) fn redact_secret(message: &str, value: &str) -> String {
+    if value.is_empty() {
+        return message.to_string();
+    }
+    let quoted = crate::gofmt::quote(value);
+    message.replace(&quoted, "\"<secret>\"").replace(value, "<secret>")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1298,14 +1308,4 @@ mod tests {
             "opsGenieConfig responder { x  foo} type does not match valid options ^(team|teams|user|escalation|schedule)$"
         );
     }
-}
-
-/// `message` with the secret `value` in it, as is or Go-quoted (how Go's URL errors show it),
-/// shown as Alertmanager masks secrets.
-pub(crate) fn redact_secret(message: &str, value: &str) -> String {
-    if value.is_empty() {
-        return message.to_string();
-    }
-    let quoted = crate::gofmt::quote(value);
-    message.replace(&quoted, "\"<secret>\"").replace(value, "<secret>")
 }

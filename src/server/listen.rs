@@ -71,7 +71,7 @@ pub fn effective_max_connections(configured: usize) -> usize {
                         lim.rlim_cur = lim.rlim_max;
                     }
                 }
-                let room = (lim.rlim_cur as u64).saturating_sub(RESERVED_FDS).max(16);
+                let room = lim.rlim_cur.saturating_sub(RESERVED_FDS).max(16);
                 return configured.min(usize::try_from(room).unwrap_or(usize::MAX));
             }
         }
@@ -245,7 +245,7 @@ mod tests {
         };
         // SAFETY: as above.
         assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        assert!((n as u64) < lim.rlim_cur as u64, "{n} >= {}", lim.rlim_cur);
+        assert!((n as u64) < lim.rlim_cur, "{n} >= {}", lim.rlim_cur);
         assert_eq!(effective_max_connections(3), 3);
     }
 }

@@ -334,8 +334,13 @@ fn slow_and_many_clients_do_not_stop_the_service() {
             std::thread::spawn(move || slow_client(port, head, body.to_vec()))
         })
         .collect();
+    let waves: usize = std::env::var("WATCHFIRE_HOSTILE_WAVES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+        .max(2);
     let mut peaks = Vec::new();
-    for wave in 1..=2 {
+    for wave in 1..=waves {
         let t0 = Instant::now();
         let mut held: Vec<TcpStream> = Vec::with_capacity(n);
         for _ in 0..n {
@@ -384,11 +389,15 @@ fn slow_and_many_clients_do_not_stop_the_service() {
         drop(held);
         assert_eq!(closed, n, "connections still open after the read timeout");
     }
-    // The second wave reuses what the first one freed: no growth beyond noise.
-    assert!(
-        peaks[1] < peaks[0] + peaks[0] / 5 + 16 * 1024,
-        "VmRSS peaks {peaks:?} kB: grows wave over wave"
-    );
+    // Later waves mostly reuse what the first one freed: a leak would add about the whole first
+    // wave's growth again each wave; the allocator's spread over threads adds well under half.
+    let first = peaks[0].saturating_sub(rss_before);
+    for w in peaks.windows(2) {
+        assert!(
+            w[1] < w[0] + first / 2,
+            "VmRSS peaks {peaks:?} kB (from {rss_before} kB): grows wave over wave"
+        );
+    }
     for h in slow_headers {
         let (took, answer) = h.join().unwrap();
         let answer = format!("{answer:?}");
@@ -410,7 +419,7 @@ fn slow_and_many_clients_do_not_stop_the_service() {
         );
     }
     let rss_after = rss_kb(pid);
-    println!("VmRSS {rss_after} kB after both waves closed (peaks {peaks:?} kB)");
+    println!("VmRSS {rss_after} kB after the waves closed (peaks {peaks:?} kB)");
     let (longest, healthy) = watch_evaluations(port, 2);
     assert!(healthy && longest < Duration::from_millis(2500));
 }

@@ -328,10 +328,12 @@ fn slow_and_many_clients_do_not_stop_the_service() {
         .collect();
     let slow_bodies: Vec<_> = (0..50)
         .map(|_| {
-            let body = br#"[{"labels":{"alertname":"Slow"}}]"#;
-            let mut head = post("/api/v2/alerts", Some(TOKEN), body);
+            // Two bytes a second: longer in coming than the read timeout.
+            let pad = " ".repeat(2 * read_timeout.as_secs() as usize + 20);
+            let body = format!(r#"{pad}[{{"labels":{{"alertname":"Slow"}}}}]"#).into_bytes();
+            let mut head = post("/api/v2/alerts", Some(TOKEN), &body);
             head.truncate(head.len() - body.len());
-            std::thread::spawn(move || slow_client(port, head, body.to_vec()))
+            std::thread::spawn(move || slow_client(port, head, body))
         })
         .collect();
     let waves: usize = std::env::var("WATCHFIRE_HOSTILE_WAVES")

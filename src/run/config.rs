@@ -468,10 +468,21 @@ mod tests {
             ),
             (30_000, 4, 1000)
         );
+        let c = load("sources: [{name: a, type: embedded}]\nhttp: {read_timeout: 3s, max_connections: 64}\n").unwrap();
+        assert_eq!((c.http.read_timeout_ms, c.http.max_connections), (3_000, 64));
+        assert_eq!(
+            (
+                HttpConfig::default().read_timeout_ms,
+                HttpConfig::default().max_connections
+            ),
+            (10_000, 16_384)
+        );
         for (bad, col, msg) in [
             ("query_timeout: 0s", 8, "greater than 0"),
             ("query_max_concurrency: 0", 8, "at least 1"),
             ("query_max_samples: many", 8, "at least 1"),
+            ("read_timeout: 0s", 8, "greater than 0"),
+            ("max_connections: 0", 8, "at least 1"),
         ] {
             let e = load(&format!("sources: [{{name: a, type: embedded}}]\nhttp: {{{bad}}}\n")).unwrap_err();
             assert_eq!(e.pos.line, 2, "{e}");

@@ -3,7 +3,7 @@
 //! (400), requests without or with wrong tokens at rate (401 each), slow clients sending their
 //! headers or body byte by byte (closed or 408 after `http.read_timeout`, while others are
 //! served), thousands of connections at once, and connections over `http.max_connections`
-//! (503). Through all of it the server answers `/-/healthy`, evaluates on time, delivers an
+//! (503), and bodies in flight over their memory budget (503). Through all of it the server answers `/-/healthy`, evaluates on time, delivers an
 //! ingested alert within seconds, and its memory stays bounded.
 //!
 //! The test opens 2,000 stalled connections at once (twice); the issue's figure, 10,000, runs with
@@ -480,4 +480,49 @@ fn connections_over_the_cap_are_answered_503() {
     let (status, _) = raw(port, b"GET /-/healthy HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
     assert_eq!(status, 200);
     drop(held);
+}
+
+#[test]
+fn bodies_in_flight_are_bounded_in_memory() {
+    let srv = start("3s", 16_384);
+    let port = srv.port;
+    // 128 clients announce 2 MiB bodies and send nothing: 256 MiB, all the server buffers at once.
+    let head = format!(
+        "POST /api/v2/alerts HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-length: {}\r\n\r\n",
+        2 * 1024 * 1024
+    );
+    let mut held: Vec<TcpStream> = (0..128)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // One more body, of any size, waits for none: 503 at once; requests without a body are served.
+    let t0 = Instant::now();
+    let (status, body) = raw(
+        port,
+        &post("/api/v2/alerts", Some(TOKEN), br#"[{"labels":{"alertname":"X"}}]"#),
+    )
+    .unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        raw(port, b"GET /-/healthy HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap()
+            .0,
+        200
+    );
+    // The stalled bodies time out (408) and free the budget.
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(read_answer(s).map(|a| a.0), Some(408));
+    }
+    let (status, body) = raw(
+        port,
+        &post("/api/v2/alerts", Some(TOKEN), br#"[{"labels":{"alertname":"X"}}]"#),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
 }

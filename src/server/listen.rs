@@ -1,8 +1,8 @@
 //! The accept loop of the HTTP face, with the limits that keep a hostile or broken client from
 //! taking the service down: a cap on open connections (the process keeps file descriptors for
 //! SQLite, its sources and its receivers), a deadline for each request's headers (slowloris;
-//! it also closes idle keep-alive connections) and for its body, and a cap on body size for
-//! every route.
+//! it also closes idle keep-alive connections) and for its body, a cap on body size for
+//! every route, and one on the memory all bodies being read take together.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -88,7 +88,11 @@ pub async fn serve_with_limits(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let max = effective_max_connections(limits.max_connections);
-    let app = app.layer(axum::middleware::from_fn_with_state(limits.clone(), bounded_body));
+    let bodies = BodyBudget {
+        limits: limits.clone(),
+        in_flight_kib: Arc::new(Semaphore::new(BUFFERED_BODIES_KIB)),
+    };
+    let app = app.layer(axum::middleware::from_fn_with_state(bodies, bounded_body));
     let slots = Arc::new(Semaphore::new(max));
     let refused = Arc::new(Refusals::default());
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
@@ -185,13 +189,27 @@ impl Refusals {
     }
 }
 
+/// Request bodies buffered at once, in KiB, over all connections: with the per-body limit alone,
+/// every connection could hold 2 MiB (32 GiB at the connection cap).
+const BUFFERED_BODIES_KIB: usize = 256 * 1024;
+
+/// The body limits and the memory all bodies being read may take.
+#[derive(Clone)]
+struct BodyBudget {
+    limits: ConnLimits,
+    in_flight_kib: Arc<Semaphore>,
+}
+
 /// Reads a request's body before the handler runs: within the read timeout (408 after it,
-/// a slow body holds no handler) and up to the size limit (413), for every route.
+/// a slow body holds no handler), up to the size limit (413), for every route, and while
+/// the bodies in flight fit in [`BUFFERED_BODIES_KIB`] (503 otherwise; a body of unknown
+/// length counts as the size limit until it is read).
 async fn bounded_body(
-    axum::extract::State(limits): axum::extract::State<ConnLimits>,
+    axum::extract::State(budget): axum::extract::State<BodyBudget>,
     req: Request,
     next: Next,
 ) -> Result<Response, Infallible> {
+    let limits = &budget.limits;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -200,6 +218,26 @@ async fn bounded_body(
     if declared.is_some_and(|n| n > limits.max_body_bytes as u64) {
         return Ok(too_large(limits.max_body_bytes));
     }
+    let may_have_body = match declared {
+        Some(n) => n > 0,
+        None => req.headers().contains_key(header::TRANSFER_ENCODING),
+    };
+    let _held = if may_have_body {
+        let bytes = declared.unwrap_or(limits.max_body_bytes as u64);
+        let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        match Arc::clone(&budget.in_flight_kib).try_acquire_many_owned(kib) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return Ok((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many request bodies in flight, try later\n",
+                )
+                    .into_response())
+            }
+        }
+    } else {
+        None
+    };
     let (parts, body) = req.into_parts();
     let read = axum::body::to_bytes(body, limits.max_body_bytes);
     let bytes = match tokio::time::timeout(limits.read_timeout, read).await {

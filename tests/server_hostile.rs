@@ -2,9 +2,10 @@
 //! on loopback): bodies over the size limit (413, declared or chunked), deeply nested JSON
 //! (400), requests without or with wrong tokens at rate (401 each), slow clients sending their
 //! headers or body byte by byte (closed or 408 after `http.read_timeout`, while others are
-//! served), thousands of connections at once, and connections over `http.max_connections`
-//! (503), and bodies in flight over their memory budget (503). Through all of it the server answers `/-/healthy`, evaluates on time, delivers an
-//! ingested alert within seconds, and its memory stays bounded.
+//! served), thousands of connections at once, connections over `http.max_connections` (503),
+//! and bodies in flight over their memory budget (503). Through all of it the server answers
+//! `/-/healthy`, evaluates on time, delivers an ingested alert within seconds, and its memory
+//! stays bounded.
 //!
 //! The test opens 2,000 stalled connections at once (twice); the figure, 10,000, runs with
 //! `WATCHFIRE_HOSTILE_CONNECTIONS=10000 cargo nextest run --test server_hostile --no-capture`,

@@ -2,12 +2,11 @@
 //! [--format text|json] [--lookback D]`
 
 use std::fmt::Write as _;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use watchfire::gofmt::format_f as format_float;
 use watchfire::labels::Labels;
-use watchfire::promql::{Engine, EngineOptions, QueryResult, Value};
+use watchfire::promql::{Engine, EngineOptions, Value};
 use watchfire::promqltest::format::{format_api_timestamp, format_secs3};
 use watchfire::promqltest::parse_duration;
 use watchfire::tsdb::Store;
@@ -87,14 +86,16 @@ fn execute(args: &Args) -> Result<String, String> {
             if end < start {
                 return Err("invalid range: --end is before --start".into());
             }
-            guarded(|| engine.range_query(&store, &args.expr, start, end, step))?
+            engine
+                .range_query(&store, &args.expr, start, end, step)
+                .map_err(|e| e.to_string())?
         }
         (None, None, None) => {
             let t = match &args.time {
                 Some(t) => parse_time(t).map_err(|e| format!("invalid --time: {e}"))?,
                 None => chrono::Utc::now().timestamp_millis(),
             };
-            guarded(|| engine.instant_query(&store, &args.expr, t))?
+            engine.instant_query(&store, &args.expr, t).map_err(|e| e.to_string())?
         }
         _ => return Err("a range query needs --start, --end and --step".into()),
     };
@@ -111,22 +112,6 @@ fn execute(args: &Args) -> Result<String, String> {
         }
         Format::Json => render_json(&res.value) + "\n",
     })
-}
-
-/// Runs an engine call; errors and panics become messages.
-fn guarded(f: impl FnOnce() -> Result<QueryResult, watchfire::promql::Error>) -> Result<QueryResult, String> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(format!("internal error: engine panicked: {msg}"))
-        }
-    }
 }
 
 /// RFC3339, unix seconds (possibly fractional, possibly negative), or a duration after 0.

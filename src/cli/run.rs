@@ -107,6 +107,11 @@ pub fn run(args: Args) -> i32 {
         max_concurrent: cfg.http.query_max_concurrency,
         max_samples: cfg.http.query_max_samples,
     };
+    let conn_limits = server::ConnLimits {
+        max_connections: cfg.http.max_connections,
+        read_timeout: std::time::Duration::from_millis(cfg.http.read_timeout_ms as u64),
+        max_body_bytes: server::MAX_BODY_BYTES,
+    };
     let result: Result<(), String> = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
@@ -155,7 +160,7 @@ pub fn run(args: Args) -> i32 {
             reload,
             query_limits,
         };
-        server::serve(listener, state, shutdown_signal())
+        server::serve_with_limits(listener, server::router(state), conn_limits, shutdown_signal())
             .await
             .map_err(|e| format!("HTTP server: {e}"))
     });

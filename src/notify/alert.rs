@@ -132,6 +132,19 @@ impl IntoAlert for ReceivedAlert {
 
 pub(crate) use decode::decode_postable_alerts;
 
+/// What `POST /api/v2/alerts` does with a body before queueing it: decoded, then each alert
+/// given Alertmanager's defaults and validated at `now`; the error is the 400 answer's message.
+pub fn decode_ingest_body(body: &[u8], now: DateTime<Utc>, resolve_timeout: Duration) -> Result<Vec<Alert>, String> {
+    decode_postable_alerts(body)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            p.into_alert(now, resolve_timeout)
+                .map_err(|e| format!("alert {i}: {e}"))
+        })
+        .collect()
+}
+
 /// `POST /api/v2/alerts` bodies decoded straight into [`ReceivedAlert`]s (no `serde_json::Value`
 /// in between: that was about half of the ingest CPU), with the checks the Value-based parser
 /// made: labels and annotations objects of strings (or null), `startsAt`/`endsAt` RFC 3339 (or

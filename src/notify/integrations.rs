@@ -100,7 +100,8 @@ enum F {
     Secret,
     /// `config.URL`: http(s) with a host.
     Url,
-    /// `config.SecretURL`: a URL or `<secret>`.
+    /// `config.SecretURL`: a URL or `<secret>`. Unlike Alertmanager, whose URL parse errors quote
+    /// the URL, its errors show `<secret>` in its place.
     SecretUrl,
     /// prometheus/common's `config.URL`: anything `url.Parse` accepts.
     CommonUrl,
@@ -551,7 +552,7 @@ fn decode_value(d: &mut Decoder, v: &Node, f: F) -> DResult<Option<Val>> {
         F::SecretUrl => match d.custom_string(v) {
             Some(s) if s == "<secret>" => Some(Val::Str(s)),
             Some(s) => {
-                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), e))?;
+                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), redact_secret(&e, &s)))?;
                 Some(Val::Str(s))
             }
             None => None,
@@ -1204,6 +1205,16 @@ pub(crate) fn check_host_port(s: &str, pos: Pos) -> DResult<()> {
         return Err(Fail::new(pos, format!("address {}: port cannot be empty", go_quote(s))));
     }
     Ok(())
+}
+
+/// `message` with the secret `value` in it, as is or Go-quoted (how Go's URL errors show it),
+/// shown as Alertmanager masks secrets.
+pub(crate) fn redact_secret(message: &str, value: &str) -> String {
+    if value.is_empty() {
+        return message.to_string();
+    }
+    let quoted = crate::gofmt::quote(value);
+    message.replace(&quoted, "\"<secret>\"").replace(value, "<secret>")
 }
 
 #[cfg(test)]

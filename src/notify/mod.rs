@@ -26,7 +26,7 @@ pub(crate) mod silence;
 pub(crate) mod timeinterval;
 
 pub(crate) use crate::alert::Alert;
-pub use alert::PostableAlert;
+pub use alert::{decode_ingest_body, PostableAlert};
 pub(crate) use config::ConfigError;
 pub use config::{load_delivery_file, load_delivery_str, load_file, load_str, notify_templates, Config};
 pub(crate) use notifier::flushes;

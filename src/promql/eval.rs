@@ -434,6 +434,7 @@ impl<'a> Evaluator<'a> {
         while ts <= r {
             match self.eval(&sq.expr, ts)? {
                 Value::Vector(v) => {
+                    self.src.computed(v.len())?;
                     for s in v {
                         let key = s.metric.clone();
                         let idx = *index.entry(key).or_insert_with(|| {
@@ -444,6 +445,7 @@ impl<'a> Evaluator<'a> {
                     }
                 }
                 Value::Scalar { v, .. } => {
+                    self.src.computed(1)?;
                     let idx = *index.entry(Labels::empty()).or_insert_with(|| {
                         acc.push((Labels::empty(), false, Vec::new()));
                         acc.len() - 1

@@ -78,4 +78,13 @@ pub trait Queryable: Send + Sync {
     fn requests(&self) -> Vec<(String, &'static str, u64)> {
         Vec::new()
     }
+
+    /// Told of the points the evaluator computes itself at each step of a subquery; `Err`
+    /// stops the evaluation. A bounded view (the query API's) counts them against its sample
+    /// limit, as Prometheus does, and checks its deadline there: a query that reads little but
+    /// computes much (`count_over_time(vector(1)[100y:1ms])`) would otherwise run on, and grow,
+    /// after its answer timed out.
+    fn computed(&self, _points: usize) -> Result<(), SourceError> {
+        Ok(())
+    }
 }

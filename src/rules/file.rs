@@ -201,6 +201,16 @@ pub fn load_file(path: &Path, opts: LoadOptions) -> Result<RuleFile, Vec<LoadErr
     }
 }
 
+/// [`load_file`] over text already read; `file` names it in errors (fuzzing, editors).
+pub fn load_str(src: &str, file: &str, opts: LoadOptions) -> Result<RuleFile, Vec<LoadError>> {
+    let parsed = parse(src, Path::new(file), opts);
+    if parsed.errors.is_empty() {
+        Ok(parsed.file)
+    } else {
+        Err(parsed.errors)
+    }
+}
+
 /// Parses and validates rule-file text; `path` names the file in errors.
 pub(crate) fn parse(src: &str, path: &Path, opts: LoadOptions) -> Parsed {
     let file = path.display().to_string();

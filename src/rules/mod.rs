@@ -18,6 +18,6 @@ pub(crate) use alerting::Alert;
 pub use alerting::AlertState;
 pub(crate) use condition::compared_side;
 pub(crate) use file::RuleFile;
-pub use file::{load_file, LoadOptions};
+pub use file::{load_file, load_str, LoadOptions};
 pub use file::{RuleGroup, RuleKind};
 pub(crate) use group::{Group, GroupConfig, GroupRule};

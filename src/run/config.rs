@@ -38,6 +38,8 @@
 //!   query_timeout: 2m           # the query API (/api/v1/query...): longest query,
 //!   query_max_concurrency: 20   #   queries at once (more wait up to their timeout),
 //!   query_max_samples: 50000000 #   samples a query may load (Prometheus' defaults)
+//!   read_timeout: 10s           # headers, then body, must each arrive within it (slow clients)
+//!   max_connections: 16384      # open client connections (also kept below the fd limit)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N
 //! ```
 //!
@@ -117,6 +119,11 @@ pub struct HttpConfig {
     pub query_timeout_ms: i64,
     pub query_max_concurrency: usize,
     pub query_max_samples: u64,
+    /// A request's headers, and then its body, must each arrive within this (slow clients);
+    /// also the idle time after which a keep-alive connection is closed.
+    pub read_timeout_ms: i64,
+    /// Open client connections at most (kept below the file-descriptor limit too).
+    pub max_connections: usize,
 }
 
 impl Default for HttpConfig {
@@ -128,6 +135,8 @@ impl Default for HttpConfig {
             query_timeout_ms: 120_000,
             query_max_concurrency: 20,
             query_max_samples: 50_000_000,
+            read_timeout_ms: 10_000,
+            max_connections: 16_384,
         }
     }
 }
@@ -358,6 +367,8 @@ fn http(
             "query_timeout",
             "query_max_concurrency",
             "query_max_samples",
+            "read_timeout",
+            "max_connections",
         ],
     )? {
         match k.as_str() {
@@ -397,6 +408,13 @@ fn http(
                 h.query_max_concurrency = r.positive_int(v, "query_max_concurrency")? as usize;
             }
             "query_max_samples" => h.query_max_samples = r.positive_int(v, "query_max_samples")?,
+            "read_timeout" => {
+                h.read_timeout_ms = r.duration_ms(v, "read_timeout", "10s")?;
+                if h.read_timeout_ms <= 0 {
+                    return Err(r.err(v.pos(), "read_timeout must be greater than 0"));
+                }
+            }
+            "max_connections" => h.max_connections = r.positive_int(v, "max_connections")? as usize,
             _ => h.open = r.bool(v, "http open")?,
         }
     }
@@ -450,10 +468,21 @@ mod tests {
             ),
             (30_000, 4, 1000)
         );
+        let c = load("sources: [{name: a, type: embedded}]\nhttp: {read_timeout: 3s, max_connections: 64}\n").unwrap();
+        assert_eq!((c.http.read_timeout_ms, c.http.max_connections), (3_000, 64));
+        assert_eq!(
+            (
+                HttpConfig::default().read_timeout_ms,
+                HttpConfig::default().max_connections
+            ),
+            (10_000, 16_384)
+        );
         for (bad, col, msg) in [
             ("query_timeout: 0s", 8, "greater than 0"),
             ("query_max_concurrency: 0", 8, "at least 1"),
             ("query_max_samples: many", 8, "at least 1"),
+            ("read_timeout: 0s", 8, "greater than 0"),
+            ("max_connections: 0", 8, "at least 1"),
         ] {
             let e = load(&format!("sources: [{{name: a, type: embedded}}]\nhttp: {{{bad}}}\n")).unwrap_err();
             assert_eq!(e.pos.line, 2, "{e}");

@@ -40,9 +40,11 @@ use serde_json::{json, Value as Json};
 use crate::labels::Labels;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
+mod listen;
 mod page;
 mod query;
 
+pub use listen::{effective_max_connections, serve_with_limits, ConnLimits, MAX_BODY_BYTES};
 pub use page::render_status;
 pub use query::{router as query_router, QueryApi, QueryLimits, QueryTarget};
 
@@ -100,15 +102,13 @@ pub fn router(state: AppState) -> Router {
         .merge(query::router(api))
 }
 
-/// Serves on `listener` until `shutdown` completes.
+/// Serves on `listener` until `shutdown` completes, with the default [`ConnLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with_limits(listener, router(state), ConnLimits::default(), shutdown).await
 }
 
 /// Serves only the query API over `api` (and `/-/healthy`, `/-/ready`) until `shutdown`
@@ -122,7 +122,7 @@ pub async fn serve_query(
         .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .merge(query::router(api));
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    serve_with_limits(listener, app, ConnLimits::default(), shutdown).await
 }
 
 /// `None` when the caller may mutate; otherwise the refusal.

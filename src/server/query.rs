@@ -147,7 +147,12 @@ impl From<promql::Error> for ApiError {
         match e {
             promql::Error::Parse { .. } => ApiError::bad_data(e.to_string()),
             promql::Error::Source(SourceError::Unavailable { .. }) => ApiError::unavailable(e.to_string()),
-            // The sample limit, or the deadline seen by the source wrapper.
+            // The deadline seen by the source wrapper first (before the handler's timer): the
+            // same timeout answer.
+            promql::Error::Source(SourceError::Limit(m)) if m == DEADLINE_PASSED => {
+                ApiError::timeout("query timed out in expression evaluation")
+            }
+            // The sample limit.
             promql::Error::Source(SourceError::Limit(_)) => ApiError::execution(e.to_string()),
             promql::Error::Eval(_) | promql::Error::Unsupported(_) => ApiError::execution(e.to_string()),
         }
@@ -279,7 +284,8 @@ impl QueryApi {
 
     /// Runs `f` on a blocking thread (sources block) once a permit is free, within `timeout`.
     /// A query over its timeout is answered at once; its thread stops at its next read of the
-    /// source, and keeps its permit until then, so the limit counts what really runs.
+    /// source or subquery step, and keeps its permit until then, so the limit counts what really
+    /// runs.
     async fn evaluate<T: Send + 'static>(
         &self,
         timeout: Duration,
@@ -336,6 +342,9 @@ impl QueryApi {
     }
 }
 
+/// The message of [`Bounded`]'s deadline error.
+const DEADLINE_PASSED: &str = "query timed out";
+
 /// The source as one query sees it: refused past the query's deadline, and counting the
 /// samples read against the limit.
 struct Bounded<'a> {
@@ -348,7 +357,7 @@ struct Bounded<'a> {
 impl Bounded<'_> {
     fn check_deadline(&self) -> Result<(), SourceError> {
         if Instant::now() > self.deadline {
-            return Err(SourceError::Limit("query timed out".into()));
+            return Err(SourceError::Limit(DEADLINE_PASSED.into()));
         }
         Ok(())
     }
@@ -408,6 +417,11 @@ impl Queryable for Bounded<'_> {
 
     fn requests(&self) -> Vec<(String, &'static str, u64)> {
         self.inner.requests()
+    }
+
+    fn computed(&self, points: usize) -> Result<(), SourceError> {
+        self.check_deadline()?;
+        self.count(points)
     }
 }
 
@@ -895,6 +909,45 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("invalid parameter \"query\": "));
+    }
+
+    /// A query that reads nothing but computes much (a subquery of 3e12 steps over `vector(1)`)
+    /// stops at its deadline instead of running on, and growing, after its answer: the one
+    /// evaluation slot is free again at once. Its points count against the sample limit too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn computed_points_are_bounded_by_the_deadline_and_the_sample_limit() {
+        let limits = QueryLimits {
+            max_concurrent: 1,
+            timeout: Duration::from_millis(300),
+            ..QueryLimits::default()
+        };
+        let api = api(0, limits);
+        let huge = "query=count_over_time(vector(1)%5B100y%3A1ms%5D)&time=30";
+        let (status, body) = query(&api, huge).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (status, body) = query(&api, "query=up&time=30").await;
+        assert_eq!(status, StatusCode::OK, "the runaway query still holds its slot: {body}");
+
+        let api = api_with_samples(1000);
+        let (status, body) = query(&api, "query=count_over_time(vector(1)%5B1h%3A1s%5D)&time=3600").await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert!(body["error"].as_str().unwrap().contains("too many samples"), "{body}");
+        let (status, body) = query(&api, "query=count_over_time(vector(1)%5B10m%3A1s%5D)&time=3600").await;
+        assert_eq!(
+            (status, &body["data"]["result"][0]["value"][1]),
+            (StatusCode::OK, &json!("600"))
+        );
+    }
+
+    fn api_with_samples(max_samples: u64) -> QueryApi {
+        api(
+            0,
+            QueryLimits {
+                max_samples,
+                ..QueryLimits::default()
+            },
+        )
     }
 
     #[test]

@@ -18,6 +18,6 @@ pub(crate) use notation::parse_metric;
 pub use notation::parse_series_line;
 pub(crate) use notation::parse_values;
 pub use notation::SeriesValue;
-pub use openmetrics::{load_file, write_openmetrics};
+pub use openmetrics::{load_file, load_str, write_openmetrics};
 pub(crate) use store::SeriesId;
 pub use store::Store;

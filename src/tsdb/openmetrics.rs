@@ -105,6 +105,17 @@ pub fn load_file(store: &mut Store, path: impl AsRef<Path>) -> Result<LoadStats,
     load_text(store, BufReader::with_capacity(1 << 20, f), &name, unit)
 }
 
+/// [`load_file`] over text already read; `file_name` names it in errors. The unit is chosen as
+/// for a file: OpenMetrics seconds if the text ends with `# EOF`, else milliseconds.
+pub fn load_str(store: &mut Store, text: &str, file_name: &str) -> Result<LoadStats, LoadError> {
+    let unit = if text.as_bytes().trim_ascii_end().ends_with(b"# EOF") {
+        TimestampUnit::Seconds
+    } else {
+        TimestampUnit::Millis
+    };
+    load_text(store, text.as_bytes(), file_name, unit)
+}
+
 /// `Seconds` (OpenMetrics) if the file's last non-blank line is `# EOF`, else `Millis`
 /// (Prometheus text format). Reads only the file's tail.
 pub(crate) fn detect_unit(path: impl AsRef<Path>) -> Result<TimestampUnit, LoadError> {

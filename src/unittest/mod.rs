@@ -173,18 +173,20 @@ pub fn run_files(paths: &[PathBuf], opts: &Options) -> Report {
     Report { files }
 }
 
-/// Runs one file; a bug that panics fails that file instead of the whole run.
-fn run_one(path: &std::path::Path, opts: &Options) -> FileResult {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner::run_file(path, opts))).unwrap_or_else(|_| {
-        FileResult {
-            path: path.to_path_buf(),
-            errors: vec![format!(
-                "{}: internal error while running this file (please report it)",
-                path.display()
-            )],
-            ..FileResult::default()
-        }
+/// Decodes test-file text as `watchfire test` does, without running it; the errors as
+/// `file:line:col: message` (fuzzing and editors).
+pub fn check_str(src: &str, file: &str) -> Result<(), Vec<String>> {
+    format::decode(src, false).map(|_| ()).map_err(|errs| {
+        errs.iter()
+            .map(|e| format!("{file}:{}: {}", e.pos, e.message))
+            .collect()
     })
+}
+
+/// Runs one file. A bug that panics stops the run with its message and location rather than
+/// being reported as a failing file.
+fn run_one(path: &std::path::Path, opts: &Options) -> FileResult {
+    runner::run_file(path, opts)
 }
 
 /// Go's `labels.Labels.String()`: `{a="b", c="d"}` with Go-quoted values (and names that are

@@ -481,15 +481,16 @@ fn retry_after(h: Option<&reqwest::header::HeaderValue>, now: DateTime<Utc>) -> 
     Some(StdDuration::from_secs(secs.min(600)))
 }
 
-/// A URL without its query string or credentials, for logs.
+/// A URL as logs show it: scheme and host only. The path is a secret in webhook URLs (Slack's
+/// `/services/T/B/<secret>`, Teams', some webhooks'), as are the query and the user info.
 fn redact_url(url: &str) -> String {
-    let no_query = url.split(['?', '#']).next().unwrap_or(url);
-    match no_query.split_once("://") {
+    match url.split_once("://") {
         Some((scheme, rest)) => {
-            let host_and_path = rest.split_once('@').map_or(rest, |(_, r)| r);
-            format!("{scheme}://{host_and_path}")
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}")
         }
-        None => no_query.to_string(),
+        None => "<not a URL>".to_string(),
     }
 }
 
@@ -670,6 +671,15 @@ mod tests {
     #[test]
     fn quote_meta_like_go() {
         assert_eq!(quote_meta("team-X.pager"), "team-X\\.pager");
-        assert_eq!(redact_url("https://u:p@h/x?k=secret"), "https://h/x");
+        assert_eq!(redact_url("https://u:p@h/x?k=secret"), "https://h");
+        assert_eq!(
+            redact_url("https://hooks.slack.com/services/T0/B0/secret"),
+            "https://hooks.slack.com"
+        );
+        assert_eq!(
+            redact_url("http://u:p@a@127.0.0.1:80?t=secret#x"),
+            "http://127.0.0.1:80"
+        );
+        assert_eq!(redact_url("secret"), "<not a URL>");
     }
 }

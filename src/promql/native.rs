@@ -164,14 +164,19 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
         }
         Expr::Unary(u) => walk(&u.expr, accepts, out),
         Expr::Binary(b) => {
-            // Arithmetic (+ - * /) and set operators handle histograms where the caller does;
-            // unsupported combinations fail at evaluation (`binary`).
-            use promql_parser::parser::token::{T_ADD, T_DIV, T_LAND, T_LOR, T_LUNLESS, T_MUL, T_SUB};
+            // Every operator takes histograms (Prometheus drops pairs it cannot combine, with an
+            // info annotation); only some can give histograms, and they need a caller that
+            // takes them: + - * / and the set operators, and == / != without `bool`.
+            use promql_parser::parser::token::{T_ADD, T_DIV, T_EQLC, T_LAND, T_LOR, T_LUNLESS, T_MUL, T_NEQ, T_SUB};
             let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
-            let op = b.op.id();
-            let ok = !return_bool && matches!(op, T_ADD | T_SUB | T_MUL | T_DIV | T_LAND | T_LOR | T_LUNLESS);
-            walk(&b.lhs, accepts && ok, out);
-            walk(&b.rhs, accepts && ok, out);
+            let gives_histograms = !return_bool
+                && matches!(
+                    b.op.id(),
+                    T_ADD | T_SUB | T_MUL | T_DIV | T_LAND | T_LOR | T_LUNLESS | T_EQLC | T_NEQ
+                );
+            let inner = accepts || !gives_histograms;
+            walk(&b.lhs, inner, out);
+            walk(&b.rhs, inner, out);
         }
     }
 }

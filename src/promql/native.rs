@@ -150,15 +150,15 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
         Expr::Subquery(sq) => walk(&sq.expr, false, out),
         Expr::Aggregate(a) => {
-            use promql_parser::parser::token::{T_AVG, T_COUNT, T_GROUP, T_SUM};
+            use promql_parser::parser::token::{T_AVG, T_LIMITK, T_LIMIT_RATIO, T_SUM};
             if let Some(p) = &a.param {
                 walk(p, false, out);
             }
-            // count and group read no values; sum and avg add histograms up.
+            // sum and avg add histograms up, limitk and limit_ratio pass them on; the rest
+            // read no histogram values (count, group, count_values) or ignore them.
             let inner = match a.op.id() {
-                T_COUNT | T_GROUP => true,
-                T_SUM | T_AVG => accepts,
-                _ => false,
+                T_SUM | T_AVG | T_LIMITK | T_LIMIT_RATIO => accepts,
+                _ => true,
             };
             walk(&a.expr, inner, out);
         }

@@ -16,6 +16,15 @@ use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
 impl Evaluator<'_> {
+    /// The float samples of `v`: Prometheus' element-wise float functions (and `sort`,
+    /// `scalar`) skip histogram samples without a note. Costs nothing without histograms.
+    fn floats_only(&self, mut v: Vec<Sample>) -> Vec<Sample> {
+        if self.has_histograms() {
+            v.retain(|s| s.h.is_none());
+        }
+        v
+    }
+
     /// Evaluates a function call: its arguments, then the function.
     pub(crate) fn eval_call(&self, c: &Call, t: i64) -> Result<Value, Error> {
         let ev = self;
@@ -117,7 +126,7 @@ impl Evaluator<'_> {
                 }])
             }
             "scalar" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let v = if v.len() == 1 { v[0].v } else { f64::NAN };
                 Ok(Value::Scalar { t, v })
             }
@@ -156,7 +165,7 @@ impl Evaluator<'_> {
                     "acosh" => f64::acosh,
                     _ => f64::atanh,
                 };
-                vector(map_values(ev.eval_vector(arg(0)?, t)?, f))
+                vector(map_values(ev.floats_only(ev.eval_vector(arg(0)?, t)?), f))
             }
             "round" => {
                 let to = match args.get(1) {
@@ -164,32 +173,32 @@ impl Evaluator<'_> {
                     None => 1.0,
                 };
                 let inv = 1.0 / to;
-                vector(map_values(ev.eval_vector(arg(0)?, t)?, |x| {
+                vector(map_values(ev.floats_only(ev.eval_vector(arg(0)?, t)?), |x| {
                     (x * inv + 0.5).floor() / inv
                 }))
             }
             "clamp" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let lo = ev.eval_scalar(arg(1)?, t)?;
                 let hi = ev.eval_scalar(arg(2)?, t)?;
                 if hi < lo {
                     return vector(vec![]);
                 }
-                vector(map_values(v, |x| x.max(lo).min(hi)))
+                vector(map_values(v, |x| go_max(lo, go_min(hi, x))))
             }
             "clamp_min" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let lo = ev.eval_scalar(arg(1)?, t)?;
                 vector(map_values(v, |x| go_max(x, lo)))
             }
             "clamp_max" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let hi = ev.eval_scalar(arg(1)?, t)?;
                 vector(map_values(v, |x| go_min(x, hi)))
             }
             "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" => {
                 let input = match args.first() {
-                    Some(e) => ev.eval_vector(e, t)?,
+                    Some(e) => ev.floats_only(ev.eval_vector(e, t)?),
                     None => vec![Sample {
                         h: None,
                         metric: Labels::empty(),
@@ -247,7 +256,7 @@ impl Evaluator<'_> {
                 }])
             }
             "sort" | "sort_desc" => {
-                let mut v = ev.eval_vector(arg(0)?, t)?;
+                let mut v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let desc = name == "sort_desc";
                 // NaN sorts last in both directions, as Prometheus.
                 v.sort_by(|a, b| match (a.v.is_nan(), b.v.is_nan()) {

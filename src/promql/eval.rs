@@ -355,6 +355,30 @@ impl<'a> Evaluator<'a> {
         let f = self.fetch(vs, r - self.lookback, r)?;
         let mut out = Vec::with_capacity(f.series.len());
         for s in &f.series {
+            let hist_t = if s.hists.is_empty() {
+                None
+            } else {
+                // As `eval_vector_selector`: the newer of the last float (or stale marker) and
+                // the last histogram wins.
+                let hh = s.hists.partition_point(|x| x.0 <= r);
+                let hi = s.samples.partition_point(|x| x.0 <= r);
+                let last_float = hi.checked_sub(1).map(|i| s.samples[i].0);
+                hh.checked_sub(1)
+                    .map(|i| s.hists[i].0)
+                    .filter(|ht| last_float.is_none_or(|ft| ft < *ht))
+            };
+            if let Some(ht) = hist_t {
+                if ht > r - self.lookback {
+                    out.push(Sample {
+                        h: None,
+                        metric: s.labels.clone(),
+                        t,
+                        v: ht as f64 / 1000.0,
+                        drop_name: true,
+                    });
+                }
+                continue;
+            }
             if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
                 out.push(Sample {
                     h: None,

@@ -38,6 +38,11 @@ fn vector_arg(func: &str) -> Option<usize> {
         "histogram_quantile" => Some(1),
         "histogram_quantiles" => Some(0),
         "histogram_fraction" => Some(2),
+        // Functions that skip histogram samples (see `call`) or read no value.
+        "abs" | "ceil" | "floor" | "exp" | "sqrt" | "ln" | "log2" | "log10" | "sgn" | "deg" | "rad" | "sin" | "cos"
+        | "tan" | "asin" | "acos" | "atan" | "sinh" | "cosh" | "tanh" | "asinh" | "acosh" | "atanh" | "round"
+        | "clamp" | "clamp_min" | "clamp_max" | "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year"
+        | "days_in_month" | "hour" | "minute" | "scalar" | "sort" | "sort_desc" | "timestamp" | "absent" => Some(0),
         _ => None,
     }
 }

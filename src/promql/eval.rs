@@ -20,7 +20,7 @@ use super::select::{
     dur_ms, last_in_lookback, merge_histograms, node_key, sample_before, seek, select, select_histograms, Fetched,
     FetchedSeries, RangeSeries, RangeWindow, SampleSlice,
 };
-use super::value::{is_stale_nan, Sample, Series, Value};
+use super::value::{is_stale_nan, FloatHistogram, Sample, Series, Value};
 use crate::labels::Labels;
 
 /// One precomputed vector per step of the query (filled by `fastpath`).
@@ -450,10 +450,12 @@ impl<'a> Evaluator<'a> {
         if start < lo + 1 - self.closed {
             start += step;
         }
-        // (metric, drop_name, samples) per output series, in first-seen order.
-        type Acc = Vec<(Labels, bool, Vec<(i64, f64)>)>;
+        // Per output series, in first-seen order: (metric, drop_name, floats, histograms).
+        type Acc = Vec<(Labels, bool, Vec<(i64, f64)>, Vec<(i64, Arc<FloatHistogram>)>)>;
         let mut acc: Acc = Vec::new();
         let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
+        // Histogram samples only occur when the source holds any: one test per query.
+        let hist = self.has_histograms();
         let mut ts = start;
         while ts <= r {
             match self.eval(&sq.expr, ts)? {
@@ -461,15 +463,28 @@ impl<'a> Evaluator<'a> {
                     for s in v {
                         let key = s.metric.clone();
                         let idx = *index.entry(key).or_insert_with(|| {
-                            acc.push((s.metric.clone(), s.drop_name, Vec::new()));
+                            acc.push((s.metric.clone(), s.drop_name, Vec::new(), Vec::new()));
                             acc.len() - 1
                         });
+                        if hist {
+                            if let Some(mut h) = s.h {
+                                // A hint read from storage says nothing about the subquery's own
+                                // sequence of points (it may skip or repeat the reset sample):
+                                // resets are detected afresh, as Prometheus does.
+                                use crate::tsdb::CounterResetHint::{Gauge, Unknown};
+                                if !matches!(h.counter_reset_hint, Gauge | Unknown) {
+                                    Arc::make_mut(&mut h).counter_reset_hint = Unknown;
+                                }
+                                acc[idx].3.push((ts, h));
+                                continue;
+                            }
+                        }
                         acc[idx].2.push((ts, s.v));
                     }
                 }
                 Value::Scalar { v, .. } => {
                     let idx = *index.entry(Labels::empty()).or_insert_with(|| {
-                        acc.push((Labels::empty(), false, Vec::new()));
+                        acc.push((Labels::empty(), false, Vec::new(), Vec::new()));
                         acc.len() - 1
                     });
                     acc[idx].2.push((ts, v));
@@ -485,11 +500,11 @@ impl<'a> Evaluator<'a> {
         }
         let out = acc
             .into_iter()
-            .map(|(metric, drop_name, samples)| RangeSeries {
+            .map(|(metric, drop_name, samples, hists)| RangeSeries {
                 metric,
                 drop_name,
                 samples: SampleSlice::Owned(samples),
-                hists: Vec::new(),
+                hists,
             })
             .collect();
         Ok((

@@ -11,6 +11,7 @@ use super::functions::{
     valid_label_name,
 };
 use super::mathx::{linear_regression, quantile};
+use super::select::RangeSeries;
 use super::value::{Sample, Value};
 use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
@@ -23,6 +24,31 @@ impl Evaluator<'_> {
             v.retain(|s| s.h.is_none());
         }
         v
+    }
+
+    /// The float points of a range argument for functions that read floats only: as
+    /// Prometheus, a series of histograms alone gives nothing, and histograms mixed with
+    /// floats are ignored with an info annotation. Costs nothing without histograms.
+    fn float_ranges(&self, mut rs: Vec<RangeSeries>, arg: &Expr) -> Vec<RangeSeries> {
+        if !self.has_histograms() {
+            return rs;
+        }
+        rs.retain_mut(|r| {
+            if r.hists.is_empty() {
+                return true;
+            }
+            if r.samples.as_slice().is_empty() {
+                return false;
+            }
+            self.annotations.info(format!(
+                "PromQL info: ignored histograms in a range containing both floats and histograms for metric name \"{}\"{}",
+                r.metric.metric_name().unwrap_or(""),
+                self.pos(arg)
+            ));
+            r.hists.clear();
+            true
+        });
+        rs
     }
 
     /// Evaluates a function call: its arguments, then the function.
@@ -410,6 +436,17 @@ impl Evaluator<'_> {
             | "ts_of_last_over_time"
             | "ts_of_first_over_time" => {
                 let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = match name {
+                    "deriv"
+                    | "stddev_over_time"
+                    | "stdvar_over_time"
+                    | "mad_over_time"
+                    | "min_over_time"
+                    | "max_over_time"
+                    | "ts_of_max_over_time"
+                    | "ts_of_min_over_time" => ev.float_ranges(rs, arg(0)?),
+                    _ => rs,
+                };
                 let keep_name = matches!(name, "last_over_time" | "first_over_time");
                 let mut out = Vec::with_capacity(rs.len());
                 let at = if rs.iter().any(|r| !r.hists.is_empty()) {
@@ -418,6 +455,25 @@ impl Evaluator<'_> {
                     String::new()
                 };
                 for r in rs {
+                    if !r.hists.is_empty() && matches!(name, "ts_of_last_over_time" | "ts_of_first_over_time") {
+                        // The time of the last (first) point, float or histogram.
+                        let (f, h) = (r.samples.as_slice(), &r.hists);
+                        let ts = if name == "ts_of_last_over_time" {
+                            f.last().map(|x| x.0).into_iter().chain(h.last().map(|x| x.0)).max()
+                        } else {
+                            f.first().map(|x| x.0).into_iter().chain(h.first().map(|x| x.0)).min()
+                        };
+                        if let Some(ts) = ts {
+                            out.push(Sample {
+                                h: None,
+                                metric: r.metric,
+                                t,
+                                v: ts as f64 / 1000.0,
+                                drop_name: true,
+                            });
+                        }
+                        continue;
+                    }
                     if !r.hists.is_empty() {
                         if let Some((v, h)) = super::native::range_fn(&ev.annotations, name, &r, &w, &at)? {
                             let drop_name = if keep_name { r.drop_name } else { true };
@@ -447,6 +503,7 @@ impl Evaluator<'_> {
             "quantile_over_time" => {
                 let q = ev.eval_scalar(arg(0)?, t)?;
                 let (rs, _) = ev.eval_range_arg(arg(1)?, t)?;
+                let rs = ev.float_ranges(rs, arg(1)?);
                 if !(0.0..=1.0).contains(&q) {
                     ev.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {}{}",
@@ -471,6 +528,7 @@ impl Evaluator<'_> {
             }
             "predict_linear" => {
                 let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = ev.float_ranges(rs, arg(0)?);
                 let d = ev.eval_scalar(arg(1)?, t)?;
                 let mut out = Vec::new();
                 for r in rs {
@@ -491,6 +549,7 @@ impl Evaluator<'_> {
             }
             "double_exponential_smoothing" | "holt_winters" => {
                 let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = ev.float_ranges(rs, arg(0)?);
                 let sf = ev.eval_scalar(arg(1)?, t)?;
                 let tf = ev.eval_scalar(arg(2)?, t)?;
                 if sf <= 0.0 || sf >= 1.0 {

@@ -124,6 +124,21 @@ pub(crate) fn stats_hints(hists: &mut [(i64, Arc<FloatHistogram>)]) {
 fn range_arg(func: &str, accepts: bool) -> bool {
     match func {
         "count_over_time" | "present_over_time" | "absent_over_time" | "changes" | "resets" => true,
+        // Float-only functions: they skip histogram points (see `call`), or read times only.
+        "deriv"
+        | "predict_linear"
+        | "double_exponential_smoothing"
+        | "holt_winters"
+        | "stddev_over_time"
+        | "stdvar_over_time"
+        | "mad_over_time"
+        | "quantile_over_time"
+        | "min_over_time"
+        | "max_over_time"
+        | "ts_of_max_over_time"
+        | "ts_of_min_over_time"
+        | "ts_of_last_over_time"
+        | "ts_of_first_over_time" => true,
         "rate" | "increase" | "delta" | "irate" | "idelta" | "sum_over_time" | "avg_over_time" | "last_over_time"
         | "first_over_time" => accepts,
         _ => false,
@@ -147,8 +162,10 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
             let hist_arg = vector_arg(c.func.name);
             let ranges = range_arg(c.func.name, accepts);
             for (i, a) in c.args.args.iter().enumerate() {
+                // quantile_over_time's range is its second argument, every other's the first.
+                let range_i = usize::from(c.func.name == "quantile_over_time");
                 let arg_accepts = hist_arg == Some(i)
-                    || (i == 0 && ranges && matches!(strip(a), Expr::MatrixSelector(_) | Expr::Subquery(_)));
+                    || (i == range_i && ranges && matches!(strip(a), Expr::MatrixSelector(_) | Expr::Subquery(_)));
                 walk(a, arg_accepts, out);
             }
         }

@@ -298,11 +298,12 @@ impl Evaluator<'_> {
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));
             }
-            let mut acc =
-                super::native::kahan_sum(&hists).map_err(|e| Error::Unsupported(format!("native histograms: {e}")))?;
-            if op == T_AVG {
-                acc.div(hists.len() as f64);
-            }
+            let err = |e| Error::Unsupported(format!("native histograms: {e}"));
+            let acc = if op == T_AVG {
+                super::native::kahan_mean(&hists).map_err(err)?
+            } else {
+                super::native::kahan_sum(&hists).map_err(err)?
+            };
             let drop_name = key.has(METRIC_NAME) && members.iter().any(|s| s.drop_name);
             out.push(Sample {
                 h: Some(std::sync::Arc::new(acc)),

@@ -385,7 +385,7 @@ pub(crate) fn range_fn(
 /// The mean of `hists` (at least one) as Prometheus' `avg_over_time` on histograms: a Kahan
 /// sum divided by the count, switching to a Kahan-compensated incremental mean once the sum
 /// overflows; every count, the sum and every bucket taken on the common schema.
-fn kahan_mean(hists: &[&FloatHistogram]) -> Result<FloatHistogram, crate::tsdb::histogram::HistogramError> {
+pub(crate) fn kahan_mean(hists: &[&FloatHistogram]) -> Result<FloatHistogram, crate::tsdb::histogram::HistogramError> {
     use std::collections::BTreeSet;
     let mut shape = hists[0].clone();
     shape.mul(0.0);
@@ -730,7 +730,7 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> (f64, NanN
     let (mut lower_set, mut upper_set) = (false, false);
     for (mut b_lo, mut b_hi, count) in h.all_buckets() {
         let mut zero_bucket = false;
-        if !h.uses_custom_buckets() && b_lo <= 0.0 && b_hi >= 0.0 {
+        if b_lo <= 0.0 && b_hi >= 0.0 {
             zero_bucket = true;
             if only_positive {
                 b_lo = 0.0;
@@ -738,7 +738,15 @@ pub(crate) fn fraction(lower: f64, upper: f64, h: &FloatHistogram) -> (f64, NanN
                 b_hi = 0.0;
             }
         }
-        let linear = |v: f64| rank + count * (v - b_lo) / (b_hi - b_lo);
+        // A first custom bucket reaching down to -Inf (and not past zero, where it is read as
+        // starting at zero, below) holds its observations at -Inf, below any finite bound.
+        let linear = |v: f64| {
+            if b_lo == f64::NEG_INFINITY {
+                rank + count
+            } else {
+                rank + count * (v - b_lo) / (b_hi - b_lo)
+            }
+        };
         let exponential = |v: f64| {
             let (ll, lu, lv) = (b_lo.abs().log2(), b_hi.abs().log2(), v.abs().log2());
             let f = if v > 0.0 {

@@ -248,9 +248,19 @@ fn native_histograms_and_start_timestamps() {
         panic!("load expected")
     };
     assert!(n.with_nhcb);
-    assert_eq!(n.series.len(), 3);
-    let nh: Vec<String> = n.limited.iter().map(|(l, _)| l.to_string()).collect();
-    assert_eq!(nh, vec!["c".to_string()]);
+    // The classic series and the NHCB series `c` derived from them, nothing limited.
+    assert_eq!(n.series.len(), 4);
+    assert!(n.limited.is_empty());
+    let c = &n.series[3];
+    assert_eq!(c.labels.to_string(), "c");
+    let h = c.values[0]
+        .as_ref()
+        .and_then(|v| v.as_histogram())
+        .expect("a histogram");
+    assert_eq!(
+        h.test_expression(),
+        "{{schema:-53 count:2 custom_values:[1] buckets:[1 1]}}"
+    );
     assert!(!evals(&s)[0].expects_histograms);
 }
 

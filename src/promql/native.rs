@@ -263,38 +263,18 @@ pub(crate) fn range_fn(
             }
         }
         "irate" | "idelta" => instant_value(ann, name, floats, hists, metric_name, at),
-        // Prometheus reconciles differing custom bucket bounds (an intersection); not done here.
-        _ if hists.windows(2).any(|p| {
-            p[0].1.uses_custom_buckets() && p[1].1.uses_custom_buckets() && p[0].1.custom_values != p[1].1.custom_values
-        }) =>
-        {
-            Err(Error::Unsupported(format!(
-                "native histograms: {name}() with differing custom buckets"
-            )))
+        // Prometheus reconciles differing custom bucket bounds before detecting resets; not
+        // done here (the guard below refuses it).
+        "changes" | "resets" if name == "changes" || !differing_custom_buckets(hists) => {
+            Ok(Some((changes_or_resets(name, floats, hists) as f64, None)))
         }
+        // Prometheus reconciles differing custom bucket bounds (an intersection); not done here.
+        _ if differing_custom_buckets(hists) => Err(Error::Unsupported(format!(
+            "native histograms: {name}() with differing custom buckets"
+        ))),
         _ if !floats.is_empty() => {
-            if matches!(name, "changes" | "resets") {
-                return Err(Error::Unsupported(format!(
-                    "native histograms: {name}() over a mix of floats and histograms"
-                )));
-            }
             mixed();
             Ok(None)
-        }
-        "changes" | "resets" => {
-            let mut n = 0;
-            for pair in hists.windows(2) {
-                let (prev, cur) = (&pair[0].1, &pair[1].1);
-                let hit = if name == "changes" {
-                    !cur.equals_ignoring_hint(prev, 0.0)
-                } else {
-                    let mut c = (**cur).clone();
-                    c.counter_reset_hint = crate::tsdb::CounterResetHint::Unknown;
-                    c.detect_reset(prev)
-                };
-                n += usize::from(hit);
-            }
-            Ok(Some((n as f64, None)))
         }
         "sum_over_time" | "avg_over_time" => {
             use crate::tsdb::CounterResetHint::{Gauge, NotReset, Reset};
@@ -458,6 +438,40 @@ pub(crate) fn kahan_mean(hists: &[&FloatHistogram]) -> Result<FloatHistogram, cr
         .map(|(&i, &v)| (i, v))
         .collect();
     Ok(out)
+}
+
+/// Whether neighbouring histograms have custom buckets with different bounds.
+fn differing_custom_buckets(hists: &[(i64, Arc<FloatHistogram>)]) -> bool {
+    hists.windows(2).any(|p| {
+        p[0].1.uses_custom_buckets() && p[1].1.uses_custom_buckets() && p[0].1.custom_values != p[1].1.custom_values
+    })
+}
+
+/// `changes` / `resets` over points of both kinds, in time order as Prometheus: a float
+/// meeting a histogram (either way) is a change and a reset; two histograms change when they
+/// differ and reset when their counts say so.
+fn changes_or_resets(name: &str, floats: &[(i64, f64)], hists: &[(i64, Arc<FloatHistogram>)]) -> usize {
+    let mut pts: Vec<(i64, f64, Option<&Arc<FloatHistogram>>)> = Vec::with_capacity(floats.len() + hists.len());
+    pts.extend(floats.iter().map(|&(t, v)| (t, v, None)));
+    pts.extend(hists.iter().map(|(t, h)| (*t, 0.0, Some(h))));
+    pts.sort_by_key(|p| p.0);
+    let mut n = 0;
+    for pair in pts.windows(2) {
+        let ((_, pv, ph), (_, cv, ch)) = (pair[0], pair[1]);
+        let hit = match (ph, ch) {
+            (None, None) if name == "changes" => cv != pv && !(cv.is_nan() && pv.is_nan()),
+            (None, None) => cv < pv,
+            (Some(p), Some(c)) if name == "changes" => !c.equals_ignoring_hint(p, 0.0),
+            (Some(p), Some(c)) => {
+                let mut c = (**c).clone();
+                c.counter_reset_hint = crate::tsdb::CounterResetHint::Unknown;
+                c.detect_reset(p)
+            }
+            _ => true,
+        };
+        n += usize::from(hit);
+    }
+    n
 }
 
 /// `irate` / `idelta`: from the last two points, whatever their kinds.

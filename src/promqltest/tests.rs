@@ -272,9 +272,9 @@ fn run(text: &str) -> FileReport {
 fn skips_by_reason() {
     let r = run("load 1m\n\
          \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
-         \x20 f 1 {{schema:0 sum:1 count:1}}\n\
+         \x20 f {{schema:0 sum:1 count:1}} {{schema:-53 sum:1 count:1 custom_values:[1] buckets:[1]}}\n\
          \n\
-         eval instant at 1m changes(f[2m])\n\
+         eval instant at 1m rate(f[2m])\n\
          \x20 {} 1\n\
          \n\
          eval instant at 1m h\n\

@@ -59,7 +59,18 @@ impl Evaluator<'_> {
                     }
                 }
                 T_SUM | T_AVG => return self.aggregate_histograms(op, a, input, t),
-                _ => return Err(Error::Unsupported(format!("native histograms in aggregation {}", a.op))),
+                // These pick series, whatever their values; count_values names a histogram by
+                // its string form.
+                T_LIMITK | T_LIMIT_RATIO | T_COUNT_VALUES => {}
+                // The rest ignore histograms, as Prometheus, with its info annotation.
+                _ => {
+                    self.annotations.info(format!(
+                        "PromQL info: ignored histogram in {} aggregation{}",
+                        a.op,
+                        self.pos(&promql_parser::parser::Expr::Aggregate(a.clone()))
+                    ));
+                    input.retain(|s| s.h.is_none());
+                }
             }
         }
         match op {
@@ -130,7 +141,11 @@ impl Evaluator<'_> {
             let mut key = self.cached_key(a, &s.metric);
             if op == T_COUNT_VALUES {
                 let mut b = LabelsBuilder::new(&key);
-                b.set(label, &format_f(s.v));
+                let value = match &s.h {
+                    Some(h) => h.go_string(),
+                    None => format_f(s.v),
+                };
+                b.set(label, &value);
                 key = b.build();
             }
             let g = match groups.get_mut(&key) {
@@ -283,11 +298,12 @@ impl Evaluator<'_> {
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));
             }
-            let mut acc =
-                super::native::kahan_sum(&hists).map_err(|e| Error::Unsupported(format!("native histograms: {e}")))?;
-            if op == T_AVG {
-                acc.div(hists.len() as f64);
-            }
+            let err = |e| Error::Unsupported(format!("native histograms: {e}"));
+            let acc = if op == T_AVG {
+                super::native::kahan_mean(&hists).map_err(err)?
+            } else {
+                super::native::kahan_sum(&hists).map_err(err)?
+            };
             let drop_name = key.has(METRIC_NAME) && members.iter().any(|s| s.drop_name);
             out.push(Sample {
                 h: Some(std::sync::Arc::new(acc)),

@@ -109,6 +109,14 @@ impl Evaluator<'_> {
         // Set operators short-circuit nothing: both sides are always evaluated, as Prometheus.
         let lhs = self.eval(&b.lhs, t)?;
         let rhs = self.eval(&b.rhs, t)?;
+        // Only called for histogram elements, so the float path pays nothing for it.
+        let info = |l: &str, op: TokenId, r: &str| {
+            let name = op_name(op);
+            self.annotations.info(format!(
+                "PromQL info: incompatible sample types encountered for binary operator \"{name}\": {l} {name} {r}{}",
+                self.pos(&b.lhs)
+            ))
+        };
         match (lhs, rhs) {
             (Value::Scalar { v: l, .. }, Value::Scalar { v: r, .. }) => {
                 let (v, keep) = apply(op, l, r);
@@ -125,13 +133,13 @@ impl Evaluator<'_> {
             }
             (Value::Vector(l), Value::Scalar { v: r, .. }) => {
                 if l.iter().any(|s| s.h.is_some()) {
-                    return Ok(Value::Vector(histogram_scalar(op, l, r, false, return_bool)?));
+                    return Ok(Value::Vector(histogram_scalar(op, l, r, false, return_bool, &info)?));
                 }
                 Ok(Value::Vector(vector_scalar(op, l, r, false, return_bool)))
             }
             (Value::Scalar { v: l, .. }, Value::Vector(r)) => {
                 if r.iter().any(|s| s.h.is_some()) {
-                    return Ok(Value::Vector(histogram_scalar(op, r, l, true, return_bool)?));
+                    return Ok(Value::Vector(histogram_scalar(op, r, l, true, return_bool, &info)?));
                 }
                 Ok(Value::Vector(vector_scalar(op, r, l, true, return_bool)))
             }
@@ -145,7 +153,7 @@ impl Evaluator<'_> {
                     .as_ref()
                     .map(|m| (m.fill_values.lhs, m.fill_values.rhs))
                     .unwrap_or((None, None));
-                let mut out = vector_vector(op, l, r, &m, return_bool, fill)?;
+                let mut out = vector_vector(op, l, r, &m, return_bool, fill, &info)?;
                 for s in &mut out {
                     s.t = t;
                 }
@@ -184,14 +192,27 @@ fn unsupported(op: TokenId, l: &str, r: &str) -> Error {
     Error::Unsupported(format!("native histograms: {l} {} {r}", op_name(op)))
 }
 
+/// What `op` on two values, at least one a histogram, gives: a value (float, histogram) and
+/// whether a filter keeps it, or `None` for sample types the operator does not combine
+/// (Prometheus drops the element with an info annotation then).
+type HistElem = Option<(f64, Option<Arc<FloatHistogram>>, bool)>;
+
+fn kind(h: Option<&Arc<FloatHistogram>>) -> &'static str {
+    if h.is_some() {
+        "histogram"
+    } else {
+        "float"
+    }
+}
+
 /// `op` on two sample values where at least one is a histogram, as Prometheus'
-/// `vectorElemBinop`: histogram ± histogram, histogram × float, float × histogram and
-/// histogram ÷ float. Anything else is not supported here (an error, never a wrong value).
+/// `vectorElemBinop`: histogram ± histogram, histogram × float, float × histogram,
+/// histogram ÷ float, and histogram ==/!= histogram (which keeps the left histogram).
 fn histogram_binop(
     op: TokenId,
     l: (f64, Option<&Arc<FloatHistogram>>),
     r: (f64, Option<&Arc<FloatHistogram>>),
-) -> Result<Arc<FloatHistogram>, Error> {
+) -> Result<HistElem, Error> {
     let scaled = |h: &Arc<FloatHistogram>, f: f64, div: bool| {
         let mut h = (**h).clone();
         if div {
@@ -203,25 +224,29 @@ fn histogram_binop(
         if f < 0.0 {
             h.counter_reset_hint = CounterResetHint::Gauge;
         }
-        Ok(Arc::new(h))
+        Ok(Some((0.0, Some(Arc::new(h)), true)))
     };
     let combine_err = |e: crate::tsdb::histogram::HistogramError| Error::Unsupported(format!("native histograms: {e}"));
     match (op, l, r) {
-        (T_ADD, (_, Some(a)), (_, Some(b))) => Ok(Arc::new(a.add(b).map_err(combine_err)?)),
+        (T_ADD, (_, Some(a)), (_, Some(b))) => Ok(Some((0.0, Some(Arc::new(a.add(b).map_err(combine_err)?)), true))),
         (T_SUB, (_, Some(a)), (_, Some(b))) => {
             // A difference is a gauge (Prometheus sets the hint after `Sub`).
             let mut d = a.sub(b).map_err(combine_err)?;
             d.counter_reset_hint = CounterResetHint::Gauge;
-            Ok(Arc::new(d))
+            Ok(Some((0.0, Some(Arc::new(d)), true)))
+        }
+        (T_EQLC | T_NEQ, (_, Some(a)), (_, Some(b))) => {
+            let eq = a.equals_ignoring_hint(b, 0.0);
+            Ok(Some((0.0, Some(a.clone()), eq == (op == T_EQLC))))
         }
         (T_MUL, (_, Some(a)), (f, None)) | (T_MUL, (f, None), (_, Some(a))) => scaled(a, f, false),
         (T_DIV, (_, Some(a)), (f, None)) => scaled(a, f, true),
-        (_, (_, lh), (_, rh)) => {
-            let kind = |h: Option<&Arc<FloatHistogram>>| if h.is_some() { "histogram" } else { "float" };
-            Err(unsupported(op, kind(lh), kind(rh)))
-        }
+        _ => Ok(None),
     }
 }
+
+/// Reports an element dropped for incompatible sample types (Prometheus' info annotation).
+pub(crate) type IncompatibleInfo<'a> = &'a dyn Fn(&str, TokenId, &str);
 
 /// `vector op scalar` (or `scalar op vector` when `swap`) with histogram samples in the vector.
 fn histogram_scalar(
@@ -230,27 +255,33 @@ fn histogram_scalar(
     scalar: f64,
     swap: bool,
     return_bool: bool,
+    info: IncompatibleInfo,
 ) -> Result<Vec<Sample>, Error> {
-    if return_bool || is_comparison(op) {
-        return Err(unsupported(op, "histogram", "float"));
-    }
     let mut out = Vec::with_capacity(vec.len());
     for mut s in vec {
         if s.h.is_none() {
             out.extend(vector_scalar(op, vec![s], scalar, swap, return_bool));
             continue;
         }
-        let h = {
-            let sv = (s.v, s.h.as_ref());
-            let (l, r) = if swap {
-                ((scalar, None), sv)
-            } else {
-                (sv, (scalar, None))
-            };
-            histogram_binop(op, l, r)?
+        let sv = (s.v, s.h.as_ref());
+        let (l, r) = if swap {
+            ((scalar, None), sv)
+        } else {
+            (sv, (scalar, None))
         };
-        s.h = Some(h);
-        s.v = 0.0;
+        let Some((v, h, keep)) = histogram_binop(op, l, r)? else {
+            info(kind(l.1), op, kind(r.1));
+            continue;
+        };
+        if return_bool {
+            s.v = if keep { 1.0 } else { 0.0 };
+            s.h = None;
+        } else if keep {
+            s.v = v;
+            s.h = h;
+        } else {
+            continue;
+        }
         s.drop_name = true;
         out.push(s);
     }
@@ -342,6 +373,7 @@ fn vector_vector(
     m: &Matching,
     return_bool: bool,
     fill: (Option<f64>, Option<f64>),
+    info: IncompatibleInfo,
 ) -> Result<Vec<Sample>, Error> {
     let one_to_many = matches!(m.card, VectorMatchCardinality::OneToMany(_));
     let one_to_one = matches!(m.card, VectorMatchCardinality::OneToOne);
@@ -435,16 +467,17 @@ fn vector_vector(
         let metric = result_metric(&ms.metric, &one_metric, m);
         let lhs_drop = if one_to_many { false } else { ms.drop_name };
         if ms.h.is_some() || one_h.is_some() {
-            if return_bool || is_comparison(op) {
-                return Err(unsupported(op, "histogram", "value"));
-            }
             let (l, r) = if one_to_many {
                 ((one_v, one_h), (ms.v, ms.h.as_ref()))
             } else {
                 ((ms.v, ms.h.as_ref()), (one_v, one_h))
             };
-            let h = histogram_binop(op, l, r)?;
-            emit(metric, 0.0, Some(h), true, lhs_drop, sig, &mut out)?;
+            let Some((v, h, keep)) = histogram_binop(op, l, r)? else {
+                info(kind(l.1), op, kind(r.1));
+                continue;
+            };
+            let h = if return_bool { None } else { h };
+            emit(metric, v, h, keep, lhs_drop, sig, &mut out)?;
             continue;
         }
         let (l, r) = if one_to_many { (one_v, ms.v) } else { (ms.v, one_v) };

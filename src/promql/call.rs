@@ -11,11 +11,46 @@ use super::functions::{
     valid_label_name,
 };
 use super::mathx::{linear_regression, quantile};
+use super::select::RangeSeries;
 use super::value::{Sample, Value};
 use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 
 impl Evaluator<'_> {
+    /// The float samples of `v`: Prometheus' element-wise float functions (and `sort`,
+    /// `scalar`) skip histogram samples without a note. Costs nothing without histograms.
+    fn floats_only(&self, mut v: Vec<Sample>) -> Vec<Sample> {
+        if self.has_histograms() {
+            v.retain(|s| s.h.is_none());
+        }
+        v
+    }
+
+    /// The float points of a range argument for functions that read floats only: as
+    /// Prometheus, a series of histograms alone gives nothing, and histograms mixed with
+    /// floats are ignored with an info annotation. Costs nothing without histograms.
+    fn float_ranges(&self, mut rs: Vec<RangeSeries>, arg: &Expr) -> Vec<RangeSeries> {
+        if !self.has_histograms() {
+            return rs;
+        }
+        rs.retain_mut(|r| {
+            if r.hists.is_empty() {
+                return true;
+            }
+            if r.samples.as_slice().is_empty() {
+                return false;
+            }
+            self.annotations.info(format!(
+                "PromQL info: ignored histograms in a range containing both floats and histograms for metric name \"{}\"{}",
+                r.metric.metric_name().unwrap_or(""),
+                self.pos(arg)
+            ));
+            r.hists.clear();
+            true
+        });
+        rs
+    }
+
     /// Evaluates a function call: its arguments, then the function.
     pub(crate) fn eval_call(&self, c: &Call, t: i64) -> Result<Value, Error> {
         let ev = self;
@@ -117,7 +152,7 @@ impl Evaluator<'_> {
                 }])
             }
             "scalar" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let v = if v.len() == 1 { v[0].v } else { f64::NAN };
                 Ok(Value::Scalar { t, v })
             }
@@ -156,7 +191,7 @@ impl Evaluator<'_> {
                     "acosh" => f64::acosh,
                     _ => f64::atanh,
                 };
-                vector(map_values(ev.eval_vector(arg(0)?, t)?, f))
+                vector(map_values(ev.floats_only(ev.eval_vector(arg(0)?, t)?), f))
             }
             "round" => {
                 let to = match args.get(1) {
@@ -164,32 +199,32 @@ impl Evaluator<'_> {
                     None => 1.0,
                 };
                 let inv = 1.0 / to;
-                vector(map_values(ev.eval_vector(arg(0)?, t)?, |x| {
+                vector(map_values(ev.floats_only(ev.eval_vector(arg(0)?, t)?), |x| {
                     (x * inv + 0.5).floor() / inv
                 }))
             }
             "clamp" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let lo = ev.eval_scalar(arg(1)?, t)?;
                 let hi = ev.eval_scalar(arg(2)?, t)?;
                 if hi < lo {
                     return vector(vec![]);
                 }
-                vector(map_values(v, |x| x.max(lo).min(hi)))
+                vector(map_values(v, |x| go_max(lo, go_min(hi, x))))
             }
             "clamp_min" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let lo = ev.eval_scalar(arg(1)?, t)?;
                 vector(map_values(v, |x| go_max(x, lo)))
             }
             "clamp_max" => {
-                let v = ev.eval_vector(arg(0)?, t)?;
+                let v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let hi = ev.eval_scalar(arg(1)?, t)?;
                 vector(map_values(v, |x| go_min(x, hi)))
             }
             "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year" | "days_in_month" | "hour" | "minute" => {
                 let input = match args.first() {
-                    Some(e) => ev.eval_vector(e, t)?,
+                    Some(e) => ev.floats_only(ev.eval_vector(e, t)?),
                     None => vec![Sample {
                         h: None,
                         metric: Labels::empty(),
@@ -247,7 +282,7 @@ impl Evaluator<'_> {
                 }])
             }
             "sort" | "sort_desc" => {
-                let mut v = ev.eval_vector(arg(0)?, t)?;
+                let mut v = ev.floats_only(ev.eval_vector(arg(0)?, t)?);
                 let desc = name == "sort_desc";
                 // NaN sorts last in both directions, as Prometheus.
                 v.sort_by(|a, b| match (a.v.is_nan(), b.v.is_nan()) {
@@ -401,6 +436,17 @@ impl Evaluator<'_> {
             | "ts_of_last_over_time"
             | "ts_of_first_over_time" => {
                 let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = match name {
+                    "deriv"
+                    | "stddev_over_time"
+                    | "stdvar_over_time"
+                    | "mad_over_time"
+                    | "min_over_time"
+                    | "max_over_time"
+                    | "ts_of_max_over_time"
+                    | "ts_of_min_over_time" => ev.float_ranges(rs, arg(0)?),
+                    _ => rs,
+                };
                 let keep_name = matches!(name, "last_over_time" | "first_over_time");
                 let mut out = Vec::with_capacity(rs.len());
                 let at = if rs.iter().any(|r| !r.hists.is_empty()) {
@@ -409,6 +455,25 @@ impl Evaluator<'_> {
                     String::new()
                 };
                 for r in rs {
+                    if !r.hists.is_empty() && matches!(name, "ts_of_last_over_time" | "ts_of_first_over_time") {
+                        // The time of the last (first) point, float or histogram.
+                        let (f, h) = (r.samples.as_slice(), &r.hists);
+                        let ts = if name == "ts_of_last_over_time" {
+                            f.last().map(|x| x.0).into_iter().chain(h.last().map(|x| x.0)).max()
+                        } else {
+                            f.first().map(|x| x.0).into_iter().chain(h.first().map(|x| x.0)).min()
+                        };
+                        if let Some(ts) = ts {
+                            out.push(Sample {
+                                h: None,
+                                metric: r.metric,
+                                t,
+                                v: ts as f64 / 1000.0,
+                                drop_name: true,
+                            });
+                        }
+                        continue;
+                    }
                     if !r.hists.is_empty() {
                         if let Some((v, h)) = super::native::range_fn(&ev.annotations, name, &r, &w, &at)? {
                             let drop_name = if keep_name { r.drop_name } else { true };
@@ -438,6 +503,7 @@ impl Evaluator<'_> {
             "quantile_over_time" => {
                 let q = ev.eval_scalar(arg(0)?, t)?;
                 let (rs, _) = ev.eval_range_arg(arg(1)?, t)?;
+                let rs = ev.float_ranges(rs, arg(1)?);
                 if !(0.0..=1.0).contains(&q) {
                     ev.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {}{}",
@@ -462,6 +528,7 @@ impl Evaluator<'_> {
             }
             "predict_linear" => {
                 let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = ev.float_ranges(rs, arg(0)?);
                 let d = ev.eval_scalar(arg(1)?, t)?;
                 let mut out = Vec::new();
                 for r in rs {
@@ -482,6 +549,7 @@ impl Evaluator<'_> {
             }
             "double_exponential_smoothing" | "holt_winters" => {
                 let (rs, _) = ev.eval_range_arg(arg(0)?, t)?;
+                let rs = ev.float_ranges(rs, arg(0)?);
                 let sf = ev.eval_scalar(arg(1)?, t)?;
                 let tf = ev.eval_scalar(arg(2)?, t)?;
                 if sf <= 0.0 || sf >= 1.0 {

@@ -20,7 +20,7 @@ use super::select::{
     dur_ms, last_in_lookback, merge_histograms, node_key, sample_before, seek, select, select_histograms, Fetched,
     FetchedSeries, RangeSeries, RangeWindow, SampleSlice,
 };
-use super::value::{is_stale_nan, Sample, Series, Value};
+use super::value::{is_stale_nan, FloatHistogram, Sample, Series, Value};
 use crate::labels::Labels;
 
 /// One precomputed vector per step of the query (filled by `fastpath`).
@@ -355,6 +355,30 @@ impl<'a> Evaluator<'a> {
         let f = self.fetch(vs, r - self.lookback, r)?;
         let mut out = Vec::with_capacity(f.series.len());
         for s in &f.series {
+            let hist_t = if s.hists.is_empty() {
+                None
+            } else {
+                // As `eval_vector_selector`: the newer of the last float (or stale marker) and
+                // the last histogram wins.
+                let hh = s.hists.partition_point(|x| x.0 <= r);
+                let hi = s.samples.partition_point(|x| x.0 <= r);
+                let last_float = hi.checked_sub(1).map(|i| s.samples[i].0);
+                hh.checked_sub(1)
+                    .map(|i| s.hists[i].0)
+                    .filter(|ht| last_float.is_none_or(|ft| ft < *ht))
+            };
+            if let Some(ht) = hist_t {
+                if ht > r - self.lookback {
+                    out.push(Sample {
+                        h: None,
+                        metric: s.labels.clone(),
+                        t,
+                        v: ht as f64 / 1000.0,
+                        drop_name: true,
+                    });
+                }
+                continue;
+            }
             if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
                 out.push(Sample {
                     h: None,
@@ -426,10 +450,12 @@ impl<'a> Evaluator<'a> {
         if start < lo + 1 - self.closed {
             start += step;
         }
-        // (metric, drop_name, samples) per output series, in first-seen order.
-        type Acc = Vec<(Labels, bool, Vec<(i64, f64)>)>;
+        // Per output series, in first-seen order: (metric, drop_name, floats, histograms).
+        type Acc = Vec<(Labels, bool, Vec<(i64, f64)>, Vec<(i64, Arc<FloatHistogram>)>)>;
         let mut acc: Acc = Vec::new();
         let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
+        // Histogram samples only occur when the source holds any: one test per query.
+        let hist = self.has_histograms();
         let mut ts = start;
         while ts <= r {
             match self.eval(&sq.expr, ts)? {
@@ -438,16 +464,29 @@ impl<'a> Evaluator<'a> {
                     for s in v {
                         let key = s.metric.clone();
                         let idx = *index.entry(key).or_insert_with(|| {
-                            acc.push((s.metric.clone(), s.drop_name, Vec::new()));
+                            acc.push((s.metric.clone(), s.drop_name, Vec::new(), Vec::new()));
                             acc.len() - 1
                         });
+                        if hist {
+                            if let Some(mut h) = s.h {
+                                // A hint read from storage says nothing about the subquery's own
+                                // sequence of points (it may skip or repeat the reset sample):
+                                // resets are detected afresh, as Prometheus does.
+                                use crate::tsdb::CounterResetHint::{Gauge, Unknown};
+                                if !matches!(h.counter_reset_hint, Gauge | Unknown) {
+                                    Arc::make_mut(&mut h).counter_reset_hint = Unknown;
+                                }
+                                acc[idx].3.push((ts, h));
+                                continue;
+                            }
+                        }
                         acc[idx].2.push((ts, s.v));
                     }
                 }
                 Value::Scalar { v, .. } => {
                     self.src.computed(1)?;
                     let idx = *index.entry(Labels::empty()).or_insert_with(|| {
-                        acc.push((Labels::empty(), false, Vec::new()));
+                        acc.push((Labels::empty(), false, Vec::new(), Vec::new()));
                         acc.len() - 1
                     });
                     acc[idx].2.push((ts, v));
@@ -463,11 +502,11 @@ impl<'a> Evaluator<'a> {
         }
         let out = acc
             .into_iter()
-            .map(|(metric, drop_name, samples)| RangeSeries {
+            .map(|(metric, drop_name, samples, hists)| RangeSeries {
                 metric,
                 drop_name,
                 samples: SampleSlice::Owned(samples),
-                hists: Vec::new(),
+                hists,
             })
             .collect();
         Ok((

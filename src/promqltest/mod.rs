@@ -9,6 +9,7 @@
 pub(crate) mod ast;
 pub(crate) mod compare;
 pub mod format;
+pub(crate) mod nhcb;
 pub(crate) mod script;
 
 use std::collections::BTreeMap;

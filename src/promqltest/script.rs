@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
+use crate::labels::Labels;
 use crate::tsdb::notation::{self, SeriesValue};
 
 static PAT_LOAD: LazyLock<Regex> =
@@ -380,21 +380,6 @@ fn is_histogram_error(msg: &str) -> bool {
     msg.starts_with("native histogram")
 }
 
-/// The labels of the NHCB series Prometheus derives from a classic histogram series, if any.
-fn nhcb_labels(labels: &Labels) -> Option<Labels> {
-    let name = labels.metric_name()?;
-    let base = ["_bucket", "_count", "_sum"]
-        .iter()
-        .find_map(|suf| name.strip_suffix(suf))?;
-    if name.ends_with("_bucket") && !labels.has("le") {
-        return None;
-    }
-    let mut b = LabelsBuilder::new(labels);
-    b.del("le");
-    b.set(METRIC_NAME, base);
-    Some(b.build())
-}
-
 /// Parses the comment-free, trimmed lines of a script.
 fn get_lines(input: &str) -> Vec<String> {
     input
@@ -560,11 +545,8 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
         }
     }
     if cmd.with_nhcb {
-        let mut derived: Vec<Labels> = cmd.series.iter().filter_map(|s| nhcb_labels(&s.labels)).collect();
-        derived.sort();
-        derived.dedup();
-        cmd.limited
-            .extend(derived.into_iter().map(|l| (l, DataLimit::NativeHistogram)));
+        let derived = super::nhcb::derive(&cmd.series);
+        cmd.series.extend(derived);
     }
     (j, Command::Load(cmd))
 }

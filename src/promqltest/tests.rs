@@ -248,9 +248,19 @@ fn native_histograms_and_start_timestamps() {
         panic!("load expected")
     };
     assert!(n.with_nhcb);
-    assert_eq!(n.series.len(), 3);
-    let nh: Vec<String> = n.limited.iter().map(|(l, _)| l.to_string()).collect();
-    assert_eq!(nh, vec!["c".to_string()]);
+    // The classic series and the NHCB series `c` derived from them, nothing limited.
+    assert_eq!(n.series.len(), 4);
+    assert!(n.limited.is_empty());
+    let c = &n.series[3];
+    assert_eq!(c.labels.to_string(), "c");
+    let h = c.values[0]
+        .as_ref()
+        .and_then(|v| v.as_histogram())
+        .expect("a histogram");
+    assert_eq!(
+        h.test_expression(),
+        "{{schema:-53 count:2 custom_values:[1] buckets:[1 1]}}"
+    );
     assert!(!evals(&s)[0].expects_histograms);
 }
 
@@ -262,9 +272,9 @@ fn run(text: &str) -> FileReport {
 fn skips_by_reason() {
     let r = run("load 1m\n\
          \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
-         \x20 f 1 2\n\
+         \x20 f {{schema:0 sum:1 count:1}} {{schema:-53 sum:1 count:1 custom_values:[1] buckets:[1]}}\n\
          \n\
-         eval instant at 1m max(h)\n\
+         eval instant at 1m rate(f[2m])\n\
          \x20 {} 1\n\
          \n\
          eval instant at 1m h\n\
@@ -380,13 +390,23 @@ fn native_histogram_evaluation() {
          \x20 {} 10 20 30\n\
          \n\
          eval instant at 2m sum(h) + on() count(h)\n\
+         \x20 expect info msg: PromQL info: incompatible sample types encountered for binary operator \"+\": histogram + float (1:1)\n\
          \n\
          eval instant at 2m avg(h)\n\
          \x20 {} {{count:12 sum:30 counter_reset_hint:not_reset buckets:[3 6 3]}}\n\
          \n\
          eval instant at 2m h > 1\n\
+         \x20 expect info msg: PromQL info: incompatible sample types encountered for binary operator \">\": histogram > float (1:1)\n\
          \n\
-         eval instant at 2m max(h)\n");
+         eval instant at 2m max(h)\n\
+         \x20 expect info msg: PromQL info: ignored histogram in max aggregation (1:1)\n\
+         \n\
+         eval instant at 2m h == h\n\
+         \x20 expect no_info\n\
+         \x20 h {{count:12 sum:30 counter_reset_hint:not_reset buckets:[3 6 3]}}\n\
+         \n\
+         eval instant at 0m count_values(\"v\", g)\n\
+         \x20 {v=\"{count:4, sum:10, (0.5,1]:1, (1,2]:2, (2,4]:1}\"} 1\n");
     let outcomes: Vec<String> = r
         .cases
         .iter()
@@ -396,16 +416,8 @@ fn native_histogram_evaluation() {
             o => format!("line {}: {o:?}", c.line),
         })
         .collect();
-    assert!(outcomes[..9].iter().all(|o| o == "pass"), "{outcomes:#?}");
-    // histogram + float is refused, not answered; avg of histograms is a histogram.
-    assert!(
-        outcomes[9].starts_with("unsupported: native histograms"),
-        "{}",
-        outcomes[9]
-    );
-    assert_eq!(outcomes[10], "pass");
-    // Unsupported combinations are skipped, never answered wrongly.
-    for o in &outcomes[11..] {
-        assert!(o.starts_with("unsupported: native histogram"), "{o}");
-    }
+    // Pairs Prometheus cannot combine are dropped with its info; min/max/topk/... ignore
+    // histograms; == keeps the left histogram; count_values names a histogram by its string.
+    assert_eq!(outcomes.len(), 15, "{outcomes:#?}");
+    assert!(outcomes.iter().all(|o| o == "pass"), "{outcomes:#?}");
 }

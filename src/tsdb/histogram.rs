@@ -317,6 +317,36 @@ impl FloatHistogram {
         out
     }
 
+    /// Prometheus' `FloatHistogram.String()` (what `count_values` writes as a histogram's label
+    /// value): count, sum and every non-empty bucket, lowest first, with Go's `%g` numbers.
+    pub fn go_string(&self) -> String {
+        let mut s = format!("{{count:{}, sum:{}", format_g(self.count), format_g(self.sum));
+        let mut bucket = |open: char, lo: f64, hi: f64, close: char, c: f64| {
+            s.push_str(&format!(
+                ", {open}{},{}{close}:{}",
+                format_g(lo),
+                format_g(hi),
+                format_g(c)
+            ));
+        };
+        for &(i, c) in self.negative.iter().rev().filter(|b| b.1 != 0.0) {
+            bucket('[', -self.bound(i), -self.bound(i - 1), ')', c);
+        }
+        if self.zero_count != 0.0 {
+            bucket('[', -self.zero_threshold, self.zero_threshold, ']', self.zero_count);
+        }
+        for &(i, c) in self.positive.iter().filter(|b| b.1 != 0.0) {
+            let lower = if self.uses_custom_buckets() && i == 0 {
+                f64::NEG_INFINITY
+            } else {
+                self.bound(i - 1)
+            };
+            bucket('(', lower, self.bound(i), ']', c);
+        }
+        s.push('}');
+        s
+    }
+
     /// Checks the invariants Prometheus' parser does not, but arithmetic relies on.
     fn validate(&self) -> Result<(), String> {
         if self.uses_custom_buckets() {

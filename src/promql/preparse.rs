@@ -673,29 +673,22 @@ impl DurParser<'_> {
 
     /// `+`, `-`: the loosest, left-associative.
     fn add(&mut self) -> Result<Node, NoMatch> {
-        let mut l = self.mul()?;
-        while self.peek_is("+") || self.peek_is("-") {
-            let at = self.toks[self.i].start;
-            let op = self.expr.as_bytes()[at] as char;
-            self.i += 1;
-            let r = self.mul()?;
-            l = Node {
-                start: l.start,
-                plain: false,
-                op: Op::Bin(op, Box::new(l), Box::new(r), at),
-            };
-        }
-        Ok(l)
+        self.left_assoc(&["+", "-"], Self::mul)
     }
 
     /// `*`, `/`, `%`, left-associative.
     fn mul(&mut self) -> Result<Node, NoMatch> {
-        let mut l = self.unary()?;
-        while self.peek_is("*") || self.peek_is("/") || self.peek_is("%") {
+        self.left_assoc(&["*", "/", "%"], Self::unary)
+    }
+
+    /// One left-associative level: operands read by `next`, joined by any of `ops`.
+    fn left_assoc(&mut self, ops: &[&str], next: fn(&mut Self) -> Result<Node, NoMatch>) -> Result<Node, NoMatch> {
+        let mut l = next(self)?;
+        while ops.iter().any(|o| self.peek_is(o)) {
             let at = self.toks[self.i].start;
             let op = self.expr.as_bytes()[at] as char;
             self.i += 1;
-            let r = self.unary()?;
+            let r = next(self)?;
             l = Node {
                 start: l.start,
                 plain: false,

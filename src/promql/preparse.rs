@@ -216,13 +216,7 @@ fn bracket(
     times: &QueryTimes,
     edits: &mut Vec<(usize, usize, String)>,
 ) -> Result<usize, PreparseError> {
-    let mut p = DurParser {
-        expr,
-        toks,
-        i: open + 1,
-        times,
-        depth: 0,
-    };
+    let mut p = DurParser::new(expr, toks, open + 1, times);
     let Some(range) = p.positive_part(&[":", "]"])? else {
         return Ok(open + 1);
     };
@@ -252,13 +246,7 @@ fn offset(
     times: &QueryTimes,
     edits: &mut Vec<(usize, usize, String)>,
 ) -> Result<usize, PreparseError> {
-    let mut p = DurParser {
-        expr,
-        toks,
-        i: at + 1,
-        times,
-        depth: 0,
-    };
+    let mut p = DurParser::new(expr, toks, at + 1, times);
     let first = at + 1;
     let Ok(node) = p.offset_expr() else {
         return Ok(at + 1);
@@ -600,6 +588,19 @@ struct DurParser<'a> {
 }
 
 const MAX_DEPTH: usize = 200;
+
+impl<'a> DurParser<'a> {
+    /// A parser reading `toks` from index `i`.
+    fn new(expr: &'a str, toks: &'a [Tok], i: usize, times: &'a QueryTimes) -> Self {
+        DurParser {
+            expr,
+            toks,
+            i,
+            times,
+            depth: 0,
+        }
+    }
+}
 
 impl DurParser<'_> {
     fn peek(&self) -> Option<&Tok> {

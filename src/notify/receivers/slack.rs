@@ -211,14 +211,8 @@ pub fn message(
         mrkdwn_in,
     };
     let msg = Message {
-        channel: t.field(f, "channel", ""),
-        username: t.field(f, "username", r#"{{ template "slack.default.username" . }}"#),
-        icon_emoji: t.field(f, "icon_emoji", r#"{{ template "slack.default.iconemoji" . }}"#),
-        icon_url: t.field(f, "icon_url", r#"{{ template "slack.default.iconurl" . }}"#),
-        link_names: f.bool_or("link_names", false),
-        text: String::new(),
-        blocks: Vec::new(),
         attachments: vec![att],
+        ..header(f, &mut t)
     };
     t.finish("Slack message")?;
     Ok(msg)
@@ -229,21 +223,31 @@ pub fn message(
 fn blocks_message(f: &Fields, blocks: &[Tree], mut t: Texts) -> Result<Message, DeliveryError> {
     let mut rendered: Vec<serde_json::Value> = blocks.iter().map(|b| b.render(&mut |s| t.render(s))).collect();
     limit_texts(&mut rendered);
+    let header = header(f, &mut t);
     let msg = Message {
-        channel: t.field(f, "channel", ""),
-        username: t.field(f, "username", r#"{{ template "slack.default.username" . }}"#),
-        icon_emoji: t.field(f, "icon_emoji", r#"{{ template "slack.default.iconemoji" . }}"#),
-        icon_url: t.field(f, "icon_url", r#"{{ template "slack.default.iconurl" . }}"#),
-        link_names: f.bool_or("link_names", false),
         text: truncate_runes(
             &t.field(f, "fallback", r#"{{ template "slack.default.fallback" . }}"#),
             MAX_TEXT_RUNES,
         ),
         blocks: rendered,
-        attachments: Vec::new(),
+        ..header
     };
     t.finish("Slack blocks")?;
     Ok(msg)
+}
+
+/// The message fields both kinds of message share (channel, sender, icon), with nothing in it.
+fn header(f: &Fields, t: &mut Texts) -> Message {
+    Message {
+        channel: t.field(f, "channel", ""),
+        username: t.field(f, "username", r#"{{ template "slack.default.username" . }}"#),
+        icon_emoji: t.field(f, "icon_emoji", r#"{{ template "slack.default.iconemoji" . }}"#),
+        icon_url: t.field(f, "icon_url", r#"{{ template "slack.default.iconurl" . }}"#),
+        link_names: f.bool_or("link_names", false),
+        text: String::new(),
+        blocks: Vec::new(),
+        attachments: Vec::new(),
+    }
 }
 
 /// `chat.postMessage` answers 200 with `{"ok": false, "error": ...}` on failure; an incoming

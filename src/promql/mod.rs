@@ -336,11 +336,17 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
-    let ast = raw_parse(&rw.text).map_err(|message| {
+    let mut ast = raw_parse(&rw.text).map_err(|message| {
         let off = error_offset(&rw.text, &message);
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
     })?;
+    if rw.info_marker {
+        info::strip_selector_marker(&mut ast);
+    }
+    if let Some(message) = rw.bad_label_name {
+        return Err(Error::Eval(message));
+    }
     // The extended range selectors are read but not evaluated: Prometheus' refusal where it
     // refuses one (an evaluation error there), else an honest "unsupported".
     if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {

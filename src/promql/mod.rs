@@ -18,12 +18,14 @@ mod preparse;
 mod pushdown;
 mod queryable;
 mod select;
+mod trim;
 mod value;
 
 pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
+pub use trim::{expr_text, has_trim_operator, is_trim_operator};
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -336,10 +338,18 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
-    let ast = raw_parse(&rw.text).map_err(|message| {
+    let mut ast = raw_parse(&rw.text).map_err(|message| {
         let off = error_offset(&rw.text, &message);
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
+    })?;
+    trim::mark(&mut ast, &rw.trims).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message.to_string(),
+            line,
+            col,
+        }
     })?;
     // The extended range selectors are read but not evaluated: Prometheus' refusal where it
     // refuses one (an evaluation error there), else an honest "unsupported".

@@ -42,6 +42,8 @@ pub(crate) struct Rewritten<'a> {
     edits: Vec<(usize, usize, usize)>,
     /// The `anchored` and `smoothed` modifiers read (and taken out of the text).
     pub(crate) extended: Vec<Extended>,
+    /// The trim operators `</` and `>/` read (rewritten to comparisons, see [`TrimOp`]).
+    pub(crate) trims: Vec<TrimOp>,
 }
 
 /// Prometheus' extended range selectors (`promql-extended-range-selectors`).
@@ -133,6 +135,8 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     let toks = lex(expr);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut extended = Vec::new();
+    let mut trims = Vec::new();
+    let mut comparisons = 0usize;
     let mut brace_depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
@@ -142,6 +146,13 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             match text {
                 "{" => brace_depth += 1,
                 "}" => brace_depth = brace_depth.saturating_sub(1),
+                "==" | "!=" | "<" | ">" | "<=" | ">=" if brace_depth == 0 => {
+                    if let Some((trim, edit)) = trim_op(expr, &toks, i, comparisons) {
+                        trims.push(trim);
+                        edits.push(edit);
+                    }
+                    comparisons += 1;
+                }
                 "[" if brace_depth == 0 => {
                     i = bracket(expr, &toks, i, times, &mut edits)?;
                     continue;
@@ -187,6 +198,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             text: Cow::Borrowed(expr),
             edits: Vec::new(),
             extended,
+            trims,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -203,6 +215,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         text: Cow::Owned(out),
         edits: spans,
         extended,
+        trims,
     })
 }
 
@@ -345,6 +358,52 @@ fn to_millis(secs: f64, at: usize) -> Result<i64, PreparseError> {
 }
 
 use promql_parser::util::display_duration;
+
+// ---------------------------------------------------------------------------------------------
+// The trim operators.
+
+/// A trim operator of the query (Prometheus 3.x: `</` keeps what lies below the right operand,
+/// `>/` what lies above it), which promql-parser has no token for. It is read as the comparison
+/// `<` / `>` with `bool` (the same precedence and vector matching, and no refusal of two scalar
+/// operands); after parsing, [`super::trim::mark`] finds the comparison by `ordinal` and makes
+/// it the trim operator again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TrimOp {
+    /// `</` (else `>/`).
+    pub(crate) upper: bool,
+    /// Its place among the query's comparison operators, in text order.
+    pub(crate) ordinal: usize,
+    /// Byte offset of the operator in the original text.
+    pub(crate) offset: usize,
+    /// Whether `bool` follows it, which Prometheus refuses on anything but a comparison.
+    pub(crate) with_bool: bool,
+}
+
+/// The trim operator starting at the `<` or `>` token `at` (the `/` right behind it, as
+/// Prometheus' lexer reads it), with the edit that makes it a comparison; `None` for a plain
+/// comparison.
+fn trim_op(expr: &str, toks: &[Tok], at: usize, ordinal: usize) -> Option<(TrimOp, (usize, usize, String))> {
+    let t = &toks[at];
+    let slash = toks.get(at + 1).filter(|s| s.start == t.end && tok_is(expr, s, "/"))?;
+    let upper = &expr[t.start..t.end] == "<";
+    let with_bool = toks
+        .get(at + 2)
+        .is_some_and(|b| b.kind == Kind::Ident && expr[b.start..b.end].eq_ignore_ascii_case("bool"));
+    let sign = if upper { "<" } else { ">" };
+    // The spaces keep `a</b` from running into the keyword.
+    let replacement = if with_bool {
+        format!("{sign} ")
+    } else {
+        format!("{sign} bool ")
+    };
+    let trim = TrimOp {
+        upper,
+        ordinal,
+        offset: t.start,
+        with_bool,
+    };
+    Some((trim, (t.start, slash.end, replacement)))
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tokens.

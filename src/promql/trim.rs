@@ -231,15 +231,26 @@ mod tests {
         };
         assert_eq!(
             err("foo </ bool 5"),
-            ("bool modifier can only be used on comparison operators".to_string(), 1, 5)
+            (
+                "bool modifier can only be used on comparison operators".to_string(),
+                1,
+                5
+            )
         );
         assert_eq!(
             err("foo + (x\n  >/ BOOL on(a) y)"),
-            ("bool modifier can only be used on comparison operators".to_string(), 2, 3)
+            (
+                "bool modifier can only be used on comparison operators".to_string(),
+                2,
+                3
+            )
         );
         // promql-parser's own errors stay theirs, where they are for a comparison.
         let (message, line, col) = err("foo[5m] </ 2");
-        assert_eq!(message, "binary expression must contain only scalar and instant vector types");
+        assert_eq!(
+            message,
+            "binary expression must contain only scalar and instant vector types"
+        );
         let (_, cline, ccol) = err("foo[5m] <  2");
         assert_eq!((line, col), (cline, ccol));
         assert!(matches!(parse("foo </"), Err(Error::Parse { .. })));

@@ -34,7 +34,11 @@ impl FloatHistogram {
         // Positive buckets first, then negative ones, each in index order: the order Prometheus
         // adds up the new count and sum in.
         for positive in [true, false] {
-            let n = if positive { self.positive.len() } else { self.negative.len() };
+            let n = if positive {
+                self.positive.len()
+            } else {
+                self.negative.len()
+            };
             for k in 0..n {
                 let (i, count) = if positive { self.positive[k] } else { self.negative[k] };
                 if count == 0.0 {
@@ -242,7 +246,10 @@ mod tests {
     #[test]
     fn nothing_cut_keeps_count_and_sum() {
         assert_eq!(trimmed(EXP, f64::INFINITY, true), parse(EXP).unwrap().test_expression());
-        assert_eq!(trimmed(EXP, f64::NEG_INFINITY, false), parse(EXP).unwrap().test_expression());
+        assert_eq!(
+            trimmed(EXP, f64::NEG_INFINITY, false),
+            parse(EXP).unwrap().test_expression()
+        );
         assert_eq!(trimmed(NHCB, 0.0, false), parse(NHCB).unwrap().test_expression());
         assert_eq!(trimmed("{{}}", 5.0, true), "{{}}");
     }
@@ -258,7 +265,7 @@ mod tests {
     fn exponential_buckets_cut_on_the_log_scale() {
         // sqrt(2) is half-way between 1 and 2 on the log scale.
         same(
-            &trimmed(EXP, 1.4142135624, true),
+            &trimmed(EXP, std::f64::consts::SQRT_2, true),
             "{{count:8 sum:0.2570938865989847 z_bucket:1 z_bucket_w:0.001 buckets:[2 2] n_buckets:[1 2]}}",
         );
         same(
@@ -318,7 +325,10 @@ mod tests {
             &trimmed(pos, 0.1, false),
             "{{schema:0 count:11.6 sum:7.551067811865476 z_bucket:1.6 z_bucket_w:0.5 buckets:[10]}}",
         );
-        same(&trimmed(pos, 0.1, true), "{{schema:0 count:0.4 sum:0.02 z_bucket:0.4 z_bucket_w:0.5}}");
+        same(
+            &trimmed(pos, 0.1, true),
+            "{{schema:0 count:0.4 sum:0.02 z_bucket:0.4 z_bucket_w:0.5}}",
+        );
         let only = "{{schema:0 count:5 sum:0 z_bucket:5 z_bucket_w:0.1}}";
         same(
             &trimmed(only, 0.05, true),

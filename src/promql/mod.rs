@@ -25,7 +25,7 @@ pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
-pub use trim::{expr_text, has_trim_operator, is_trim_operator};
+pub use trim::expr_text;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};

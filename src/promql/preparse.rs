@@ -392,7 +392,7 @@ fn trim_op(expr: &str, toks: &[Tok], at: usize, ordinal: usize) -> Option<(TrimO
     let sign = if upper { "<" } else { ">" };
     // The spaces keep `a</b` from running into the keyword.
     let replacement = if with_bool {
-        format!("{sign} ")
+        sign.to_string()
     } else {
         format!("{sign} bool ")
     };
@@ -1028,6 +1028,25 @@ mod tests {
         // A metric named like a modifier is a metric.
         let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
         assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn trim_operators_become_comparisons_with_bool() {
+        let r = preparse(r#"a</b > c{x!="</"} >/ BOOL d <= e"#, &QueryTimes::default()).unwrap();
+        assert_eq!(r.text, r#"a< bool b > c{x!="</"} > BOOL d <= e"#);
+        let trim = |upper, ordinal, offset, with_bool| TrimOp {
+            upper,
+            ordinal,
+            offset,
+            with_bool,
+        };
+        assert_eq!(r.trims, vec![trim(true, 0, 1, false), trim(false, 2, 18, true)]);
+        // Apart, `<` and `/` are a comparison and a division (promql-parser refuses the rest).
+        let r = preparse("a < /b", &QueryTimes::default()).unwrap();
+        assert!(r.trims.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+        // Errors in the rest of the text still point into the original.
+        let r = preparse("a </ b + )", &QueryTimes::default()).unwrap();
+        assert_eq!(r.original_offset(r.text.find(')').unwrap()), 9);
     }
 
     #[test]

@@ -18,12 +18,14 @@ mod preparse;
 mod pushdown;
 mod queryable;
 mod select;
+mod trim;
 mod value;
 
 pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
+pub use trim::expr_text;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -344,6 +346,14 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
     if rw.info_marker {
         info::strip_selector_marker(&mut ast);
     }
+    trim::mark(&mut ast, &rw.trims).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message.to_string(),
+            line,
+            col,
+        }
+    })?;
     if let Some(message) = rw.bad_label_name {
         return Err(Error::Eval(message));
     }

@@ -296,11 +296,31 @@ impl Evaluator<'_> {
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));
             }
-            let err = |e| Error::Unsupported(format!("native histograms: {e}"));
             let acc = if op == T_AVG {
-                super::native::kahan_mean(&hists).map_err(err)?
+                super::native::kahan_mean(&hists)
             } else {
-                super::native::kahan_sum(&hists).map_err(err)?
+                super::native::kahan_sum(&hists)
+            };
+            let acc = match acc {
+                Ok((acc, reconciled)) => {
+                    if reconciled {
+                        super::native::reconciled_note(&self.annotations, "aggregation", &at);
+                    }
+                    acc
+                }
+                Err(_) => {
+                    // Exponential and custom buckets: the group has no result. Prometheus names
+                    // the first series that does not fit the ones before it.
+                    let custom = hists[0].uses_custom_buckets();
+                    let odd = members
+                        .iter()
+                        .find(|s| s.h.as_ref().is_some_and(|h| h.uses_custom_buckets() != custom));
+                    let name = odd.and_then(|s| s.metric.metric_name()).unwrap_or("");
+                    self.warn(format!(
+                        "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"{name}\"{at}"
+                    ));
+                    continue;
+                }
             };
             let drop_name = key.has(METRIC_NAME) && members.iter().any(|s| s.drop_name);
             out.push(Sample {

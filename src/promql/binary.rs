@@ -171,7 +171,15 @@ impl Evaluator<'_> {
                     .as_ref()
                     .map(|m| (m.fill_values.lhs, m.fill_values.rhs))
                     .unwrap_or((None, None));
-                let mut out = vector_vector(op, l, r, &m, return_bool, fill, &info)?;
+                let layout = |what: Option<&str>| match what {
+                    Some(operation) => super::native::reconciled_note(&self.annotations, operation, &self.pos(&b.lhs)),
+                    None => self.warn(format!(
+                        "PromQL warning: incompatible bucket layout encountered for binary operator {}{}",
+                        op_name(op),
+                        self.pos(&b.lhs)
+                    )),
+                };
+                let mut out = vector_vector(op, l, r, &m, return_bool, fill, &info, &layout)?;
                 for s in &mut out {
                     s.t = t;
                 }
@@ -233,6 +241,7 @@ fn histogram_binop(
     op: TokenId,
     l: (f64, Option<&Arc<FloatHistogram>>),
     r: (f64, Option<&Arc<FloatHistogram>>),
+    layout: LayoutNote,
 ) -> Result<HistElem, Error> {
     let scaled = |h: &Arc<FloatHistogram>, f: f64, div: bool| {
         let mut h = (**h).clone();
@@ -247,14 +256,26 @@ fn histogram_binop(
         }
         Ok(Some((0.0, Some(Arc::new(h)), true)))
     };
-    let combine_err = |e: crate::tsdb::histogram::HistogramError| Error::Unsupported(format!("native histograms: {e}"));
     match (op, l, r) {
-        (T_ADD, (_, Some(a)), (_, Some(b))) => Ok(Some((0.0, Some(Arc::new(a.add(b).map_err(combine_err)?)), true))),
-        (T_SUB, (_, Some(a)), (_, Some(b))) => {
+        (T_ADD | T_SUB, (_, Some(a)), (_, Some(b))) => {
+            let (res, what) = if op == T_ADD {
+                (a.add_noting(b), "addition")
+            } else {
+                (a.sub_noting(b), "subtraction")
+            };
+            let Ok((mut h, reconciled)) = res else {
+                // Exponential and custom buckets: the pair is dropped with a warning.
+                layout(None);
+                return Ok(None);
+            };
+            if reconciled {
+                layout(Some(what));
+            }
             // A difference is a gauge (Prometheus sets the hint after `Sub`).
-            let mut d = a.sub(b).map_err(combine_err)?;
-            d.counter_reset_hint = CounterResetHint::Gauge;
-            Ok(Some((0.0, Some(Arc::new(d)), true)))
+            if op == T_SUB {
+                h.counter_reset_hint = CounterResetHint::Gauge;
+            }
+            Ok(Some((0.0, Some(Arc::new(h)), true)))
         }
         (T_EQLC | T_NEQ, (_, Some(a)), (_, Some(b))) => {
             let eq = a.equals_ignoring_hint(b, 0.0);
@@ -273,6 +294,11 @@ fn histogram_binop(
 
 /// Reports an element dropped for incompatible sample types (Prometheus' info annotation).
 pub(crate) type IncompatibleInfo<'a> = &'a dyn Fn(&str, TokenId, &str);
+
+/// Reports what adding or subtracting two histograms met: `Some(operation)` when differing
+/// custom bucket bounds were reconciled (an info), `None` when the layouts (exponential and
+/// custom buckets) cannot be combined and the pair is dropped (a warning).
+pub(crate) type LayoutNote<'a> = &'a dyn Fn(Option<&str>);
 
 /// `vector op scalar` (or `scalar op vector` when `swap`) with histogram samples in the vector.
 fn histogram_scalar(
@@ -300,7 +326,7 @@ fn histogram_scalar(
         } else {
             (sv, (scalar, None))
         };
-        let Some((v, h, keep)) = histogram_binop(op, l, r)? else {
+        let Some((v, h, keep)) = histogram_binop(op, l, r, &|_| {})? else {
             info(kind(l.1), op, kind(r.1));
             continue;
         };
@@ -408,6 +434,7 @@ fn vector_vector(
     return_bool: bool,
     fill: (Option<f64>, Option<f64>),
     info: IncompatibleInfo,
+    layout: LayoutNote,
 ) -> Result<Vec<Sample>, Error> {
     let one_to_many = matches!(m.card, VectorMatchCardinality::OneToMany(_));
     let one_to_one = matches!(m.card, VectorMatchCardinality::OneToOne);
@@ -506,8 +533,17 @@ fn vector_vector(
             } else {
                 ((ms.v, ms.h.as_ref()), (one_v, one_h))
             };
-            let Some((v, h, keep)) = histogram_binop(op, l, r)? else {
-                info(kind(l.1), op, kind(r.1));
+            let incompatible = std::cell::Cell::new(false);
+            let note = |what: Option<&str>| match what {
+                Some(_) => layout(what),
+                None => incompatible.set(true),
+            };
+            let Some((v, h, keep)) = histogram_binop(op, l, r, &note)? else {
+                if incompatible.get() {
+                    layout(None);
+                } else {
+                    info(kind(l.1), op, kind(r.1));
+                }
                 continue;
             };
             let h = if return_bool { None } else { h };
@@ -535,7 +571,7 @@ fn vector_vector(
                 } else {
                     ((f, None), (os.v, os.h.as_ref()))
                 };
-                match histogram_binop(op, l, r)? {
+                match histogram_binop(op, l, r, layout)? {
                     Some((v, h, keep)) => emit(signature(&os.metric, m), v, h, keep, true, sig, &mut out)?,
                     None => info(kind(l.1), op, kind(r.1)),
                 }

@@ -257,6 +257,15 @@ impl Evaluator<'_> {
                 };
                 vector(map_values(input, f))
             }
+            // The start time of each selected sample (0 when it has none); only a selector
+            // has them, any other argument gives nothing, as in Prometheus.
+            "start_timestamp" => match strip_parens(arg(0)?) {
+                Expr::VectorSelector(vs) => vector(ev.eval_vector_selector_start_timestamps(vs, t)?),
+                e => {
+                    ev.eval_vector(e, t)?;
+                    vector(vec![])
+                }
+            },
             "timestamp" => match strip_parens(arg(0)?) {
                 Expr::VectorSelector(vs) => vector(ev.eval_vector_selector_timestamps(vs, t)?),
                 e => {
@@ -492,6 +501,22 @@ impl Evaluator<'_> {
                         continue;
                     }
                     let s = r.samples.as_slice();
+                    if let (Some(st), "rate" | "increase" | "irate" | "resets") = (&r.starts, name) {
+                        let metric_name = r.metric.metric_name().unwrap_or("");
+                        let at = ev.pos(arg(0)?);
+                        if let Some(v) =
+                            super::starts::float_range_fn(&ev.annotations, name, s, &st.floats, &w, metric_name, &at)
+                        {
+                            out.push(Sample {
+                                h: None,
+                                metric: r.metric,
+                                t,
+                                v,
+                                drop_name: true,
+                            });
+                        }
+                        continue;
+                    }
                     if let Some(v) = range_fn(name, s, &w) {
                         out.push(Sample {
                             h: None,

@@ -17,8 +17,9 @@ use super::native;
 use super::options::EngineOptions;
 use super::queryable::Queryable;
 use super::select::{
-    dur_ms, last_in_lookback, merge_histograms, node_key, sample_before, seek, select, select_histograms, Fetched,
-    FetchedSeries, RangeSeries, RangeWindow, SampleSlice,
+    dur_ms, last_in_lookback, merge_histograms, merge_start_timestamps, node_key, sample_before, seek, select,
+    select_histograms, select_start_timestamps, Fetched, FetchedSeries, RangeSeries, RangeWindow, SampleSlice,
+    WindowStarts,
 };
 use super::value::{is_stale_nan, FloatHistogram, Sample, Series, Value};
 use crate::labels::Labels;
@@ -216,6 +217,7 @@ impl<'a> Evaluator<'a> {
                     samples: s.samples,
                     nonstale,
                     hists: Vec::new(),
+                    starts: Vec::new(),
                     hint: Cell::new(0),
                     range_hint: Cell::new((0, 0)),
                 }
@@ -235,6 +237,9 @@ impl<'a> Evaluator<'a> {
                     native::stats_hints(&mut s.hists);
                 }
             }
+        }
+        if self.src.has_start_timestamps() {
+            merge_start_timestamps(&mut series, select_start_timestamps(self.src, vs, mint, maxt)?);
         }
         let f = Rc::new(Fetched { mint, maxt, series });
         self.cache.borrow_mut().insert(key, f.clone());
@@ -351,6 +356,32 @@ impl<'a> Evaluator<'a> {
 
     /// Like a vector selector, but each sample keeps its own timestamp (for `timestamp()`).
     pub(crate) fn eval_vector_selector_timestamps(&self, vs: &VectorSelector, t: i64) -> Result<Vec<Sample>, Error> {
+        self.selected_times(vs, t, |_, st| st as f64 / 1000.0)
+    }
+
+    /// Like a vector selector, but each sample gives its start timestamp, 0 when it has none
+    /// (for `start_timestamp()`).
+    pub(crate) fn eval_vector_selector_start_timestamps(
+        &self,
+        vs: &VectorSelector,
+        t: i64,
+    ) -> Result<Vec<Sample>, Error> {
+        self.selected_times(vs, t, |s, st| {
+            let i = s.starts.partition_point(|x| x.0 < st);
+            match s.starts.get(i) {
+                Some(&(at, start)) if at == st => start as f64 / 1000.0,
+                _ => 0.0,
+            }
+        })
+    }
+
+    /// For each series the selector selects at `t`, `value(series, sample time)`.
+    fn selected_times(
+        &self,
+        vs: &VectorSelector,
+        t: i64,
+        value: impl Fn(&FetchedSeries, i64) -> f64,
+    ) -> Result<Vec<Sample>, Error> {
         let (r, _) = self.ref_range(&vs.at, &vs.offset, t, t);
         let f = self.fetch(vs, r - self.lookback, r)?;
         let mut out = Vec::with_capacity(f.series.len());
@@ -367,24 +398,16 @@ impl<'a> Evaluator<'a> {
                     .map(|i| s.hists[i].0)
                     .filter(|ht| last_float.is_none_or(|ft| ft < *ht))
             };
-            if let Some(ht) = hist_t {
-                if ht > r - self.lookback {
-                    out.push(Sample {
-                        h: None,
-                        metric: s.labels.clone(),
-                        t,
-                        v: ht as f64 / 1000.0,
-                        drop_name: true,
-                    });
-                }
-                continue;
-            }
-            if let Some((st, _)) = last_in_lookback(&s.samples, r, self.lookback) {
+            let st = match hist_t {
+                Some(ht) => (ht > r - self.lookback).then_some(ht),
+                None => last_in_lookback(&s.samples, r, self.lookback).map(|x| x.0),
+            };
+            if let Some(st) = st {
                 out.push(Sample {
                     h: None,
                     metric: s.labels.clone(),
                     t,
-                    v: st as f64 / 1000.0,
+                    v: value(s, st),
                     drop_name: true,
                 });
             }
@@ -416,11 +439,16 @@ impl<'a> Evaluator<'a> {
                 s.hists[hlo..hhi.max(hlo)].to_vec()
             };
             if lo < hi || !hists.is_empty() {
+                let starts = (!s.starts.is_empty()).then(|| WindowStarts {
+                    floats: WindowStarts::lookup(&s.starts, samples[lo..hi].iter().map(|x| x.0)),
+                    hists: WindowStarts::lookup(&s.starts, hists.iter().map(|x| x.0)),
+                });
                 out.push(RangeSeries {
                     metric: s.labels.clone(),
                     drop_name: false,
                     samples: SampleSlice::Shared(f.clone(), i, lo..hi),
                     hists,
+                    starts,
                 });
             }
         }
@@ -507,6 +535,7 @@ impl<'a> Evaluator<'a> {
                 drop_name,
                 samples: SampleSlice::Owned(samples),
                 hists,
+                starts: None,
             })
             .collect();
         Ok((

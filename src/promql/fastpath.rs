@@ -30,8 +30,8 @@ pub(crate) fn precompute(
     step: i64,
     mut out: HashMap<usize, StepVectors>,
 ) -> Result<HashMap<usize, StepVectors>, Error> {
-    // The series-major path reads float samples only.
-    if ev.has_histograms() {
+    // The series-major path reads float samples only, without start timestamps.
+    if ev.has_histograms() || ev.source().has_start_timestamps() {
         return Ok(out);
     }
     let n = ((end - start) / step + 1) as usize;

@@ -18,6 +18,7 @@ mod preparse;
 mod pushdown;
 mod queryable;
 mod select;
+mod starts;
 mod trim;
 mod value;
 
@@ -37,7 +38,7 @@ pub(crate) use promql_parser::parser::Expr;
 
 use crate::labels::Labels;
 use eval::Evaluator;
-pub(crate) use queryable::HistogramSeriesData;
+pub(crate) use queryable::{HistogramSeriesData, StartTimestampSeriesData};
 pub use queryable::{Queryable, SeriesData, SourceError};
 
 /// The PromQL engine. Stateless apart from its options; cheap to share.

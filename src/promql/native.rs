@@ -15,6 +15,7 @@ use super::annotations::Annotations;
 use super::error::Error;
 use super::mathx::kahan_inc;
 use super::select::{node_key, RangeSeries, RangeWindow};
+use super::starts::{extrapolation, is_reset, warn_overlap, Span};
 use super::value::Sample;
 use crate::labels::{Labels, LabelsBuilder};
 use crate::tsdb::FloatHistogram;
@@ -42,7 +43,8 @@ fn vector_arg(func: &str) -> Option<usize> {
         "abs" | "ceil" | "floor" | "exp" | "sqrt" | "ln" | "log2" | "log10" | "sgn" | "deg" | "rad" | "sin" | "cos"
         | "tan" | "asin" | "acos" | "atan" | "sinh" | "cosh" | "tanh" | "asinh" | "acosh" | "atanh" | "round"
         | "clamp" | "clamp_min" | "clamp_max" | "year" | "month" | "day_of_month" | "day_of_week" | "day_of_year"
-        | "days_in_month" | "hour" | "minute" | "scalar" | "sort" | "sort_desc" | "timestamp" | "absent" => Some(0),
+        | "days_in_month" | "hour" | "minute" | "scalar" | "sort" | "sort_desc" | "timestamp" | "start_timestamp"
+        | "absent" => Some(0),
         _ => None,
     }
 }
@@ -263,16 +265,8 @@ pub(crate) fn range_fn(
                 _ => Ok(None),
             }
         }
-        "irate" | "idelta" => instant_value(ann, name, floats, hists, metric_name, at),
-        // Prometheus reconciles differing custom bucket bounds before detecting resets; not
-        // done here (the guard below refuses it).
-        "changes" | "resets" if name == "changes" || !differing_custom_buckets(hists) => {
-            Ok(Some((changes_or_resets(name, floats, hists) as f64, None)))
-        }
-        // Prometheus reconciles differing custom bucket bounds (an intersection); not done here.
-        _ if differing_custom_buckets(hists) => Err(Error::Unsupported(format!(
-            "native histograms: {name}() with differing custom buckets"
-        ))),
+        "irate" | "idelta" => instant_value(ann, name, r, metric_name, at),
+        "changes" | "resets" => Ok(Some((changes_or_resets(name, r) as f64, None))),
         _ if !floats.is_empty() => {
             mixed();
             Ok(None)
@@ -284,76 +278,74 @@ pub(crate) fn range_fn(
                 ));
             }
             let all: Vec<&FloatHistogram> = hists.iter().map(|(_, h)| &**h).collect();
-            let err = |e| Error::Unsupported(format!("native histograms: {name}(): {e}"));
             let acc = if name == "avg_over_time" {
-                kahan_mean(&all).map_err(err)?
+                kahan_mean(&all)
             } else {
-                kahan_sum(&all).map_err(err)?
+                kahan_sum(&all)
             };
-            hist(acc)
+            match acc {
+                Ok((acc, reconciled)) => {
+                    if reconciled {
+                        reconciled_note(ann, "aggregation", at);
+                    }
+                    hist(acc)
+                }
+                Err(_) => {
+                    mixed_schemas(ann, metric_name, at);
+                    Ok(None)
+                }
+            }
         }
         "rate" | "increase" | "delta" => {
-            if hists.len() < 2 {
-                return Ok(None);
-            }
             let is_counter = name != "delta";
-            let first = &hists[0].1;
-            let last = &hists[hists.len() - 1].1;
-            if hists
-                .iter()
-                .any(|(_, h)| h.uses_custom_buckets() != first.uses_custom_buckets())
-            {
-                // Prometheus 3.x partly ignores the first histogram then; not reproduced.
-                return Err(Error::Unsupported(format!(
-                    "native histograms: {name}() over a mix of exponential and custom buckets"
-                )));
-            }
-            use crate::tsdb::CounterResetHint::Gauge;
-            if is_counter && hists.iter().any(|(_, h)| h.counter_reset_hint == Gauge) {
-                ann.warn(format!(
-                    "PromQL warning: this native histogram metric is not a counter: \"{metric_name}\"{at}"
-                ));
-            }
-            if !is_counter && (first.counter_reset_hint != Gauge || last.counter_reset_hint != Gauge) {
-                ann.warn(format!(
-                    "PromQL warning: this native histogram metric is not a gauge: \"{metric_name}\"{at}"
-                ));
-            }
-            let err = |e: crate::tsdb::histogram::HistogramError| {
-                Error::Unsupported(format!("native histograms: {name}(): {e}"))
+            // Only the counter functions read start timestamps.
+            let sts: &[i64] = match &r.starts {
+                Some(st) if is_counter => &st.hists,
+                _ => &[],
             };
-            let mut res = last.sub(first).map_err(err)?;
-            if is_counter {
-                for pair in hists.windows(2) {
-                    if pair[1].1.detect_reset(&pair[0].1) {
-                        res = res.add(&pair[0].1).map_err(err)?;
+            let n = hists.len();
+            let change = if n > 1 {
+                match histogram_rate(ann, hists, sts, is_counter, metric_name, at) {
+                    Some(h) => Some(h),
+                    None => return Ok(None),
+                }
+            } else {
+                None
+            };
+            let first = &hists[0].1;
+            let span = Span {
+                first_t: hists[0].0,
+                last_t: hists[n - 1].0,
+                gaps: n - 1,
+                first_st: sts.first().copied().unwrap_or(0),
+            };
+            let ratio = || {
+                change
+                    .as_ref()
+                    .filter(|c| c.count > 0.0 && first.count >= 0.0)
+                    .map(|c| first.count / c.count)
+            };
+            let Some(e) = extrapolation(span, w, is_counter, name == "rate", ratio) else {
+                return Ok(None);
+            };
+            let mut res = match (change, e.from_start) {
+                (Some(c), false) => c,
+                // Counted from zero at the first point's start time: its whole value is change.
+                (Some(c), true) => match c.add_noting(first) {
+                    Ok((sum, reconciled)) => {
+                        if reconciled {
+                            reconciled_note(ann, "addition", at);
+                        }
+                        sum
                     }
-                }
-            }
-            let (first_t, last_t) = (hists[0].0, hists[hists.len() - 1].0);
-            let mut to_start = (first_t - w.start) as f64 / 1000.0;
-            let mut to_end = (w.end - last_t) as f64 / 1000.0;
-            let sampled = (last_t - first_t) as f64 / 1000.0;
-            let avg_step = sampled / (hists.len() - 1) as f64;
-            let threshold = avg_step * 1.1;
-            if to_start >= threshold {
-                to_start = avg_step / 2.0;
-            }
-            if is_counter && res.count > 0.0 && first.count >= 0.0 {
-                let to_zero = sampled * (first.count / res.count);
-                if to_zero < to_start {
-                    to_start = to_zero;
-                }
-            }
-            if to_end >= threshold {
-                to_end = avg_step / 2.0;
-            }
-            let mut factor = (sampled + to_start + to_end) / sampled;
-            if name == "rate" {
-                factor /= w.range_ms as f64 / 1000.0;
-            }
-            res.mul(factor);
-            res.counter_reset_hint = Gauge;
+                    Err(_) => {
+                        mixed_schemas(ann, metric_name, at);
+                        return Ok(None);
+                    }
+                },
+                (None, _) => (**first).clone(),
+            };
+            res.mul(e.factor);
             hist(res)
         }
         other => Err(Error::Unsupported(format!("native histograms: {other}()"))),
@@ -363,15 +355,11 @@ pub(crate) fn range_fn(
 /// The mean of `hists` (at least one) as Prometheus' `avg_over_time` on histograms: a Kahan
 /// sum divided by the count, switching to a Kahan-compensated incremental mean once the sum
 /// overflows; every count, the sum and every bucket taken on the common schema.
-pub(crate) fn kahan_mean(hists: &[&FloatHistogram]) -> Result<FloatHistogram, crate::tsdb::histogram::HistogramError> {
+pub(crate) fn kahan_mean(
+    hists: &[&FloatHistogram],
+) -> Result<(FloatHistogram, bool), crate::tsdb::histogram::HistogramError> {
     use std::collections::BTreeSet;
-    let mut shape = hists[0].clone();
-    shape.mul(0.0);
-    for h in &hists[1..] {
-        let mut z = (*h).clone();
-        z.mul(0.0);
-        shape = shape.add(&z)?;
-    }
+    let (shape, reconciled) = common_shape(hists)?;
     let conv: Vec<FloatHistogram> = hists.iter().map(|h| shape.add(h)).collect::<Result<_, _>>()?;
     let pkeys: BTreeSet<i32> = conv.iter().flat_map(|c| c.positive.iter().map(|b| b.0)).collect();
     let nkeys: BTreeSet<i32> = conv.iter().flat_map(|c| c.negative.iter().map(|b| b.0)).collect();
@@ -435,35 +423,163 @@ pub(crate) fn kahan_mean(hists: &[&FloatHistogram]) -> Result<FloatHistogram, cr
         .zip(&vals[3 + pkeys.len()..])
         .map(|(&i, &v)| (i, v))
         .collect();
-    Ok(out)
+    Ok((out, reconciled))
 }
 
-/// Whether neighbouring histograms have custom buckets with different bounds.
-fn differing_custom_buckets(hists: &[(i64, Arc<FloatHistogram>)]) -> bool {
-    hists.windows(2).any(|p| {
-        p[0].1.uses_custom_buckets() && p[1].1.uses_custom_buckets() && p[0].1.custom_values != p[1].1.custom_values
-    })
+/// An empty histogram of the layout `hists` (at least one) add up in: the lowest schema, the
+/// widest zero bucket, the custom bounds they all share; and whether custom bounds differed
+/// (Prometheus' info annotation).
+fn common_shape(hists: &[&FloatHistogram]) -> Result<(FloatHistogram, bool), crate::tsdb::histogram::HistogramError> {
+    let mut shape = hists[0].clone();
+    shape.mul(0.0);
+    let mut reconciled = false;
+    for h in &hists[1..] {
+        let mut z = (*h).clone();
+        z.mul(0.0);
+        let (next, r) = shape.add_noting(&z)?;
+        shape = next;
+        reconciled |= r;
+    }
+    Ok((shape, reconciled))
+}
+
+/// Prometheus' warning for histograms that cannot be combined: exponential and custom buckets.
+fn mixed_schemas(ann: &Annotations, metric_name: &str, at: &str) {
+    ann.warn(format!(
+        "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"{metric_name}\"{at}"
+    ));
+}
+
+/// Prometheus' info that differing custom bucket bounds were reconciled during `op`
+/// ("addition", "subtraction" or "aggregation").
+pub(crate) fn reconciled_note(ann: &Annotations, op: &str, at: &str) {
+    ann.info(format!(
+        "PromQL info: mismatched custom buckets were reconciled during {op}{at}"
+    ));
+}
+
+/// Prometheus' `histogramRate`: the change over `hists` (at least two points), counter resets
+/// (by the histograms or by their start timestamps `sts`) corrected for counters, as a gauge
+/// histogram. `None` (with a warning) when the histograms cannot be combined.
+fn histogram_rate(
+    ann: &Annotations,
+    hists: &[(i64, Arc<FloatHistogram>)],
+    sts: &[i64],
+    is_counter: bool,
+    metric_name: &str,
+    at: &str,
+) -> Option<FloatHistogram> {
+    use crate::tsdb::CounterResetHint::Gauge;
+    let n = hists.len();
+    let st = |i: usize| sts.get(i).copied().unwrap_or(0);
+    let st_reset = |i: usize| i < sts.len() && is_reset(st(i - 1), hists[i - 1].0, st(i), hists[i].0);
+    let not_counter = || {
+        ann.warn(format!(
+            "PromQL warning: this native histogram metric is not a counter: \"{metric_name}\"{at}"
+        ))
+    };
+    let last = &hists[n - 1].1;
+    let mut prev = hists[0].1.clone();
+    if is_counter && (prev.counter_reset_hint == Gauge || last.counter_reset_hint == Gauge) {
+        not_counter();
+    }
+    // A reset right after the first point makes the first irrelevant: counting starts from an
+    // empty histogram of the second's layout, whatever the first's layout was.
+    if is_counter && (st_reset(1) || hists[1].1.detect_reset(&prev)) {
+        let second = &hists[1].1;
+        prev = Arc::new(FloatHistogram {
+            schema: second.schema,
+            custom_values: second.custom_values.clone(),
+            ..FloatHistogram::default()
+        });
+    }
+    if last.uses_custom_buckets() != prev.uses_custom_buckets() {
+        mixed_schemas(ann, metric_name, at);
+        return None;
+    }
+    let mut min_schema = last.schema.min(prev.schema);
+    if is_counter {
+        for (_, curr) in &hists[1..n - 1] {
+            if curr.counter_reset_hint == Gauge {
+                not_counter();
+            }
+            min_schema = min_schema.min(curr.schema);
+            if curr.uses_custom_buckets() != prev.uses_custom_buckets() {
+                mixed_schemas(ann, metric_name, at);
+                return None;
+            }
+        }
+    }
+    let mut h = (**last).clone();
+    h.reduce_resolution(min_schema);
+    let combine = |h: &FloatHistogram, other: &FloatHistogram, add: bool| {
+        let r = if add { h.add_noting(other) } else { h.sub_noting(other) };
+        match r {
+            Ok((res, reconciled)) => {
+                if reconciled {
+                    reconciled_note(ann, if add { "addition" } else { "subtraction" }, at);
+                }
+                Some(res)
+            }
+            Err(_) => {
+                mixed_schemas(ann, metric_name, at);
+                None
+            }
+        }
+    };
+    h = combine(&h, &prev, false)?;
+    if is_counter {
+        let times: Vec<i64> = hists.iter().map(|x| x.0).collect();
+        warn_overlap(ann, &times, sts, metric_name, at);
+        for i in 1..n {
+            let curr = &hists[i].1;
+            if st_reset(i) || curr.detect_reset(&prev) {
+                h = combine(&h, &prev, true)?;
+            }
+            prev = curr.clone();
+        }
+    } else if hists[0].1.counter_reset_hint != Gauge || last.counter_reset_hint != Gauge {
+        ann.warn(format!(
+            "PromQL warning: this native histogram metric is not a gauge: \"{metric_name}\"{at}"
+        ));
+    }
+    h.counter_reset_hint = Gauge;
+    Some(h)
 }
 
 /// `changes` / `resets` over points of both kinds, in time order as Prometheus: a float
 /// meeting a histogram (either way) is a change and a reset; two histograms change when they
-/// differ and reset when their counts say so.
-fn changes_or_resets(name: &str, floats: &[(i64, f64)], hists: &[(i64, Arc<FloatHistogram>)]) -> usize {
-    let mut pts: Vec<(i64, f64, Option<&Arc<FloatHistogram>>)> = Vec::with_capacity(floats.len() + hists.len());
-    pts.extend(floats.iter().map(|&(t, v)| (t, v, None)));
-    pts.extend(hists.iter().map(|(t, h)| (*t, 0.0, Some(h))));
+/// differ and reset when their counts (or start timestamps) say so.
+fn changes_or_resets(name: &str, r: &RangeSeries) -> usize {
+    let (floats, hists) = (r.samples.as_slice(), &r.hists);
+    let (fst, hst): (&[i64], &[i64]) = match &r.starts {
+        Some(st) if name == "resets" => (&st.floats, &st.hists),
+        _ => (&[], &[]),
+    };
+    let st = |v: &[i64], i: usize| v.get(i).copied().unwrap_or(0);
+    // (time, float value, histogram, start time)
+    type Point<'a> = (i64, f64, Option<&'a Arc<FloatHistogram>>, i64);
+    let mut pts: Vec<Point> = Vec::with_capacity(floats.len() + hists.len());
+    pts.extend(floats.iter().enumerate().map(|(i, &(t, v))| (t, v, None, st(fst, i))));
+    pts.extend(
+        hists
+            .iter()
+            .enumerate()
+            .map(|(i, (t, h))| (*t, 0.0, Some(h), st(hst, i))),
+    );
     pts.sort_by_key(|p| p.0);
     let mut n = 0;
     for pair in pts.windows(2) {
-        let ((_, pv, ph), (_, cv, ch)) = (pair[0], pair[1]);
+        let ((pt, pv, ph, pst), (ct, cv, ch, cst)) = (pair[0], pair[1]);
+        let st_reset = || is_reset(pst, pt, cst, ct);
         let hit = match (ph, ch) {
             (None, None) if name == "changes" => cv != pv && !(cv.is_nan() && pv.is_nan()),
-            (None, None) => cv < pv,
+            (None, None) => cv < pv || st_reset(),
             (Some(p), Some(c)) if name == "changes" => !c.equals_ignoring_hint(p, 0.0),
             (Some(p), Some(c)) => {
                 let mut c = (**c).clone();
                 c.counter_reset_hint = crate::tsdb::CounterResetHint::Unknown;
-                c.detect_reset(p)
+                st_reset() || c.detect_reset(p)
             }
             _ => true,
         };
@@ -476,28 +592,50 @@ fn changes_or_resets(name: &str, floats: &[(i64, f64)], hists: &[(i64, Arc<Float
 fn instant_value(
     ann: &Annotations,
     name: &str,
-    floats: &[(i64, f64)],
-    hists: &[(i64, Arc<FloatHistogram>)],
+    r: &RangeSeries,
     metric_name: &str,
     at: &str,
 ) -> Result<Option<Point>, Error> {
-    // The last two points by time, histogram or float.
-    let mut pts: Vec<(i64, Option<&Arc<FloatHistogram>>, f64)> = Vec::with_capacity(4);
-    pts.extend(floats.iter().rev().take(2).map(|&(t, v)| (t, None, v)));
-    pts.extend(hists.iter().rev().take(2).map(|(t, h)| (*t, Some(h), 0.0)));
+    let (floats, hists) = (r.samples.as_slice(), &r.hists);
+    let (fst, hst): (&[i64], &[i64]) = match &r.starts {
+        Some(st) if name == "irate" => (&st.floats, &st.hists),
+        _ => (&[], &[]),
+    };
+    let st = |v: &[i64], i: usize| v.get(i).copied().unwrap_or(0);
+    // The last two points by time, histogram or float: (time, histogram, value, start time).
+    let mut pts: Vec<(i64, Option<&Arc<FloatHistogram>>, f64, i64)> = Vec::with_capacity(4);
+    let fi = floats.len().saturating_sub(2);
+    pts.extend(
+        floats[fi..]
+            .iter()
+            .enumerate()
+            .map(|(k, &(t, v))| (t, None, v, st(fst, fi + k))),
+    );
+    let hi = hists.len().saturating_sub(2);
+    pts.extend(
+        hists[hi..]
+            .iter()
+            .enumerate()
+            .map(|(k, (t, h))| (*t, Some(h), 0.0, st(hst, hi + k))),
+    );
     pts.sort_by_key(|p| p.0);
     if pts.len() < 2 {
         return Ok(None);
     }
-    let (pt, prev, pv) = pts[pts.len() - 2];
-    let (lt, last, lv) = pts[pts.len() - 1];
+    let (pt, prev, pv, pst) = pts[pts.len() - 2];
+    let (lt, last, lv, lst) = pts[pts.len() - 1];
     let dt = (lt - pt) as f64 / 1000.0;
     if dt == 0.0 {
         return Ok(None);
     }
+    let st_reset = name == "irate" && is_reset(pst, pt, lst, lt);
     match (prev, last) {
         (None, None) => {
-            let mut v = if name == "irate" && lv < pv { lv } else { lv - pv };
+            let mut v = if name == "irate" && (lv < pv || st_reset) {
+                lv
+            } else {
+                lv - pv
+            };
             if name == "irate" {
                 v /= dt;
             }
@@ -505,11 +643,6 @@ fn instant_value(
         }
         (Some(prev), Some(last)) => {
             use crate::tsdb::CounterResetHint::Gauge;
-            if prev.uses_custom_buckets() && last.uses_custom_buckets() && prev.custom_values != last.custom_values {
-                return Err(Error::Unsupported(format!(
-                    "native histograms: {name}() with differing custom buckets"
-                )));
-            }
             if name == "irate" && (prev.counter_reset_hint == Gauge || last.counter_reset_hint == Gauge) {
                 ann.warn(format!(
                     "PromQL warning: this native histogram metric is not a counter: \"{metric_name}\"{at}"
@@ -521,13 +654,16 @@ fn instant_value(
                 ));
             }
             let mut res = (**last).clone();
-            if name == "idelta" || !last.detect_reset(prev) {
-                match res.sub(prev) {
-                    Ok(r) => res = r,
+            if name == "idelta" || (!st_reset && !last.detect_reset(prev)) {
+                match res.sub_noting(prev) {
+                    Ok((d, reconciled)) => {
+                        if reconciled {
+                            reconciled_note(ann, "subtraction", at);
+                        }
+                        res = d;
+                    }
                     Err(_) => {
-                        ann.warn(format!(
-                            "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"{metric_name}\"{at}"
-                        ));
+                        mixed_schemas(ann, metric_name, at);
                         return Ok(None);
                     }
                 }
@@ -550,18 +686,14 @@ fn instant_value(
 /// The sum of histograms with Kahan compensation on every count, the sum and every bucket,
 /// as Prometheus' `KahanAdd` (so cancelling large values do not swallow small ones). All are
 /// first brought to the lowest schema and the widest zero bucket.
-pub(crate) fn kahan_sum(hists: &[&FloatHistogram]) -> Result<FloatHistogram, crate::tsdb::histogram::HistogramError> {
+pub(crate) fn kahan_sum(
+    hists: &[&FloatHistogram],
+) -> Result<(FloatHistogram, bool), crate::tsdb::histogram::HistogramError> {
     let Some(first) = hists.first() else {
-        return Ok(FloatHistogram::default());
+        return Ok((FloatHistogram::default(), false));
     };
     // Reconcile layouts pairwise through `add` with an empty histogram of the target shape.
-    let mut shape = (*first).clone();
-    shape.mul(0.0);
-    for h in &hists[1..] {
-        let mut z = (*h).clone();
-        z.mul(0.0);
-        shape = shape.add(&z)?;
-    }
+    let (shape, reconciled) = common_shape(hists)?;
     let mut out = shape.clone();
     let (mut count, mut sum, mut zero) = ((0.0, 0.0), (0.0, 0.0), (0.0, 0.0));
     let mut pos: std::collections::BTreeMap<i32, (f64, f64)> = Default::default();
@@ -590,7 +722,7 @@ pub(crate) fn kahan_sum(hists: &[&FloatHistogram]) -> Result<FloatHistogram, cra
     out.zero_count = zero.0 + zero.1;
     out.positive = pos.into_iter().map(|(i, (s, c))| (i, s + c)).collect();
     out.negative = neg.into_iter().map(|(i, (s, c))| (i, s + c)).collect();
-    Ok(out)
+    Ok((out, reconciled))
 }
 
 /// `histogram_count`, `histogram_sum`, `histogram_avg`, `histogram_stddev` and

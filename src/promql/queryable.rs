@@ -19,6 +19,14 @@ pub struct HistogramSeriesData {
     pub samples: Vec<(i64, std::sync::Arc<crate::tsdb::FloatHistogram>)>,
 }
 
+/// The start (created) timestamps of one series' samples that have one, as (sample time, start
+/// time) in time order (see [`Queryable::select_start_timestamps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartTimestampSeriesData {
+    pub labels: Labels,
+    pub starts: Vec<(i64, i64)>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("source {source_name} unavailable: {message}")]
@@ -49,6 +57,24 @@ pub trait Queryable: Send + Sync {
     /// Whether `select_histograms` can return anything at all; lets the engine skip the
     /// histogram lane entirely for float-only sources.
     fn has_histograms(&self) -> bool {
+        false
+    }
+
+    /// Start timestamps of the samples in [mint, maxt] of the matching series, for the samples
+    /// that have one (Prometheus 3.x's `ST`: when the counter behind the sample started); a
+    /// sample without one has an unknown start. Sources without them keep this default.
+    fn select_start_timestamps(
+        &self,
+        _matchers: &[Matcher],
+        _mint: i64,
+        _maxt: i64,
+    ) -> Result<Vec<StartTimestampSeriesData>, SourceError> {
+        Ok(Vec::new())
+    }
+
+    /// Whether `select_start_timestamps` can return anything; lets the engine skip the lookup
+    /// (and keep its series-major fast path) for the usual sources.
+    fn has_start_timestamps(&self) -> bool {
         false
     }
 

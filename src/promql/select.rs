@@ -13,7 +13,7 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::VectorSelector;
 
 use super::error::Error;
-use super::queryable::{HistogramSeriesData, Queryable, SeriesData};
+use super::queryable::{HistogramSeriesData, Queryable, SeriesData, StartTimestampSeriesData};
 use super::value::is_stale_nan;
 use crate::labels::{Labels, Matcher, METRIC_NAME};
 use crate::tsdb::FloatHistogram;
@@ -33,6 +33,8 @@ pub(crate) struct FetchedSeries {
     pub(crate) nonstale: Option<Vec<(i64, f64)>>,
     /// Native histogram samples (a lane of their own, usually empty).
     pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
+    /// `(sample time, start time)` of the samples with a start timestamp (usually empty).
+    pub(crate) starts: Vec<(i64, i64)>,
     /// Where the previous step's searches ended: steps move forward, so the next search
     /// usually walks a few samples from here instead of bisecting the whole series.
     pub(crate) hint: Cell<usize>,
@@ -52,6 +54,36 @@ pub(crate) struct RangeSeries {
     pub(crate) samples: SampleSlice,
     /// Native histogram points in the window (only from histogram-aware contexts).
     pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
+    /// Start timestamps of the window's points, when the series has any (never from a
+    /// subquery: its points have none, as in Prometheus).
+    pub(crate) starts: Option<WindowStarts>,
+}
+
+/// The start timestamps of a window's points, aligned with its float points and its histogram
+/// points; 0 where a point has none (Prometheus' "unknown").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WindowStarts {
+    pub(crate) floats: Vec<i64>,
+    pub(crate) hists: Vec<i64>,
+}
+
+impl WindowStarts {
+    /// The start timestamps of points at `times` (ascending), looked up in `starts`
+    /// (`(sample time, start time)`, ascending).
+    pub(crate) fn lookup(starts: &[(i64, i64)], times: impl Iterator<Item = i64>) -> Vec<i64> {
+        let mut j = 0;
+        times
+            .map(|t| {
+                while j < starts.len() && starts[j].0 < t {
+                    j += 1;
+                }
+                match starts.get(j) {
+                    Some(&(st_t, st)) if st_t == t => st,
+                    _ => 0,
+                }
+            })
+            .collect()
+    }
 }
 
 pub(crate) enum SampleSlice {
@@ -138,12 +170,44 @@ pub(crate) fn merge_histograms(series: &mut Vec<FetchedSeries>, hists: Vec<Histo
                     samples: Vec::new(),
                     nonstale: None,
                     hists: h.samples,
+                    starts: Vec::new(),
                     hint: Cell::new(0),
                     range_hint: Cell::new((0, 0)),
                 });
             }
         }
     }
+}
+
+/// Adds start timestamps to the fetched series they belong to.
+pub(crate) fn merge_start_timestamps(series: &mut [FetchedSeries], starts: Vec<StartTimestampSeriesData>) {
+    let mut by_labels: HashMap<Labels, Vec<(i64, i64)>, ahash::RandomState> =
+        starts.into_iter().map(|s| (s.labels, s.starts)).collect();
+    for s in series {
+        if let Some(v) = by_labels.remove(&s.labels) {
+            s.starts = v;
+        }
+    }
+}
+
+/// Like `select`, for start timestamps.
+pub(crate) fn select_start_timestamps(
+    src: &dyn Queryable,
+    vs: &VectorSelector,
+    mint: i64,
+    maxt: i64,
+) -> Result<Vec<StartTimestampSeriesData>, Error> {
+    let base = convert_matchers(vs, &vs.matchers.matchers)?;
+    if vs.matchers.or_matchers.is_empty() {
+        return Ok(src.select_start_timestamps(&base, mint, maxt)?);
+    }
+    let mut out = Vec::new();
+    for alt in &vs.matchers.or_matchers {
+        let mut ms = base.clone();
+        ms.extend(convert_matchers(vs, alt)?);
+        out.extend(src.select_start_timestamps(&ms, mint, maxt)?);
+    }
+    Ok(out)
 }
 
 /// Like `select`, for native histogram samples.

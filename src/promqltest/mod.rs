@@ -283,6 +283,9 @@ impl Runner<'_> {
         }
         for s in &load.series {
             notation::load_notation(&mut self.store, load.interval_ms, 0, &s.labels, &s.values);
+            if let Some(offsets) = &s.starts {
+                notation::load_start_timestamps(&mut self.store, load.interval_ms, 0, &s.labels, &s.values, offsets);
+            }
             if s.values.iter().flatten().any(|v| v.as_histogram().is_some()) {
                 self.histogram_series.push(s.labels.clone());
             }

@@ -119,6 +119,7 @@ pub(crate) fn derive(series: &[LoadSeries]) -> Vec<LoadSeries> {
             line: g.line,
             labels: key,
             values,
+            starts: None,
         });
     }
     out

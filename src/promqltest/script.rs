@@ -40,15 +40,12 @@ const EXPECT_STRING_PREFIX: &str = "expect string";
 pub(crate) enum DataLimit {
     /// Native histogram samples (`{{...}}`), including NHCB series made by `load_with_nhcb`.
     NativeHistogram,
-    /// Start timestamps (`@st` lines), which the store does not keep.
-    StartTimestamp,
 }
 
 impl DataLimit {
     pub(crate) fn reason(self) -> &'static str {
         match self {
             DataLimit::NativeHistogram => "native histogram",
-            DataLimit::StartTimestamp => "start timestamps",
         }
     }
 }
@@ -78,6 +75,8 @@ pub(crate) struct LoadSeries {
     pub line: usize,
     pub labels: Labels,
     pub values: Vec<Option<SeriesValue>>,
+    /// Start timestamps from the `metric@st` line before it: offsets from each sample's time.
+    pub starts: Option<Vec<Option<i64>>>,
 }
 
 /// `load <interval>` / `load_with_nhcb <interval>`.
@@ -478,71 +477,86 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
         with_nhcb,
         ..Default::default()
     };
-    let mut default_st = false;
-    let mut pending_st: Option<Labels> = None;
+    // A start-timestamp line waiting for its sample line: (line, labels, offsets).
+    let mut pending_st: Option<(usize, Labels, Vec<Option<i64>>)> = None;
     let mut j = i + 1;
     while in_block(lines, j) {
         let def = &lines[j];
         let lineno = j + 1;
         j += 1;
         let (metric, rest) = split_series_line(def);
-        let st_metric = if let Some(m) = metric.strip_suffix("@st") {
-            Some(m)
-        } else if rest == "@st" || rest.starts_with("@st ") || rest.starts_with("@st\t") {
-            Some(metric)
-        } else {
-            None
+        // `name@st ...` splits after the `@st`, `name{...}@st ...` before it.
+        let st_line = match metric.strip_suffix("@st") {
+            Some(m) => Some((m, rest)),
+            None => rest
+                .strip_prefix("@st")
+                .filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
+                .map(|r| (metric, r)),
         };
-        if let Some(m) = st_metric {
-            // A start-timestamp line: `metric@st <offsets>` or a standalone `@st <offsets>`.
-            if m.is_empty() {
-                default_st = true;
-            } else {
-                match notation::parse_metric(m) {
-                    Ok(l) => pending_st = Some(l),
-                    Err(e) => cmd.errors.push((lineno, format!("invalid @st line metric {m:?}: {e}"))),
-                }
+        if let Some((m, rest)) = st_line {
+            // `metric@st <offsets>`: start timestamps of the next line's samples, as offsets
+            // from each sample's time (Prometheus' promqltest).
+            if let Some((l, ..)) = pending_st.take() {
+                cmd.errors.push((l, "@st line has no following sample line".into()));
+            }
+            let labels = notation::parse_metric(m).map_err(|e| format!("invalid @st line metric {m:?}: {e}"));
+            let offsets = notation::parse_start_offsets(rest).map_err(|e| format!("invalid @st sequence: {e}"));
+            match (labels, offsets) {
+                (Ok(l), Ok(o)) => pending_st = Some((lineno, l, o)),
+                (Err(e), _) | (_, Err(e)) => cmd.errors.push((lineno, e)),
             }
             continue;
         }
-        let labels = match notation::parse_series_line(def) {
+        match notation::parse_series_line(def) {
             Ok((labels, values)) => {
                 if !HISTOGRAMS_SUPPORTED && values.iter().flatten().any(|v| v.as_histogram().is_some()) {
                     cmd.limited.push((labels.clone(), DataLimit::NativeHistogram));
+                }
+                let mut starts = None;
+                if let Some((l, st_labels, offsets)) = pending_st.take() {
+                    if st_labels != labels {
+                        cmd.errors
+                            .push((l, "@st metric does not match the following sample line metric".into()));
+                    } else if offsets.len() != values.len() {
+                        cmd.errors.push((
+                            l,
+                            format!(
+                                "@st line has {} values but sample line has {}",
+                                offsets.len(),
+                                values.len()
+                            ),
+                        ));
+                    } else {
+                        starts = Some(offsets);
+                    }
                 }
                 // A later line for the same series replaces the earlier one, as in Prometheus.
                 let s = LoadSeries {
                     line: lineno,
                     labels: labels.clone(),
                     values,
+                    starts,
                 };
                 match cmd.series.iter_mut().find(|p| p.labels == labels) {
                     Some(prev) => *prev = s,
                     None => cmd.series.push(s),
                 }
-                labels
             }
             Err(e) => {
+                pending_st = None;
                 if is_histogram_error(&e) || def.contains("{{") {
                     match notation::parse_metric(metric) {
-                        Ok(l) => {
-                            cmd.limited.push((l.clone(), DataLimit::NativeHistogram));
-                            l
-                        }
-                        Err(e2) => {
-                            cmd.errors.push((lineno, e2));
-                            continue;
-                        }
+                        Ok(l) => cmd.limited.push((l, DataLimit::NativeHistogram)),
+                        Err(e2) => cmd.errors.push((lineno, e2)),
                     }
                 } else {
                     cmd.errors.push((lineno, e));
-                    continue;
                 }
             }
-        };
-        if default_st || pending_st.take().is_some() {
-            cmd.limited.push((labels, DataLimit::StartTimestamp));
         }
+    }
+    if let Some((l, ..)) = pending_st {
+        cmd.errors.push((l, "@st line has no following sample line".into()));
     }
     if cmd.with_nhcb {
         let derived = super::nhcb::derive(&cmd.series);

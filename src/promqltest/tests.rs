@@ -1,5 +1,5 @@
 use super::script::{
-    parse, parse_duration, parse_number, split_series_line, unquote, Command, DataLimit, EvalCmd, Matcher, Script,
+    parse, parse_duration, parse_number, split_series_line, unquote, Command, EvalCmd, Matcher, Script,
 };
 use super::*;
 
@@ -240,10 +240,10 @@ fn native_histograms_and_start_timestamps() {
         panic!("load expected")
     };
     assert_eq!(l.errors, vec![]);
-    let names: Vec<(String, DataLimit)> = l.limited.iter().map(|(l, d)| (l.to_string(), *d)).collect();
-    // Native histograms load; only start timestamps limit the data.
-    assert_eq!(names, vec![("st".to_string(), DataLimit::StartTimestamp)]);
+    // Native histograms and start timestamps load; nothing limits the data.
+    assert!(l.limited.is_empty());
     assert_eq!(l.series.len(), 3); // h, f and st
+    assert_eq!(l.series[2].starts, Some(vec![None, Some(-60_000)]));
     let Command::Load(n) = &s.commands[1] else {
         panic!("load expected")
     };

@@ -1,6 +1,6 @@
 //! The embedded store as a source.
 
-use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
+use super::{HistogramSeriesData, Queryable, SeriesData, SourceError, StartTimestampSeriesData};
 use crate::labels::Matcher;
 use std::sync::RwLock;
 
@@ -48,6 +48,33 @@ impl Queryable for Store {
         Store::has_histograms(self)
     }
 
+    fn select_start_timestamps(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<StartTimestampSeriesData>, SourceError> {
+        let mut out = Vec::new();
+        if !Store::has_start_timestamps(self) {
+            return Ok(out);
+        }
+        for id in self.select_ids(matchers) {
+            let mut starts = Vec::new();
+            self.start_timestamps(id, mint, maxt, &mut starts);
+            if !starts.is_empty() {
+                out.push(StartTimestampSeriesData {
+                    labels: self.labels(id).clone(),
+                    starts,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn has_start_timestamps(&self) -> bool {
+        Store::has_start_timestamps(self)
+    }
+
     fn may_have_stale_markers(&self) -> bool {
         self.has_stale_markers()
     }
@@ -83,6 +110,19 @@ impl Queryable for SharedStore {
 
     fn has_histograms(&self) -> bool {
         self.0.read().map(|s| s.has_histograms()).unwrap_or(false)
+    }
+
+    fn select_start_timestamps(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<StartTimestampSeriesData>, SourceError> {
+        self.read()?.select_start_timestamps(matchers, mint, maxt)
+    }
+
+    fn has_start_timestamps(&self) -> bool {
+        self.0.read().map(|s| s.has_start_timestamps()).unwrap_or(false)
     }
 
     fn may_have_stale_markers(&self) -> bool {

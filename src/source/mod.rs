@@ -9,7 +9,7 @@ pub(crate) mod federated;
 pub(crate) mod prometheus;
 
 // The interface every source implements is the engine's; re-exported for the drivers.
-pub(crate) use crate::promql::HistogramSeriesData;
+pub(crate) use crate::promql::{HistogramSeriesData, StartTimestampSeriesData};
 pub use crate::promql::{Queryable, SeriesData, SourceError};
 pub use cloudwatch::{CloudWatchSource, Mapping};
 pub use config::SourceKind;

@@ -154,27 +154,46 @@ impl FloatHistogram {
     }
 
     /// `self + other`, reconciling schemas (the lower wins) and zero buckets (the wider wins)
-    /// as Prometheus' `Add`. Custom-bucket histograms add only with identical bounds.
+    /// as Prometheus' `Add`; custom-bucket histograms with different bounds are mapped onto
+    /// the bounds both share (see [`FloatHistogram::add_noting`]).
     pub fn add(&self, other: &FloatHistogram) -> Result<FloatHistogram, HistogramError> {
-        self.combine(other, 1.0)
+        self.combine(other, 1.0).map(|(h, _)| h)
     }
 
     /// `self - other`, like [`FloatHistogram::add`].
     pub fn sub(&self, other: &FloatHistogram) -> Result<FloatHistogram, HistogramError> {
+        self.combine(other, -1.0).map(|(h, _)| h)
+    }
+
+    /// Like [`FloatHistogram::add`], also saying whether differing custom bucket bounds had
+    /// to be reconciled (Prometheus then adds an info annotation).
+    pub fn add_noting(&self, other: &FloatHistogram) -> Result<(FloatHistogram, bool), HistogramError> {
+        self.combine(other, 1.0)
+    }
+
+    /// Like [`FloatHistogram::sub`], also saying whether custom bounds were reconciled.
+    pub fn sub_noting(&self, other: &FloatHistogram) -> Result<(FloatHistogram, bool), HistogramError> {
         self.combine(other, -1.0)
     }
 
-    fn combine(&self, other: &FloatHistogram, sign: f64) -> Result<FloatHistogram, HistogramError> {
+    fn combine(&self, other: &FloatHistogram, sign: f64) -> Result<(FloatHistogram, bool), HistogramError> {
         if self.uses_custom_buckets() != other.uses_custom_buckets() {
             return Err(HistogramError::MixedExponentialCustom);
         }
-        if self.uses_custom_buckets() && !floats_identical(&self.custom_values, &other.custom_values) {
-            return Err(HistogramError::MismatchedCustomBuckets);
-        }
         let mut a = self.clone();
         let mut b = other.clone();
-        let schema = a.schema.min(b.schema);
-        if !a.uses_custom_buckets() {
+        let mut reconciled = false;
+        if a.uses_custom_buckets() {
+            if !floats_identical(&a.custom_values, &b.custom_values) {
+                // Prometheus 3.x: both sides onto the intersection of their bounds, each
+                // bucket into the narrowest common bucket that contains it.
+                let common = intersect_bounds(&a.custom_values, &b.custom_values);
+                a.map_to_bounds(&common);
+                b.map_to_bounds(&common);
+                reconciled = true;
+            }
+        } else {
+            let schema = a.schema.min(b.schema);
             a.reduce_resolution(schema);
             b.reduce_resolution(schema);
             // The wider zero bucket wins; both must agree on it before buckets add up.
@@ -194,7 +213,32 @@ impl FloatHistogram {
         a.sum += sign * b.sum;
         a.positive = merge_buckets(&a.positive, &b.positive, sign);
         a.negative = merge_buckets(&a.negative, &b.negative, sign);
-        Ok(a)
+        Ok((a, reconciled))
+    }
+
+    /// Re-buckets a custom-bucket histogram onto `bounds`, a subset of its own bounds: bucket
+    /// `i` (upper bound `custom_values[i]`, the last reaching +Inf) goes to the first of
+    /// `bounds` at or above its upper bound, or to the +Inf bucket.
+    fn map_to_bounds(&mut self, bounds: &[f64]) {
+        let mut out: Vec<(i32, f64)> = Vec::with_capacity(self.positive.len());
+        let mut k = 0;
+        for &(i, c) in &self.positive {
+            let target = match self.custom_values.get(i as usize) {
+                Some(&upper) => {
+                    while k < bounds.len() && bounds[k] < upper {
+                        k += 1;
+                    }
+                    k
+                }
+                None => bounds.len(),
+            } as i32;
+            match out.last_mut() {
+                Some(last) if last.0 == target => last.1 += c,
+                _ => out.push((target, c)),
+            }
+        }
+        self.positive = out;
+        self.custom_values = bounds.to_vec();
     }
 
     /// Lowers the schema to `target` (no-op when already at or below), merging buckets.
@@ -277,10 +321,16 @@ impl FloatHistogram {
         if self.count < prev.count {
             return true;
         }
-        if self.uses_custom_buckets() != prev.uses_custom_buckets()
-            || (self.uses_custom_buckets() && !floats_identical(&self.custom_values, &prev.custom_values))
-        {
+        if self.uses_custom_buckets() != prev.uses_custom_buckets() {
             return true;
+        }
+        if self.uses_custom_buckets() && !floats_identical(&self.custom_values, &prev.custom_values) {
+            // Compared on the bounds both share: a reset if any common bucket shrank.
+            let common = intersect_bounds(&self.custom_values, &prev.custom_values);
+            let (mut c, mut p) = (self.clone(), prev.clone());
+            c.map_to_bounds(&common);
+            p.map_to_bounds(&common);
+            return decreased(&p.positive, &c.positive);
         }
         if self.schema > prev.schema || self.zero_threshold < prev.zero_threshold {
             return true;
@@ -390,8 +440,24 @@ impl fmt::Display for FloatHistogram {
 pub enum HistogramError {
     #[error("histograms with exponential and custom buckets cannot be combined")]
     MixedExponentialCustom,
-    #[error("histograms with mismatched custom buckets cannot be combined")]
-    MismatchedCustomBuckets,
+}
+
+/// The bounds present in both ascending lists (Prometheus' `intersectCustomBucketBounds`).
+fn intersect_bounds(a: &[f64], b: &[f64]) -> Vec<f64> {
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    while i < a.len() && j < b.len() {
+        if a[i] == b[j] {
+            out.push(a[i]);
+            i += 1;
+            j += 1;
+        } else if a[i] < b[j] {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
 }
 
 /// The hint of a sum or difference, as Prometheus' `adjustCounterReset`: gauges stay gauges,
@@ -721,16 +787,48 @@ mod tests {
     }
 
     #[test]
-    fn custom_buckets_combine_only_when_identical() {
+    fn custom_buckets_reconcile_to_common_bounds() {
         let a = parse("{{schema:-53 count:1 custom_values:[1 2] buckets:[1]}}").unwrap();
-        let b = parse("{{schema:-53 count:1 custom_values:[1 3] buckets:[1]}}").unwrap();
         let e = parse("{{count:1 buckets:[1]}}").unwrap();
-        assert_eq!(a.add(&b).unwrap_err(), HistogramError::MismatchedCustomBuckets);
         assert_eq!(a.add(&e).unwrap_err(), HistogramError::MixedExponentialCustom);
+        let (same, reconciled) = a.add_noting(&a).unwrap();
+        assert!(!reconciled);
         assert_eq!(
-            a.add(&a).unwrap().test_expression(),
+            same.test_expression(),
             "{{schema:-53 count:2 custom_values:[1 2] buckets:[2]}}"
         );
+        // [2 4 6] and [1 .. 8] share 2, 4 and 6: (4,5] and (5,6] fold into (4,6], (6,7],
+        // (7,8] and (8,+Inf) into the +Inf bucket.
+        let x = parse("{{schema:-53 sum:55 count:15 custom_values:[2 4 6] buckets:[1 2 5 7]}}").unwrap();
+        let y = parse(
+            "{{schema:-53 sum:555 count:450 custom_values:[1 2 3 4 5 6 7 8] buckets:[10 20 30 40 50 60 70 80 90]}}",
+        )
+        .unwrap();
+        let (d, reconciled) = y.sub_noting(&x).unwrap();
+        assert!(reconciled);
+        assert_eq!(
+            d.test_expression(),
+            "{{schema:-53 count:435 sum:500 custom_values:[2 4 6] buckets:[29 68 105 233]}}"
+        );
+        // Nothing in common: everything lands in the +Inf bucket.
+        let p = parse("{{schema:-53 count:3 custom_values:[1] buckets:[3]}}").unwrap();
+        let q = parse("{{schema:-53 count:3 custom_values:[5 10] buckets:[3]}}").unwrap();
+        let (s, _) = p.add_noting(&q).unwrap();
+        assert_eq!(
+            s.test_expression(),
+            "{{schema:-53 count:6 custom_values:[] buckets:[6]}}"
+        );
+    }
+
+    #[test]
+    fn reset_detection_across_custom_bounds() {
+        let prev = parse("{{schema:-53 count:15 custom_values:[2 4 6] buckets:[1 2 5 7]}}").unwrap();
+        // Buckets split finer but every common bucket holds at least as much: no reset.
+        let grown = parse("{{schema:-53 count:16 custom_values:[2 3 4 6] buckets:[1 1 1 6 7]}}").unwrap();
+        assert!(!grown.detect_reset(&prev));
+        // The common bucket (2,4] shrank from 2 to 1.
+        let shrunk = parse("{{schema:-53 count:15 custom_values:[2 3 4 6] buckets:[1 0 1 5 8]}}").unwrap();
+        assert!(shrunk.detect_reset(&prev));
     }
 
     #[test]

@@ -224,6 +224,116 @@ pub fn load_notation(
     }
 }
 
+/// Parses the offsets of a start-timestamp line (promqltest's `metric@st <offsets>`): per
+/// position the start time relative to the sample's time in ms, `None` where omitted. Items
+/// are `_`, `_xN` (N omitted), `<dur>`, `<dur>xN` (N+1 copies) and `<dur>+<dur>xN` /
+/// `<dur>-<dur>xN` (N+1 offsets stepping by the second duration); a duration is one signed
+/// Prometheus duration (`-30s`, `1ms`, `0`).
+pub(crate) fn parse_start_offsets(s: &str) -> Result<Vec<Option<i64>>, String> {
+    let mut out = Vec::new();
+    for item in s.split_whitespace() {
+        start_offset_item(item, &mut out).map_err(|e| format!("invalid start timestamp item {item:?}: {e}"))?;
+    }
+    Ok(out)
+}
+
+fn start_offset_item(item: &str, out: &mut Vec<Option<i64>>) -> Result<(), String> {
+    if item == "_" {
+        out.push(None);
+        return Ok(());
+    }
+    if let Some(n) = item.strip_prefix("_x") {
+        let n = repeat_count(n)?;
+        if n == 0 {
+            return Err("invalid repeat count".into());
+        }
+        out.extend(std::iter::repeat_n(None, n));
+        return Ok(());
+    }
+    let (base, rest) = signed_duration_prefix(item)?;
+    if rest.is_empty() {
+        out.push(Some(base));
+        return Ok(());
+    }
+    if let Some(n) = rest.strip_prefix('x') {
+        out.extend(std::iter::repeat_n(Some(base), repeat_count(n)? + 1));
+        return Ok(());
+    }
+    let sign = match rest.as_bytes()[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return Err(format!("unexpected {:?} after the duration", &rest[..1])),
+    };
+    let (delta, rest) = signed_duration_prefix(&rest[1..])?;
+    let n = rest
+        .strip_prefix('x')
+        .ok_or("expected 'x<count>' after the step duration")
+        .and_then(|n| repeat_count(n).map_err(|_| "invalid repeat count"))?;
+    let mut off = base;
+    for _ in 0..=n {
+        out.push(Some(off));
+        off = off.saturating_add(sign * delta);
+    }
+    Ok(())
+}
+
+/// A repeat count, bounded so that a typo cannot ask for billions of points.
+fn repeat_count(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("invalid repeat count {s:?}"))?;
+    if n > MAX_REPEAT {
+        return Err(format!("repeat count {n} too large (at most {MAX_REPEAT})"));
+    }
+    Ok(n)
+}
+
+const MAX_REPEAT: usize = 1 << 20;
+
+/// One optionally signed duration of a single unit (`-30s`, `1ms`, `0`) at the start of `s`,
+/// in ms, and what follows it (`x` is never part of a unit).
+fn signed_duration_prefix(s: &str) -> Result<(i64, &str), String> {
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(format!("expected digits in duration {s:?}"));
+    }
+    let unit = body[digits..]
+        .bytes()
+        .take_while(|b| b.is_ascii_alphabetic() && *b != b'x')
+        .count();
+    let text = &body[..digits + unit];
+    let ms = if unit == 0 && text.bytes().all(|b| b == b'0') {
+        0
+    } else {
+        crate::duration::parse_ms(text).map_err(|_| format!("invalid duration {text:?}"))?
+    };
+    Ok((if neg { -ms } else { ms }, &body[digits + unit..]))
+}
+
+/// Records the start timestamps of a loaded series: `offsets[i]` (see
+/// [`parse_start_offsets`]) relative to the time of point `i`, for the points present.
+pub(crate) fn load_start_timestamps(
+    store: &mut Store,
+    interval_ms: i64,
+    start_ms: i64,
+    labels: &Labels,
+    values: &[Option<SeriesValue>],
+    offsets: &[Option<i64>],
+) {
+    let Some(id) = store.lookup(labels) else {
+        return;
+    };
+    for (i, (v, off)) in values.iter().zip(offsets).enumerate() {
+        if let (Some(_), Some(off)) = (v, off) {
+            let t = start_ms.saturating_add((i as i64).saturating_mul(interval_ms));
+            store.append_start_timestamp(id, t, t.saturating_add(*off));
+        }
+    }
+}
+
 /// The counter reset hint a histogram reads back with from Prometheus' TSDB: samples after the
 /// first of a chunk read `not_reset`; the first of a chunk reads `unknown` (a chunk starts at
 /// the first histogram of a run, at a reset, at a change of schema or zero bucket and between

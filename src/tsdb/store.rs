@@ -54,6 +54,9 @@ pub struct Store {
     num_histograms: u64,
     /// Whether a staleness marker was ever appended (readers skip looking for them otherwise).
     stale_markers: bool,
+    /// Start timestamps, `(sample time, start time)` ascending, of the few series that have
+    /// them: a side table, so that ordinary samples keep their compact chunks.
+    starts: HashMap<SeriesId, Vec<(i64, i64)>, Hasher>,
     empty: Labels,
 }
 
@@ -206,7 +209,43 @@ impl Store {
         self.num_histograms += 1;
     }
 
-    /// Whether any series holds a native histogram sample.
+    /// Records the start timestamp `st` of the sample (float or histogram) at `t` of a series
+    /// (unknown ids are ignored); a second one for the same `t` replaces the first.
+    pub fn append_start_timestamp(&mut self, id: SeriesId, t: i64, st: i64) {
+        if self.series.get(id as usize).is_none() {
+            return;
+        }
+        let v = self.starts.entry(id).or_default();
+        match v.last() {
+            Some(&(last, _)) if t <= last => {
+                let i = v.partition_point(|x| x.0 < t);
+                if v.get(i).is_some_and(|x| x.0 == t) {
+                    v[i].1 = st;
+                } else {
+                    v.insert(i, (t, st));
+                }
+            }
+            _ => v.push((t, st)),
+        }
+    }
+
+    /// Whether any sample has a start timestamp.
+    pub fn has_start_timestamps(&self) -> bool {
+        !self.starts.is_empty()
+    }
+
+    /// Appends the `(sample time, start time)` pairs with `mint <= t <= maxt` to `out`.
+    pub fn start_timestamps(&self, id: SeriesId, mint: i64, maxt: i64, out: &mut Vec<(i64, i64)>) {
+        let Some(v) = self.starts.get(&id) else {
+            return;
+        };
+        let lo = v.partition_point(|x| x.0 < mint);
+        let hi = v.partition_point(|x| x.0 <= maxt);
+        if lo < hi {
+            out.extend_from_slice(&v[lo..hi]);
+        }
+    }
+
     /// Whether any sample is a staleness marker (false: none ever was).
     pub fn has_stale_markers(&self) -> bool {
         self.stale_markers

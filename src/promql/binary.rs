@@ -179,7 +179,18 @@ impl Evaluator<'_> {
                         self.pos(&b.lhs)
                     )),
                 };
-                let mut out = vector_vector(op, l, r, &m, return_bool, fill, &info, &layout)?;
+                let mut out = vector_vector(
+                    op,
+                    l,
+                    r,
+                    &m,
+                    return_bool,
+                    fill,
+                    ElemNotes {
+                        types: &info,
+                        layout: &layout,
+                    },
+                )?;
                 for s in &mut out {
                     s.t = t;
                 }
@@ -299,6 +310,12 @@ pub(crate) type IncompatibleInfo<'a> = &'a dyn Fn(&str, TokenId, &str);
 /// custom bucket bounds were reconciled (an info), `None` when the layouts (exponential and
 /// custom buckets) cannot be combined and the pair is dropped (a warning).
 pub(crate) type LayoutNote<'a> = &'a dyn Fn(Option<&str>);
+
+/// How `vector_vector` reports the histogram pairs it drops or reconciles.
+struct ElemNotes<'a> {
+    types: IncompatibleInfo<'a>,
+    layout: LayoutNote<'a>,
+}
 
 /// `vector op scalar` (or `scalar op vector` when `swap`) with histogram samples in the vector.
 fn histogram_scalar(
@@ -433,9 +450,9 @@ fn vector_vector(
     m: &Matching,
     return_bool: bool,
     fill: (Option<f64>, Option<f64>),
-    info: IncompatibleInfo,
-    layout: LayoutNote,
+    notes: ElemNotes,
 ) -> Result<Vec<Sample>, Error> {
+    let ElemNotes { types: info, layout } = notes;
     let one_to_many = matches!(m.card, VectorMatchCardinality::OneToMany(_));
     let one_to_one = matches!(m.card, VectorMatchCardinality::OneToOne);
     let (fill_l, fill_r) = fill;

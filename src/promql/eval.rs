@@ -439,9 +439,11 @@ impl<'a> Evaluator<'a> {
                 s.hists[hlo..hhi.max(hlo)].to_vec()
             };
             if lo < hi || !hists.is_empty() {
-                let starts = (!s.starts.is_empty()).then(|| WindowStarts {
-                    floats: WindowStarts::lookup(&s.starts, samples[lo..hi].iter().map(|x| x.0)),
-                    hists: WindowStarts::lookup(&s.starts, hists.iter().map(|x| x.0)),
+                let starts = (!s.starts.is_empty()).then(|| {
+                    Box::new(WindowStarts {
+                        floats: WindowStarts::lookup(&s.starts, samples[lo..hi].iter().map(|x| x.0)),
+                        hists: WindowStarts::lookup(&s.starts, hists.iter().map(|x| x.0)),
+                    })
                 });
                 out.push(RangeSeries {
                     metric: s.labels.clone(),

@@ -531,8 +531,7 @@ fn histogram_rate(
     if is_counter {
         let times: Vec<i64> = hists.iter().map(|x| x.0).collect();
         warn_overlap(ann, &times, sts, metric_name, at);
-        for i in 1..n {
-            let curr = &hists[i].1;
+        for (i, (_, curr)) in hists.iter().enumerate().skip(1) {
             if st_reset(i) || curr.detect_reset(&prev) {
                 h = combine(&h, &prev, true)?;
             }
@@ -1054,6 +1053,83 @@ mod tests {
         assert!(quantile(0.9, &n).0.is_nan());
         assert_eq!(quantile(0.9, &n).1, NanNote::NanResult);
         assert_eq!(fraction(f64::NEG_INFINITY, f64::INFINITY, &n), (0.8, NanNote::Excluded));
+    }
+
+    fn range(hists: &[&str], starts: Option<Vec<i64>>) -> RangeSeries {
+        RangeSeries {
+            metric: crate::labels::Labels::empty(),
+            drop_name: false,
+            samples: super::super::select::SampleSlice::Owned(Vec::new()),
+            hists: hists
+                .iter()
+                .enumerate()
+                .map(|(i, h)| ((i as i64 + 1) * 60_000, Arc::new(parse(h).unwrap())))
+                .collect(),
+            starts: starts.map(|hists| {
+                Box::new(super::super::select::WindowStarts {
+                    floats: Vec::new(),
+                    hists,
+                })
+            }),
+        }
+    }
+
+    #[test]
+    fn rate_over_histograms_with_start_timestamps_and_mixed_layouts() {
+        let w = RangeWindow {
+            start: -120_000,
+            end: 180_000,
+            range_ms: 300_000,
+        };
+        let ann = Annotations::default();
+        let value = |r: &RangeSeries, name: &str| range_fn(&ann, name, r, &w, "").unwrap();
+        // One histogram at 1m that started at 0: counted from zero over 60s, not extrapolated.
+        let one = range(&["{{count:60 sum:60}}"], Some(vec![1]));
+        let h = value(&one, "increase").unwrap().1.unwrap();
+        assert_eq!((h.count, h.sum), (60.0, 60.0));
+        assert_eq!(value(&range(&["{{count:60 sum:60}}"], None), "increase"), None);
+        // Delta points (each starting at the previous point): every step is a reset.
+        let deltas = range(
+            &["{{count:60 sum:60}}", "{{count:60 sum:60}}", "{{count:60 sum:60}}"],
+            Some(vec![1, 60_000, 120_000]),
+        );
+        assert_eq!(value(&deltas, "resets").unwrap().0, 2.0);
+        let h = value(&deltas, "irate").unwrap().1.unwrap();
+        assert_eq!(h.count, 1.0);
+        // Exponential and custom buckets do not combine: no result, a warning. (delta looks at
+        // the first and last only, as Prometheus.)
+        let mixed = range(
+            &[
+                "{{count:1 buckets:[1]}}",
+                "{{schema:-53 count:2 custom_values:[5] buckets:[2]}}",
+                "{{count:3 buckets:[3]}}",
+            ],
+            None,
+        );
+        assert_eq!(value(&mixed, "rate"), None);
+        assert!(value(&mixed, "delta").is_some());
+        // Custom bounds that differ are reconciled, with an info.
+        let nhcb = range(
+            &[
+                "{{schema:-53 count:1 custom_values:[5] buckets:[1]}}",
+                "{{schema:-53 count:3 custom_values:[5 10] buckets:[3]}}",
+            ],
+            None,
+        );
+        let h = value(&nhcb, "sum_over_time").unwrap().1.unwrap();
+        assert_eq!((h.count, h.custom_values.clone()), (4.0, vec![5.0]));
+        let (warnings, infos) = ann.into_lists();
+        assert_eq!(
+            warnings,
+            vec![
+                "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"\"",
+                "PromQL warning: this native histogram metric is not a gauge: \"\"",
+            ]
+        );
+        assert_eq!(
+            infos,
+            vec!["PromQL info: mismatched custom buckets were reconciled during aggregation"]
+        );
     }
 
     #[test]

@@ -55,8 +55,9 @@ pub(crate) struct RangeSeries {
     /// Native histogram points in the window (only from histogram-aware contexts).
     pub(crate) hists: Vec<(i64, Arc<FloatHistogram>)>,
     /// Start timestamps of the window's points, when the series has any (never from a
-    /// subquery: its points have none, as in Prometheus).
-    pub(crate) starts: Option<WindowStarts>,
+    /// subquery: its points have none, as in Prometheus). Boxed: almost always `None`, and
+    /// a range argument makes one `RangeSeries` per series and step.
+    pub(crate) starts: Option<Box<WindowStarts>>,
 }
 
 /// The start timestamps of a window's points, aligned with its float points and its histogram

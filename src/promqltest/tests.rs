@@ -264,6 +264,41 @@ fn native_histograms_and_start_timestamps() {
     assert!(!evals(&s)[0].expects_histograms);
 }
 
+#[test]
+fn start_timestamp_lines_must_fit_their_sample_line() {
+    let errors = |text: &str| {
+        let s = parse(text);
+        let Command::Load(l) = &s.commands[0] else {
+            panic!("load expected")
+        };
+        l.errors
+            .iter()
+            .map(|(line, m)| format!("{line}: {m}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        errors("load 1m\n  a{x=\"1\"}@st _ -1m\n  a{x=\"1\"} 1 2\n"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors("load 1m\n  a@st _ -1m\n  b 1 2\n"),
+        vec!["2: @st metric does not match the following sample line metric"]
+    );
+    assert_eq!(
+        errors("load 1m\n  a@st _\n  a 1 2\n"),
+        vec!["2: @st line has 1 values but sample line has 2"]
+    );
+    assert_eq!(
+        errors("load 1m\n  a@st _\n  b@st _\n  b 1\n"),
+        vec!["2: @st line has no following sample line"]
+    );
+    assert_eq!(
+        errors("load 1m\n  a@st _\n"),
+        vec!["2: @st line has no following sample line"]
+    );
+    assert_eq!(errors("load 1m\n  a@st 1q\n  a 1\n").len(), 1);
+}
+
 fn run(text: &str) -> FileReport {
     run_script("t.test", text, &Engine::default(), &RunOptions::default())
 }
@@ -274,7 +309,7 @@ fn skips_by_reason() {
          \x20 h{a=\"1\"} {{schema:0 sum:1 count:1}}\n\
          \x20 f {{schema:0 sum:1 count:1}} {{schema:-53 sum:1 count:1 custom_values:[1] buckets:[1]}}\n\
          \n\
-         eval instant at 1m rate(f[2m])\n\
+         eval instant at 1m label_replace(f, \"b\", \"c\", \"a\", \".*\")\n\
          \x20 {} 1\n\
          \n\
          eval instant at 1m h\n\

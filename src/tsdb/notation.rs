@@ -765,6 +765,61 @@ mod tests {
     }
 
     #[test]
+    fn start_offsets_as_promqltest_writes_them() {
+        let p = |s: &str| parse_start_offsets(s).unwrap();
+        assert_eq!(p("_ _x2 -1m"), vec![None, None, None, Some(-60_000)]);
+        assert_eq!(p("-30s-1mx2"), vec![Some(-30_000), Some(-90_000), Some(-150_000)]);
+        assert_eq!(
+            p("0-1mx1 +1m 1ms -0ms"),
+            vec![Some(0), Some(-60_000), Some(60_000), Some(1), Some(0)]
+        );
+        assert_eq!(p("-59999msx1"), vec![Some(-59_999), Some(-59_999)]);
+        assert_eq!(p("1s+500msx2"), vec![Some(1000), Some(1500), Some(2000)]);
+        for bad in [
+            "x",
+            "_x0",
+            "_xa",
+            "1m*2",
+            "1m+1m",
+            "1m+1mxq",
+            "-",
+            "1q",
+            "1mx99999999999",
+        ] {
+            assert!(parse_start_offsets(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn start_timestamps_load_beside_the_samples() {
+        let mut store = Store::new();
+        let (labels, values) = parse_series_line("c _ 1 2 _ 4").unwrap();
+        load_notation(&mut store, 60_000, 0, &labels, &values);
+        assert!(!store.has_start_timestamps());
+        // Offsets of omitted samples are dropped with them.
+        let offsets = parse_start_offsets("-1m -1m _ -1m -1m").unwrap();
+        load_start_timestamps(&mut store, 60_000, 0, &labels, &values, &offsets);
+        assert!(store.has_start_timestamps());
+        let id = store.lookup(&labels).unwrap();
+        let mut out = Vec::new();
+        store.start_timestamps(id, 0, 240_000, &mut out);
+        assert_eq!(out, vec![(60_000, 0), (240_000, 180_000)]);
+        out.clear();
+        store.start_timestamps(id, 61_000, 240_000, &mut out);
+        assert_eq!(out, vec![(240_000, 180_000)]);
+        // Out of order, and a replacement.
+        store.append_start_timestamp(id, 120_000, 100_000);
+        store.append_start_timestamp(id, 240_000, 200_000);
+        out.clear();
+        store.start_timestamps(id, 0, i64::MAX, &mut out);
+        assert_eq!(out, vec![(60_000, 0), (120_000, 100_000), (240_000, 200_000)]);
+        // The float samples are untouched.
+        let mut samples = Vec::new();
+        store.samples(id, 0, i64::MAX, &mut samples);
+        assert_eq!(samples, vec![(60_000, 1.0), (120_000, 2.0), (240_000, 4.0)]);
+    }
+
+    #[test]
     fn expansions() {
         assert_eq!(vals("1+1x3"), [Some(1.0), Some(2.0), Some(3.0), Some(4.0)]);
         assert_eq!(vals("-2-3x2"), [Some(-2.0), Some(-5.0), Some(-8.0)]);

@@ -109,7 +109,7 @@ fn verbose_lists_skips_with_reasons() {
     let f = write(
         dir.path(),
         "skip.test",
-        "load 1m\n  h {{schema:0 sum:1 count:1}} {{schema:-53 sum:1 count:1 custom_values:[1] buckets:[1]}}\n\neval instant at 1m rate(h[2m])\n  {} 1\n\neval instant at 1m increase(foo[1m] anchored)\n\neval instant at 1m info(foo, {data=~\".*\"})\n",
+        "load 1m\n  h {{schema:0 sum:1 count:1}} {{schema:-53 sum:1 count:1 custom_values:[1] buckets:[1]}}\n\neval instant at 1m label_replace(h, \"b\", \"c\", \"a\", \".*\")\n  {} 1\n\neval instant at 1m increase(foo[1m] anchored)\n\neval instant at 1m info(foo, {data=~\".*\"})\n",
     );
     let o = watchfire(&["promqltest", "-v", f.to_str().unwrap()]);
     let out = stdout(&o);
@@ -117,7 +117,7 @@ fn verbose_lists_skips_with_reasons() {
     assert!(
         // Native histograms evaluate; a context the engine does not handle yet is skipped.
         out.contains(&format!(
-            "{}:4: rate(h[2m])\n  skipped: unsupported: native histogram",
+            "{}:4: label_replace(h, \"b\", \"c\", \"a\", \".*\")\n  skipped: unsupported: native histogram",
             f.display()
         )),
         "{out}"

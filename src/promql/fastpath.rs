@@ -13,6 +13,7 @@ use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
 
 use super::error::Error;
 use super::eval::{Evaluator, StepVectors};
+use super::extended;
 use super::functions::{extrapolate, range_fn};
 use super::mathx::kahan_inc;
 use super::select::{dur_ms, node_key, seek, RangeWindow};
@@ -109,7 +110,8 @@ const RANGE_FUNCS: &[&str] = &[
 fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Option<Vec<SeriesSteps>>, Error> {
     match e {
         Expr::Paren(p) => input(ev, &p.expr, start, step, n),
-        Expr::VectorSelector(vs) if vs.at.is_none() => {
+        // `foo smoothed` interpolates: the step-wise path's (`extended`).
+        Expr::VectorSelector(vs) if vs.at.is_none() && !extended::is_smoothed(vs) => {
             let end = start + step * (n as i64 - 1);
             let (lo, hi) = ev.ref_range(&vs.at, &vs.offset, start, end);
             let f = ev.fetch(vs, lo - ev.lookback, hi)?;
@@ -144,7 +146,8 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
             let Expr::MatrixSelector(ms) = c.args.args[0].as_ref() else {
                 return Ok(None);
             };
-            if ms.vs.at.is_some() {
+            // Anchored and smoothed windows are the step-wise path's (`extended`).
+            if ms.vs.at.is_some() || extended::matrix_modifier(ms).is_some() {
                 return Ok(None);
             }
             let name = c.func.name;

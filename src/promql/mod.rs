@@ -6,6 +6,7 @@ mod binary;
 mod call;
 mod error;
 mod eval;
+mod extended;
 mod fastpath;
 mod functions;
 mod histogram;
@@ -318,6 +319,12 @@ pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64
     Ok(out)
 }
 
+/// Whether `expr` holds an `anchored` or `smoothed` selector. Printing an expression loses
+/// the modifier, so such an expression is never sent to a source as text.
+pub fn has_range_modifier(expr: &Expr) -> bool {
+    extended::has_modifier(expr)
+}
+
 /// Parses a PromQL expression for an instant query (a rule, an instant query): `step()` and
 /// `range()` in durations are 0. Errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
@@ -336,22 +343,26 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
-    let ast = raw_parse(&rw.text).map_err(|message| {
+    let mut ast = raw_parse(&rw.text).map_err(|message| {
         let off = error_offset(&rw.text, &message);
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
     })?;
-    // The extended range selectors are read but not evaluated: Prometheus' refusal where it
-    // refuses one (an evaluation error there), else an honest "unsupported".
-    if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
-        return Err(Error::Eval(refusal));
-    }
+    // The extended range selectors: Prometheus' parse errors for a modifier on anything but a
+    // selector, the marked selectors tagged, then its evaluation error for a function that
+    // does not take the modifier.
     if let Some(x) = rw.extended.first() {
-        let (line, col) = line_col(expr, x.offset);
-        return Err(Error::Unsupported(format!(
-            "{line}:{col}: the {} modifier (Prometheus' promql-extended-range-selectors) is not evaluated yet",
-            x.kind.name()
-        )));
+        let at = |offset: usize, message: String| {
+            let (line, col) = line_col(expr, offset);
+            Error::Parse { message, line, col }
+        };
+        if let Some((x, message)) = rw.extended.iter().find_map(|x| x.misplaced().map(|m| (x, m))) {
+            return Err(at(x.offset, message));
+        }
+        extended::take_markers(&mut ast).map_err(|message| at(x.offset, message))?;
+        if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
+            return Err(Error::Eval(refusal));
+        }
     }
     Ok(ast)
 }

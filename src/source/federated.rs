@@ -274,6 +274,10 @@ impl Federated {
 
     /// The member that would answer a whole expression, if one can.
     pub(crate) fn pushdown_target(&self, expr: &Expr) -> Option<usize> {
+        // Its text would lose the modifier.
+        if crate::promql::has_range_modifier(expr) {
+            return None;
+        }
         let mut names = Vec::new();
         if !collect_names(expr, &mut names) || names.is_empty() {
             return None;

@@ -316,3 +316,35 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
     }
     Ok(Some(StepVectors { start, step, steps }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::options::EngineOptions;
+    use crate::tsdb::Store;
+
+    #[test]
+    fn modified_selectors_are_left_to_the_step_wise_path() {
+        let mut s = Store::new();
+        for i in 0..=10 {
+            s.append(&Labels::from_pairs([("__name__", "x"), ("job", "a")]), i * 60_000, i as f64);
+        }
+        let opts = EngineOptions::default();
+        let computed = |q: &str| {
+            let ast = crate::promql::parse(q).unwrap();
+            let ev = Evaluator::new(&s, &ast, &opts, 0, 600_000, q);
+            precompute(&ev, &ast, 0, 600_000, 60_000, HashMap::new()).unwrap().len()
+        };
+        // The plain forms are taken, so the modified ones are left because of their modifier.
+        assert_eq!(computed("sum(changes(x[5m]))"), 1);
+        assert_eq!(computed("sum(x)"), 1);
+        for q in [
+            "sum(changes(x[5m] anchored))",
+            "sum(resets(x[5m] anchored))",
+            "sum(increase(x[5m] smoothed))",
+            "sum(x smoothed)",
+        ] {
+            assert_eq!(computed(q), 0, "{q}");
+        }
+    }
+}

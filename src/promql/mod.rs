@@ -677,12 +677,68 @@ mod tests {
             v("deriv(req_total[5m] anchored)"),
             "error: anchored modifier can only be used with: changes, delta, increase, rate, resets - not with deriv"
         );
-        assert!(matches!(
-            e.instant_query(&store(), "increase(req_total[5m] smoothed)", 600_000),
-            Err(Error::Unsupported(m)) if m.starts_with("1:24: the smoothed modifier")
-        ));
         // A parse error elsewhere comes first, as in Prometheus.
         assert!(matches!(parse("deriv(x[5m] anchored) +"), Err(Error::Parse { .. })));
+        let perr = |q: &str| match parse(q) {
+            Err(Error::Parse { message, line, col }) => format!("{line}:{col}: {message}"),
+            other => panic!("expected a parse error for {q}, got {other:?}"),
+        };
+        assert_eq!(
+            perr("rate(x[5m:1m] anchored)"),
+            "1:15: anchored modifier is not supported for subqueries"
+        );
+        assert_eq!(perr("rate(x[5m]) smoothed"), "1:13: smoothed modifier not implemented");
+        assert_eq!(
+            perr("rate(x[5m] anchored smoothed)"),
+            "1:21: anchored and smoothed modifiers cannot be used together"
+        );
+    }
+
+    #[test]
+    fn anchored_and_smoothed_in_instant_and_range_queries() {
+        let e = Engine::default();
+        let s = store();
+        // The anchor (the sample 5m back) counts: 5 changes where the plain window sees 4.
+        assert_eq!(
+            vector(e.instant_query(&s, "changes(req_total[5m] anchored)", 600_000).unwrap()),
+            vec![("{job=\"a\"}".to_string(), 5.0), ("{job=\"b\"}".to_string(), 5.0)]
+        );
+        // Not extrapolated: exactly the difference to the anchor, with `offset` and `@`.
+        assert_eq!(
+            vector(e.instant_query(&s, "increase(req_total{job=\"a\"}[2m] anchored offset 1m)", 450_000).unwrap()),
+            vec![("{job=\"a\"}".to_string(), 120.0)]
+        );
+        assert_eq!(
+            vector(e.instant_query(&s, "delta(req_total{job=\"a\"}[2m] anchored @ 300)", 0).unwrap()),
+            vec![("{job=\"a\"}".to_string(), 120.0)]
+        );
+        // Smoothed: interpolated at both ends of the window (90s and 210s).
+        assert_eq!(
+            vector(e.instant_query(&s, "increase(req_total{job=\"b\"}[2m] smoothed)", 210_000).unwrap()),
+            vec![("{job=\"b\"}".to_string(), 240.0)]
+        );
+        // Range queries (through the aggregation the fast path would take) agree step by step.
+        for q in [
+            "sum(changes(req_total[5m] anchored))",
+            "sum(rate(req_total[3m] smoothed))",
+            "sum(req_total smoothed)",
+            "req_total offset 30s smoothed",
+        ] {
+            let range = e.range_query(&s, q, 330_000, 570_000, 60_000).unwrap();
+            let Value::Matrix(m) = range.value else { panic!("{q}") };
+            for series in &m {
+                for &(t, v) in &series.samples {
+                    let at = vector(e.instant_query(&s, q, t).unwrap());
+                    let want = at.iter().find(|x| x.0 == series.metric.to_string()).map(|x| x.1);
+                    assert_eq!(Some(v), want, "{q} at {t}");
+                }
+            }
+            assert!(!m.is_empty(), "{q}");
+        }
+        let r = e.range_query(&s, "sum(req_total smoothed)", 30_000, 90_000, 60_000).unwrap();
+        let Value::Matrix(m) = r.value else { panic!() };
+        // At 30s and 90s: interpolated (the plain selector would give 0 and 180).
+        assert_eq!(m[0].samples, vec![(30_000, 90.0), (90_000, 270.0)]);
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub(crate) enum Modified {
     Subquery,
     /// Anything else (a call, a literal, a parenthesis).
     Other,
+    /// Another modifier, the same (nothing more to mark) or the other one.
+    Modifier { same: bool },
 }
 
 /// The label matcher the front pass adds to a selector followed by `anchored` or `smoothed`
@@ -102,7 +104,8 @@ impl Extended {
     /// Prometheus' parse error for a modifier on something other than a selector.
     pub(crate) fn misplaced(&self) -> Option<String> {
         match self.target {
-            Modified::Selector => None,
+            Modified::Selector | Modified::Modifier { same: true } => None,
+            Modified::Modifier { same: false } => Some("anchored and smoothed modifiers cannot be used together".into()),
             Modified::Subquery => Some(format!("{} modifier is not supported for subqueries", self.kind.name())),
             Modified::Other => Some(format!("{} modifier not implemented", self.kind.name())),
         }
@@ -200,7 +203,15 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         };
         if let Some(kind) = modifier.filter(|_| i > 0 && ends_modified(expr, &toks[i - 1])) {
             let (matrix, function) = modified_context(expr, &toks, i);
-            let target = match modified_selector(expr, &toks, i) {
+            let previous = extended
+                .last()
+                .filter(|x: &&Extended| x.offset == toks[i - 1].start)
+                .map(|x| x.kind);
+            let target = match previous.map(|k| k == kind).map(|same| Err(Modified::Modifier { same })) {
+                Some(repeated) => repeated,
+                None => modified_selector(expr, &toks, i),
+            };
+            let target = match target {
                 Ok(at) => {
                     // The keyword goes; a marker matcher on the selector says what it was.
                     let marker = format!("{MODIFIER_MARKER}=\"{}\"", kind.name());
@@ -1065,7 +1076,10 @@ mod tests {
     #[test]
     fn extended_range_selectors_are_read() {
         let r = preparse("increase(foo[1m] anchored) + foo smoothed", &QueryTimes::default()).unwrap();
-        assert_eq!(r.text, "increase(foo[1m]) + foo");
+        assert_eq!(
+            r.text,
+            "increase(foo{__watchfire_range_modifier__=\"anchored\"}[1m]) + foo{__watchfire_range_modifier__=\"smoothed\"}"
+        );
         let kinds: Vec<_> = r.extended.iter().map(|x| (x.kind, x.offset, x.refusal())).collect();
         assert_eq!(
             kinds,
@@ -1093,6 +1107,21 @@ mod tests {
                 .map(|m| m.ends_with("not with smoothed")),
             Some(true)
         );
+        // The marker joins the selector's matchers, past `offset` and `@` (even as expressions).
+        let text = |e: &str| preparse(e, &QueryTimes::default()).unwrap().text.into_owned();
+        assert_eq!(
+            text("rate(foo{a=\"b\"}[1m] offset (1m+1m) @ start() anchored)"),
+            "rate(foo{a=\"b\",__watchfire_range_modifier__=\"anchored\"}[1m] offset 2m @ start())"
+        );
+        assert_eq!(
+            text("{__name__=\"foo\",} @ 10 offset -1m smoothed"),
+            "{__name__=\"foo\",__watchfire_range_modifier__=\"smoothed\"} @ 10 offset -1m"
+        );
+        let target = |e: &str| preparse(e, &QueryTimes::default()).unwrap().extended[0].target;
+        assert_eq!(target("foo[5m:1m] anchored"), Modified::Subquery);
+        assert_eq!(target("rate(foo[5m]) anchored"), Modified::Other);
+        assert_eq!(target("(foo) smoothed"), Modified::Other);
+        assert_eq!(target("5 smoothed"), Modified::Other);
         // A metric named like a modifier is a metric.
         let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
         assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));

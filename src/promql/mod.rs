@@ -735,6 +735,9 @@ mod tests {
             }
             assert!(!m.is_empty(), "{q}");
         }
+        let r = e.range_query(&s, "sum(changes(req_total[5m] anchored))", 300_000, 420_000, 60_000).unwrap();
+        let Value::Matrix(m) = r.value else { panic!() };
+        assert_eq!(m[0].samples, vec![(300_000, 10.0), (360_000, 10.0), (420_000, 10.0)]);
         let r = e.range_query(&s, "sum(req_total smoothed)", 30_000, 90_000, 60_000).unwrap();
         let Value::Matrix(m) = r.value else { panic!() };
         // At 30s and 90s: interpolated (the plain selector would give 0 and 180).

@@ -98,6 +98,124 @@ pub(crate) fn has_modifier(expr: &Expr) -> bool {
     }
 }
 
+/// `expr` as Prometheus reads it, modifiers included: promql-parser's printing drops them (and
+/// would print a smoothed selector without an offset as `foo offset `).
+pub(crate) fn to_text(expr: &Expr) -> String {
+    if !has_modifier(expr) {
+        return expr.to_string();
+    }
+    let mut marked = expr.clone();
+    put_markers(&mut marked);
+    let mut text = marked.to_string();
+    while let Some(next) = marker_to_keyword(&text) {
+        text = next;
+    }
+    text
+}
+
+/// The reverse of [`take_markers`]: each tag back into a marker matcher.
+fn put_markers(expr: &mut Expr) {
+    let mark = |vs: &mut VectorSelector, m: RangeModifier| {
+        let marker = promql_parser::label::Matcher::new(
+            promql_parser::label::MatchOp::Equal,
+            MODIFIER_MARKER,
+            m.name(),
+        );
+        match vs.matchers.or_matchers.last_mut() {
+            Some(alt) => alt.push(marker),
+            None => vs.matchers.matchers.push(marker),
+        }
+    };
+    let untag = |d: &Duration| Duration::from_millis(d.as_millis() as u64);
+    match expr {
+        Expr::VectorSelector(vs) => {
+            if is_smoothed(vs) {
+                mark(vs, RangeModifier::Smoothed);
+                vs.offset = match vs.offset.take() {
+                    Some(Offset::Pos(d)) if d.as_millis() > 0 => Some(Offset::Pos(untag(&d))),
+                    Some(Offset::Neg(d)) if d.as_millis() > 0 => Some(Offset::Neg(untag(&d))),
+                    _ => None,
+                };
+            }
+        }
+        Expr::MatrixSelector(ms) => {
+            if let Some(m) = matrix_modifier(ms) {
+                mark(&mut ms.vs, m);
+                ms.range = untag(&ms.range);
+            }
+        }
+        Expr::Subquery(sq) => put_markers(&mut sq.expr),
+        Expr::Aggregate(a) => {
+            if let Some(p) = a.param.as_deref_mut() {
+                put_markers(p);
+            }
+            put_markers(&mut a.expr);
+        }
+        Expr::Unary(u) => put_markers(&mut u.expr),
+        Expr::Binary(b) => {
+            put_markers(&mut b.lhs);
+            put_markers(&mut b.rhs);
+        }
+        Expr::Paren(p) => put_markers(&mut p.expr),
+        Expr::Call(c) => c.args.args.iter_mut().for_each(|a| put_markers(a)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+    }
+}
+
+/// The first marker matcher of printed text replaced by its keyword after the selector.
+fn marker_to_keyword(text: &str) -> Option<String> {
+    let head = format!("{MODIFIER_MARKER}=\"");
+    let p = text.find(&head)?;
+    let vstart = p + head.len();
+    let q = vstart + text[vstart..].find('"')? + 1;
+    let kind = &text[vstart..q - 1];
+    let b = text.as_bytes();
+    // The marker and one separator; the braces too when it was their only matcher.
+    let (cut_start, cut_end) = if b.get(q) == Some(&b',') {
+        (p, q + 1 + usize::from(b.get(q + 1) == Some(&b' ')))
+    } else if text[..p].ends_with(", ") {
+        (p - 2, q)
+    } else if text[..p].ends_with(',') {
+        (p - 1, q)
+    } else {
+        (p - 1, q + 1)
+    };
+    let mut out = format!("{}{}", &text[..cut_start], &text[cut_end..]);
+    // The selector's end: its closing brace (values are quoted), range, `@` and offset.
+    let ob = out.as_bytes();
+    let mut i = cut_start;
+    if b[p - 1] != b'{' || b.get(q) != Some(&b'}') {
+        let mut quoted = false;
+        while i < ob.len() {
+            match ob[i] {
+                b'\\' if quoted => i += 1,
+                b'"' => quoted = !quoted,
+                b'}' if !quoted => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        i += 1;
+    }
+    if ob.get(i) == Some(&b'[') {
+        i += out[i..].find(']')? + 1;
+    }
+    loop {
+        let rest = &out[i..];
+        let word = |from: usize, ok: fn(char) -> bool| from + rest[from..].find(|c: char| !ok(c)).unwrap_or(rest.len() - from);
+        if let Some(r) = rest.strip_prefix(" @ ") {
+            let n = ["start()", "end()"].iter().find(|w| r.starts_with(*w)).map(|w| w.len());
+            i += n.map_or_else(|| word(3, |c| c.is_ascii_digit() || c == '.'), |n| 3 + n);
+        } else if rest.starts_with(" offset ") {
+            i += word(8, |c| c.is_ascii_alphanumeric() || c == '-');
+        } else {
+            break;
+        }
+    }
+    out.insert_str(i, &format!(" {kind}"));
+    Some(out)
+}
+
 /// Moves the front pass' marker matchers into the selectors' tags. Errors with Prometheus'
 /// message for a selector given both modifiers.
 pub(crate) fn take_markers(expr: &mut Expr) -> Result<(), String> {
@@ -510,6 +628,27 @@ mod tests {
         assert_eq!(d.as_millis(), 60_000);
         assert_eq!(tag_of(&Duration::from_millis(60_001)), None);
         assert_eq!(promql_parser::util::display_duration(&d), "1m");
+    }
+
+    #[test]
+    fn printed_with_their_modifiers() {
+        for q in [
+            "increase(foo[5m] anchored)",
+            "rate(foo{a=\"}\",job=\"x\"}[5m] @ 100.000 offset -1m smoothed) + foo smoothed",
+            "foo offset 1m smoothed > bar @ start() smoothed",
+            "changes({__name__=\"foo\"}[1m] anchored)",
+            "sum(foo{a=\"1\" or b=\"2\"} smoothed)",
+        ] {
+            let e = crate::promql::parse(q).unwrap();
+            let text = to_text(&e);
+            assert!(!text.contains(MODIFIER_MARKER), "{text}");
+            assert_eq!(crate::promql::parse(&text).unwrap(), e, "{q} printed as {text}");
+        }
+        assert_eq!(
+            to_text(&crate::promql::parse("rate(foo{job=\"x\"}[5m] offset 1m anchored)").unwrap()),
+            "rate(foo{job=\"x\"}[5m] offset 1m anchored)"
+        );
+        assert_eq!(to_text(&crate::promql::parse("foo smoothed").unwrap()), "foo smoothed");
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl Engine {
 
     /// Evaluates a parsed expression at time `t`.
     pub fn instant_query_ast(&self, src: &dyn Queryable, ast: &Expr, t: i64) -> Result<QueryResult, Error> {
-        self.instant_query_text(src, ast, &ast.to_string(), t)
+        self.instant_query_text(src, ast, &extended::to_text(ast), t)
     }
 
     fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
@@ -115,7 +115,7 @@ impl Engine {
         end: i64,
         step: i64,
     ) -> Result<QueryResult, Error> {
-        self.range_query_text(src, ast, &ast.to_string(), start, end, step)
+        self.range_query_text(src, ast, &extended::to_text(ast), start, end, step)
     }
 
     fn range_query_text(
@@ -319,10 +319,16 @@ pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64
     Ok(out)
 }
 
-/// Whether `expr` holds an `anchored` or `smoothed` selector. Printing an expression loses
+/// Whether `expr` holds an `anchored` or `smoothed` selector. promql-parser's printing loses
 /// the modifier, so such an expression is never sent to a source as text.
 pub fn has_range_modifier(expr: &Expr) -> bool {
     extended::has_modifier(expr)
+}
+
+/// `expr` as text Prometheus reads, with the `anchored` and `smoothed` modifiers that
+/// promql-parser's printing (`Display`) loses.
+pub fn expr_text(expr: &Expr) -> String {
+    extended::to_text(expr)
 }
 
 /// Parses a PromQL expression for an instant query (a rule, an instant query): `step()` and

@@ -8,12 +8,12 @@ use promql_parser::parser::{Call, Expr};
 
 use super::error::Error;
 use super::eval::Evaluator;
+use super::extended::RangeModifier;
 use super::functions::{
     absent_labels, days_in_month, double_exp, go_max, go_min, map_values, natural_cmp, range_fn, strip_parens,
     valid_label_name,
 };
 use super::mathx::{linear_regression, quantile};
-use super::extended::RangeModifier;
 use super::select::{RangeSeries, SampleSlice};
 use super::value::{Sample, Value};
 use crate::gofmt::format_f;

@@ -157,7 +157,11 @@ impl<'a> Evaluator<'a> {
             Expr::VectorSelector(vs) => {
                 let (lo, hi) = self.ref_range(&vs.at, &vs.offset, tmin, tmax);
                 // `smoothed` also reads the samples after the reference time.
-                let after = if extended::is_smoothed(vs) { self.lookback_delta() } else { 0 };
+                let after = if extended::is_smoothed(vs) {
+                    self.lookback_delta()
+                } else {
+                    0
+                };
                 add(node_key(vs), lo - self.lookback, hi + after);
             }
             Expr::MatrixSelector(ms) => {

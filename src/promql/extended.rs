@@ -116,11 +116,8 @@ pub(crate) fn to_text(expr: &Expr) -> String {
 /// The reverse of [`take_markers`]: each tag back into a marker matcher.
 fn put_markers(expr: &mut Expr) {
     let mark = |vs: &mut VectorSelector, m: RangeModifier| {
-        let marker = promql_parser::label::Matcher::new(
-            promql_parser::label::MatchOp::Equal,
-            MODIFIER_MARKER,
-            m.name(),
-        );
+        let marker =
+            promql_parser::label::Matcher::new(promql_parser::label::MatchOp::Equal, MODIFIER_MARKER, m.name());
         match vs.matchers.or_matchers.last_mut() {
             Some(alt) => alt.push(marker),
             None => vs.matchers.matchers.push(marker),
@@ -202,7 +199,8 @@ fn marker_to_keyword(text: &str) -> Option<String> {
     }
     loop {
         let rest = &out[i..];
-        let word = |from: usize, ok: fn(char) -> bool| from + rest[from..].find(|c: char| !ok(c)).unwrap_or(rest.len() - from);
+        let word =
+            |from: usize, ok: fn(char) -> bool| from + rest[from..].find(|c: char| !ok(c)).unwrap_or(rest.len() - from);
         if let Some(r) = rest.strip_prefix(" @ ") {
             let n = ["start()", "end()"].iter().find(|w| r.starts_with(*w)).map(|w| w.len());
             i += n.map_or_else(|| word(3, |c| c.is_ascii_digit() || c == '.'), |n| 3 + n);
@@ -487,7 +485,12 @@ fn unsupported(e: HistogramError) -> Error {
 }
 
 /// The histogram at `t` between two points (a counter reset in between: a restart from zero).
-fn interpolate_histograms(p1: &HPoint, p2: &HPoint, t: i64, is_counter: bool) -> Result<FloatHistogram, HistogramError> {
+fn interpolate_histograms(
+    p1: &HPoint,
+    p2: &HPoint,
+    t: i64,
+    is_counter: bool,
+) -> Result<FloatHistogram, HistogramError> {
     if t == p1.0 {
         return Ok((*p1.1).clone());
     }

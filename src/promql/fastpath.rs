@@ -327,7 +327,11 @@ mod tests {
     fn modified_selectors_are_left_to_the_step_wise_path() {
         let mut s = Store::new();
         for i in 0..=10 {
-            s.append(&Labels::from_pairs([("__name__", "x"), ("job", "a")]), i * 60_000, i as f64);
+            s.append(
+                &Labels::from_pairs([("__name__", "x"), ("job", "a")]),
+                i * 60_000,
+                i as f64,
+            );
         }
         let opts = EngineOptions::default();
         let computed = |q: &str| {

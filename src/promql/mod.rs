@@ -711,16 +711,25 @@ mod tests {
         );
         // Not extrapolated: exactly the difference to the anchor, with `offset` and `@`.
         assert_eq!(
-            vector(e.instant_query(&s, "increase(req_total{job=\"a\"}[2m] anchored offset 1m)", 450_000).unwrap()),
+            vector(
+                e.instant_query(&s, "increase(req_total{job=\"a\"}[2m] anchored offset 1m)", 450_000)
+                    .unwrap()
+            ),
             vec![("{job=\"a\"}".to_string(), 120.0)]
         );
         assert_eq!(
-            vector(e.instant_query(&s, "delta(req_total{job=\"a\"}[2m] anchored @ 300)", 0).unwrap()),
+            vector(
+                e.instant_query(&s, "delta(req_total{job=\"a\"}[2m] anchored @ 300)", 0)
+                    .unwrap()
+            ),
             vec![("{job=\"a\"}".to_string(), 120.0)]
         );
         // Smoothed: interpolated at both ends of the window (90s and 210s).
         assert_eq!(
-            vector(e.instant_query(&s, "increase(req_total{job=\"b\"}[2m] smoothed)", 210_000).unwrap()),
+            vector(
+                e.instant_query(&s, "increase(req_total{job=\"b\"}[2m] smoothed)", 210_000)
+                    .unwrap()
+            ),
             vec![("{job=\"b\"}".to_string(), 240.0)]
         );
         // Range queries (through the aggregation the fast path would take) agree step by step.
@@ -741,10 +750,14 @@ mod tests {
             }
             assert!(!m.is_empty(), "{q}");
         }
-        let r = e.range_query(&s, "sum(changes(req_total[5m] anchored))", 300_000, 420_000, 60_000).unwrap();
+        let r = e
+            .range_query(&s, "sum(changes(req_total[5m] anchored))", 300_000, 420_000, 60_000)
+            .unwrap();
         let Value::Matrix(m) = r.value else { panic!() };
         assert_eq!(m[0].samples, vec![(300_000, 10.0), (360_000, 10.0), (420_000, 10.0)]);
-        let r = e.range_query(&s, "sum(req_total smoothed)", 30_000, 90_000, 60_000).unwrap();
+        let r = e
+            .range_query(&s, "sum(req_total smoothed)", 30_000, 90_000, 60_000)
+            .unwrap();
         let Value::Matrix(m) = r.value else { panic!() };
         // At 30s and 90s: interpolated (the plain selector would give 0 and 180).
         assert_eq!(m[0].samples, vec![(30_000, 90.0), (90_000, 270.0)]);

@@ -90,7 +90,9 @@ pub(crate) enum Modified {
     /// Anything else (a call, a literal, a parenthesis).
     Other,
     /// Another modifier, the same (nothing more to mark) or the other one.
-    Modifier { same: bool },
+    Modifier {
+        same: bool,
+    },
 }
 
 /// The label matcher the front pass adds to a selector followed by `anchored` or `smoothed`
@@ -105,7 +107,9 @@ impl Extended {
     pub(crate) fn misplaced(&self) -> Option<String> {
         match self.target {
             Modified::Selector | Modified::Modifier { same: true } => None,
-            Modified::Modifier { same: false } => Some("anchored and smoothed modifiers cannot be used together".into()),
+            Modified::Modifier { same: false } => {
+                Some("anchored and smoothed modifiers cannot be used together".into())
+            }
             Modified::Subquery => Some(format!("{} modifier is not supported for subqueries", self.kind.name())),
             Modified::Other => Some(format!("{} modifier not implemented", self.kind.name())),
         }

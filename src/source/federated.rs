@@ -589,7 +589,11 @@ mod tests {
         );
         assert_eq!(target(r#"{__name__=~"up|job:up:sum"}"#), None, "a local recording rule");
         assert_eq!(target("increase(up[5m])"), Some(0));
-        assert_eq!(target("increase(up[5m] anchored)"), None, "its text would lose the modifier");
+        assert_eq!(
+            target("increase(up[5m] anchored)"),
+            None,
+            "its text would lose the modifier"
+        );
         assert_eq!(target("sum(up smoothed)"), None, "its text would lose the modifier");
     }
 }

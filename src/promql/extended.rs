@@ -51,7 +51,7 @@ fn tag_of(d: &Duration) -> Option<RangeModifier> {
 }
 
 fn tagged(d: Duration, m: RangeModifier) -> Duration {
-    Duration::new(d.as_secs(), d.subsec_nanos() / 1_000_000 * 1_000_000 + tag_nanos(m))
+    Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000 + tag_nanos(m))
 }
 
 /// The modifier of a range selector.

@@ -206,7 +206,7 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Expr {
-        parser::parse(s).unwrap()
+        promql_parser::parser::parse(s).unwrap()
     }
 
     #[test]

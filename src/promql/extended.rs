@@ -272,6 +272,10 @@ fn take_marker(vs: &mut VectorSelector) -> Result<Option<RangeModifier>, String>
     for alt in &mut vs.matchers.or_matchers {
         strip(alt);
     }
+    // The marker must not have made a selector of everything valid (`{a=~".*"} anchored`).
+    if !found.is_empty() && vs.name.is_none() && vs.matchers.is_empty_matchers() {
+        return Err("vector selector must contain at least one non-empty matcher".into());
+    }
     match found.first() {
         Some(&m) if found.iter().any(|&x| x != m) => {
             Err("anchored and smoothed modifiers cannot be used together".into())

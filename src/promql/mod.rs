@@ -695,6 +695,10 @@ mod tests {
         );
         assert_eq!(perr("rate(x[5m]) smoothed"), "1:13: smoothed modifier not implemented");
         assert_eq!(
+            perr("rate({a=~\".*\"}[5m] anchored)"),
+            "1:20: vector selector must contain at least one non-empty matcher"
+        );
+        assert_eq!(
             perr("rate(x[5m] anchored smoothed)"),
             "1:21: anchored and smoothed modifiers cannot be used together"
         );

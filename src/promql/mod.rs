@@ -704,6 +704,77 @@ mod tests {
         );
     }
 
+    /// Prometheus' `TestExtendedRangeSelectors` (engine_test.go): a bare modified range
+    /// selector gives the window's points between its two boundary values.
+    #[test]
+    fn bare_modified_range_selectors_as_prometheus() {
+        let mut s = Store::new();
+        let name = |n: &str| Labels::from_pairs([("__name__", n)]);
+        for i in 0..=10 {
+            s.append(&name("metric"), i * 10_000, (i + 1) as f64);
+        }
+        for (i, v) in [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6].into_iter().enumerate() {
+            s.append(&name("withreset"), i as i64 * 10_000, v as f64);
+        }
+        for (i, v) in [0, 5, 100, 2, 8].into_iter().enumerate() {
+            s.append(&name("notregular"), i as i64 * 10_000, v as f64);
+        }
+        let e = Engine::default();
+        let cases: &[(&str, i64, &[(i64, f64)])] = &[
+            ("metric[10s] smoothed", 10, &[(0, 1.0), (10_000, 2.0)]),
+            (
+                "metric[10s] smoothed",
+                15,
+                &[(5_000, 1.5), (10_000, 2.0), (15_000, 2.5)],
+            ),
+            ("metric[10s] smoothed", 5, &[(-5_000, 1.0), (0, 1.0), (5_000, 1.5)]),
+            (
+                "metric[10s] smoothed",
+                105,
+                &[(95_000, 10.5), (100_000, 11.0), (105_000, 11.0)],
+            ),
+            (
+                "withreset[10s] smoothed",
+                45,
+                &[(35_000, 4.5), (40_000, 5.0), (45_000, 3.0)],
+            ),
+            ("metric[10s] anchored", 10, &[(0, 1.0), (10_000, 2.0)]),
+            (
+                "metric[10s] anchored",
+                15,
+                &[(5_000, 1.0), (10_000, 2.0), (15_000, 2.0)],
+            ),
+            ("metric[10s] anchored", 5, &[(-5_000, 1.0), (0, 1.0), (5_000, 1.0)]),
+            (
+                "metric[10s] anchored",
+                105,
+                &[(95_000, 10.0), (100_000, 11.0), (105_000, 11.0)],
+            ),
+            (
+                "withreset[10s] anchored",
+                45,
+                &[(35_000, 4.0), (40_000, 5.0), (45_000, 5.0)],
+            ),
+            (
+                "notregular[20s] smoothed",
+                30,
+                &[(10_000, 5.0), (20_000, 100.0), (30_000, 2.0)],
+            ),
+            (
+                "notregular[20s] anchored",
+                30,
+                &[(10_000, 5.0), (20_000, 100.0), (30_000, 2.0)],
+            ),
+        ];
+        for &(q, t, want) in cases {
+            let Value::Matrix(m) = e.instant_query(&s, q, t * 1000).unwrap().value else {
+                panic!("{q}: not a matrix")
+            };
+            assert_eq!(m.len(), 1, "{q} at {t}s");
+            assert_eq!(m[0].samples, want, "{q} at {t}s");
+        }
+    }
+
     #[test]
     fn anchored_and_smoothed_in_instant_and_range_queries() {
         let e = Engine::default();

@@ -432,13 +432,11 @@ pub(crate) fn smoothed_point(
     r: i64,
     lookback: i64,
 ) -> Result<Option<SmoothedPoint>, Error> {
-    let within = |t: i64| t > r - lookback && t <= r + lookback;
     let fl = floats.partition_point(|x| x.0 <= r - lookback);
     let fh = floats.partition_point(|x| x.0 <= r + lookback);
     let hl = hists.partition_point(|x| x.0 <= r - lookback);
     let hh = hists.partition_point(|x| x.0 <= r + lookback);
     let (floats, hists) = (&floats[fl..fh], &hists[hl..hh]);
-    debug_assert!(floats.iter().all(|x| within(x.0)));
     if !floats.is_empty() && !hists.is_empty() {
         return Ok(Some(SmoothedPoint::Mixed));
     }

@@ -7,9 +7,11 @@
 //! Each construct is evaluated with Prometheus' rules (`promql/durations.go`: arithmetic on
 //! float seconds, numbers are seconds, the result cut to whole milliseconds; a range or step must
 //! be positive) and replaced by the literal promql-parser reads, so that promql-parser stays the
-//! parser of record and its AST is the one the engine evaluates. `step()` and `range()` are
-//! both 0 for an instant query, as in Prometheus (as functions outside durations promql-parser
-//! reads them, and the engine evaluates them). Text without these constructs is left as it is.
+//! parser of record and its AST is the one the engine evaluates. The `anchored` and `smoothed`
+//! range modifiers become a marker matcher on their selector (see `extended`). `step()` and
+//! `range()` are both 0 for an instant query, as in Prometheus (as functions outside durations
+//! promql-parser reads them, and the engine evaluates them). Text without these constructs is
+//! left as it is.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -40,7 +42,8 @@ pub(crate) struct Rewritten<'a> {
     pub(crate) text: Cow<'a, str>,
     /// (original span, replacement length), in order.
     edits: Vec<(usize, usize, usize)>,
-    /// The `anchored` and `smoothed` modifiers read (and taken out of the text).
+    /// The `anchored` and `smoothed` modifiers read: each keyword is taken out of the text and
+    /// its selector marked with [`MODIFIER_MARKER`].
     pub(crate) extended: Vec<Extended>,
 }
 
@@ -98,8 +101,8 @@ pub(crate) enum Modified {
 /// The label matcher the front pass adds to a selector followed by `anchored` or `smoothed`
 /// (`foo[1m] anchored` is read as `foo{__watchfire_range_modifier__="anchored"}[1m]`):
 /// promql-parser's AST has no place for the modifier, so it travels as a matcher until
-/// `extended::take_markers` moves it onto the parsed selector. An `=""`-free matcher on a label
-/// no series has, it could only ever select nothing, never too much.
+/// `extended::take_markers` moves it onto the parsed selector. Were it ever to reach a source,
+/// it would select nothing (no series has the label), never too much.
 pub(crate) const MODIFIER_MARKER: &str = "__watchfire_range_modifier__";
 
 impl Extended {

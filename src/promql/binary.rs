@@ -64,6 +64,8 @@ struct Matching<'m> {
     card: &'m VectorMatchCardinality,
     on: bool,
     labels: Vec<String>,
+    /// What `ignoring` leaves out of the signature: its labels and `__name__`.
+    unmatched: Vec<String>,
     include: Vec<String>,
 }
 
@@ -74,6 +76,7 @@ fn matching(m: Option<&BinModifier>) -> Matching<'_> {
             card: &ONE,
             on: false,
             labels: vec![],
+            unmatched: vec![METRIC_NAME.to_string()],
             include: vec![],
         },
         Some(m) => {
@@ -83,22 +86,27 @@ fn matching(m: Option<&BinModifier>) -> Matching<'_> {
                 None => (false, vec![]),
             };
             let include = m.card.labels().map(|l| l.labels.clone()).unwrap_or_default();
+            let mut unmatched = labels.clone();
+            unmatched.push(METRIC_NAME.to_string());
             Matching {
                 card: &m.card,
                 on,
                 labels,
+                unmatched,
                 include,
             }
         }
     }
 }
 
-/// The match signature: `on` labels, or all but `ignoring` labels and the name.
+/// The match signature: `on` labels, or all but `ignoring` labels and `__name__`. Unlike the
+/// result's labels, the signature keeps `__type__`/`__unit__` (Prometheus' `HashWithoutLabels`), so
+/// series of different types or units do not match under `ignoring`.
 fn signature(l: &Labels, m: &Matching) -> Labels {
     if m.on {
         l.keep(&m.labels)
     } else {
-        l.drop(&m.labels, true)
+        l.drop(&m.unmatched, false)
     }
 }
 

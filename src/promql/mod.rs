@@ -354,9 +354,12 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
     })?;
+    if rw.info_marker {
+        info::strip_selector_marker(&mut ast);
+    }
     // The extended range selectors: Prometheus' parse errors for a modifier on anything but a
-    // selector, the marked selectors tagged, then its evaluation error for a function that
-    // does not take the modifier.
+    // selector, then the marked selectors tagged; its evaluation error for a function that
+    // does not take the modifier comes after the other evaluation errors of the text.
     if let Some(x) = rw.extended.first() {
         let at = |offset: usize, message: String| {
             let (line, col) = line_col(expr, offset);
@@ -366,9 +369,12 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             return Err(at(x.offset, message));
         }
         extended::take_markers(&mut ast).map_err(|message| at(x.offset, message))?;
-        if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
-            return Err(Error::Eval(refusal));
-        }
+    }
+    if let Some(message) = rw.bad_label_name {
+        return Err(Error::Eval(message));
+    }
+    if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
+        return Err(Error::Eval(refusal));
     }
     Ok(ast)
 }

@@ -277,10 +277,7 @@ pub(crate) fn range_fn(
             Ok(None)
         }
         "sum_over_time" | "avg_over_time" => {
-            use crate::tsdb::CounterResetHint::{Gauge, NotReset, Reset};
-            // A gauge among them makes the sum a gauge, without conflict.
-            let has = |hint| hists.iter().any(|h| h.1.counter_reset_hint == hint);
-            if has(Reset) && has(NotReset) && !has(Gauge) {
+            if crate::tsdb::histogram::hints_collide(hists.iter().map(|h| h.1.counter_reset_hint)) {
                 ann.warn(format!(
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));

@@ -45,6 +45,11 @@ pub(crate) struct Rewritten<'a> {
     /// The `anchored` and `smoothed` modifiers read: each keyword is taken out of the text and
     /// its selector marked with [`MODIFIER_MARKER`].
     pub(crate) extended: Vec<Extended>,
+    /// Prometheus' evaluation error for a label name that is not UTF-8 (a Go string literal's
+    /// `\xc5` is a byte, which promql-parser reads as the character U+00C5).
+    pub(crate) bad_label_name: Option<String>,
+    /// Whether an `info()` label selector got the marker matcher (see `info::SELECTOR_MARKER`).
+    pub(crate) info_marker: bool,
 }
 
 /// Prometheus' extended range selectors (`promql-extended-range-selectors`).
@@ -171,13 +176,27 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     let toks = lex(expr);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut extended = Vec::new();
+    let mut bad_label_name = None;
+    let mut info_marker = false;
     let mut brace_depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
         let t = &toks[i];
         let text = &expr[t.start..t.end];
+        if t.kind == Kind::Str && brace_depth == 0 && bad_label_name.is_none() {
+            bad_label_name = not_utf8_label_name(expr, &toks, i);
+        }
         if t.kind == Kind::Punct {
             match text {
+                "{" if brace_depth == 0 && is_info_selector(expr, &toks, i) => {
+                    // promql-parser wants a matcher that does not match the empty string;
+                    // Prometheus does not ask that of info()'s label selector.
+                    let closes = toks.get(i + 1).is_some_and(|n| tok_is(expr, n, "}"));
+                    let sep = if closes { "" } else { ", " };
+                    edits.push((t.end, t.end, format!("{}=~\".+\"{sep}", super::info::SELECTOR_MARKER)));
+                    info_marker = true;
+                    brace_depth += 1;
+                }
                 "{" => brace_depth += 1,
                 "}" => brace_depth = brace_depth.saturating_sub(1),
                 "[" if brace_depth == 0 => {
@@ -250,6 +269,8 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             text: Cow::Borrowed(expr),
             edits: Vec::new(),
             extended,
+            bad_label_name,
+            info_marker,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -266,7 +287,144 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         text: Cow::Owned(out),
         edits: spans,
         extended,
+        bad_label_name,
+        info_marker,
     })
+}
+
+/// Whether the `{` at `toks[i]` opens a bare label selector as `info()`'s second argument.
+fn is_info_selector(expr: &str, toks: &[Tok], i: usize) -> bool {
+    if i == 0 || !tok_is(expr, &toks[i - 1], ",") {
+        return false;
+    }
+    matches!(call_argument(expr, toks, i), Some((name, 1)) if name == "info")
+}
+
+/// The call (its lowercased name) and the argument index of the token `toks[i]`, when it is
+/// inside a call's parentheses.
+fn call_argument(expr: &str, toks: &[Tok], i: usize) -> Option<(String, usize)> {
+    let (mut depth, mut arg) = (0usize, 0usize);
+    let mut j = i;
+    let open = loop {
+        j = j.checked_sub(1)?;
+        match &expr[toks[j].start..toks[j].end] {
+            ")" | "]" | "}" => depth += 1,
+            "(" | "[" | "{" if depth > 0 => depth -= 1,
+            "(" => break j,
+            "," if depth == 0 => arg += 1,
+            _ => {}
+        }
+    };
+    let mut f = open.checked_sub(1)?;
+    // `count_values by (x) ("label", v)`: skip the grouping.
+    if tok_is(expr, &toks[f], ")") {
+        while f > 0 && !tok_is(expr, &toks[f], "(") {
+            f -= 1;
+        }
+        f = f.checked_sub(2)?;
+    }
+    Some((expr[toks[f].start..toks[f].end].to_ascii_lowercase(), arg))
+}
+
+/// Prometheus' error when the string literal `toks[i]` is a label name to be created
+/// (`count_values`' label, `label_replace`'s and `label_join`'s destination) and its bytes, read
+/// as Go reads the literal, are not UTF-8.
+fn not_utf8_label_name(expr: &str, toks: &[Tok], i: usize) -> Option<String> {
+    let bytes = go_literal_bytes(&expr[toks[i].start..toks[i].end]);
+    if std::str::from_utf8(&bytes).is_ok() {
+        return None;
+    }
+    let (name, arg) = call_argument(expr, toks, i)?;
+    let quoted = go_quote_bytes(&bytes);
+    match (name.as_str(), arg) {
+        ("count_values", 0) => Some(format!("invalid label name {quoted}")),
+        ("label_replace" | "label_join", 1) => Some(format!("invalid destination label name in {name}(): {quoted}")),
+        _ => None,
+    }
+}
+
+/// The bytes of a Go string literal (quotes included in `lit`): `\xHH` and octal escapes are
+/// bytes, not characters.
+fn go_literal_bytes(lit: &str) -> Vec<u8> {
+    let b = lit.as_bytes();
+    if b.len() < 2 || b[0] == b'`' {
+        return b.get(1..b.len().saturating_sub(1)).unwrap_or_default().to_vec();
+    }
+    let inner = &lit[1..lit.len() - 1];
+    let ib = inner.as_bytes();
+    let mut out = Vec::with_capacity(ib.len());
+    let mut k = 0;
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    while k < ib.len() {
+        if ib[k] != b'\\' || k + 1 >= ib.len() {
+            out.push(ib[k]);
+            k += 1;
+            continue;
+        }
+        let c = ib[k + 1];
+        let simple = match c {
+            b'a' => Some(7),
+            b'b' => Some(8),
+            b'f' => Some(12),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(11),
+            b'\\' | b'\'' | b'"' => Some(c),
+            _ => None,
+        };
+        if let Some(v) = simple {
+            out.push(v);
+            k += 2;
+            continue;
+        }
+        let digits = match c {
+            b'x' => 2,
+            b'u' => 4,
+            b'U' => 8,
+            b'0'..=b'7' => 3,
+            _ => 0,
+        };
+        let (from, to) = if c.is_ascii_digit() {
+            (k + 1, k + 4)
+        } else {
+            (k + 2, k + 2 + digits)
+        };
+        let value = inner.get(from..to).and_then(|d| {
+            if c.is_ascii_digit() {
+                u32::from_str_radix(d, 8).ok()
+            } else {
+                hex(d)
+            }
+        });
+        match (c, value) {
+            (b'x' | b'0'..=b'7', Some(v)) if v <= 0xff => out.push(v as u8),
+            (b'u' | b'U', Some(v)) => {
+                let ch = char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER);
+                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+            }
+            // Not an escape Go reads: the parser reports it; keep the text.
+            _ => {
+                out.extend_from_slice(&ib[k..to.min(ib.len())]);
+            }
+        }
+        k = to.min(ib.len()).max(k + 2);
+    }
+    out
+}
+
+/// Go's `strconv.Quote` of a byte string: bytes that are not UTF-8 as `\xHH`.
+fn go_quote_bytes(bytes: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in bytes.utf8_chunks() {
+        let valid = crate::gofmt::quote(chunk.valid());
+        out.push_str(&valid[1..valid.len() - 1]);
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// A range or subquery selector starting at the `[` at `open`: rewrites the range and the step
@@ -968,6 +1126,26 @@ impl DurParser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_names_that_are_not_utf8() {
+        let bad = |q: &str| preparse(q, &QueryTimes::default()).unwrap().bad_label_name;
+        assert_eq!(
+            bad(r#"count_values("a\xc5z", v)"#).as_deref(),
+            Some(r#"invalid label name "a\xc5z""#)
+        );
+        assert_eq!(
+            bad(r#"count_values by (x) ("\xff", v)"#).as_deref(),
+            Some(r#"invalid label name "\xff""#)
+        );
+        assert!(bad(r#"label_replace(m, "\xff", "", "src", "(.*)")"#).is_some());
+        assert!(bad(r#"label_join(rate(m[5m]), "a\377", ",", "x")"#).is_some());
+        // A valid character, a label value, or a matcher: nothing to refuse here.
+        assert!(bad(r#"count_values("a\u00c5z", v)"#).is_none());
+        assert!(bad(r#"count_values("a\xc3\x85z", v)"#).is_none());
+        assert!(bad(r#"label_replace(m, "dst", "\xff", "src", "(.*)")"#).is_none());
+        assert!(bad(r#"m{a="\xff"}"#).is_none());
+    }
 
     fn rw(expr: &str, times: QueryTimes) -> String {
         preparse(expr, &times).unwrap().text.into_owned()

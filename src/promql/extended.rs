@@ -102,11 +102,11 @@ pub(crate) fn has_modifier(expr: &Expr) -> bool {
 /// would print a smoothed selector without an offset as `foo offset `).
 pub(crate) fn to_text(expr: &Expr) -> String {
     if !has_modifier(expr) {
-        return expr.to_string();
+        return super::trim::expr_text(expr);
     }
     let mut marked = expr.clone();
     put_markers(&mut marked);
-    let mut text = marked.to_string();
+    let mut text = super::trim::expr_text(&marked);
     while let Some(next) = marker_to_keyword(&text) {
         text = next;
     }

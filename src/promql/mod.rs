@@ -19,6 +19,7 @@ mod preparse;
 mod pushdown;
 mod queryable;
 mod select;
+mod trim;
 mod value;
 
 pub use error::Error;
@@ -325,8 +326,8 @@ pub fn has_range_modifier(expr: &Expr) -> bool {
     extended::has_modifier(expr)
 }
 
-/// `expr` as text Prometheus reads, with the `anchored` and `smoothed` modifiers that
-/// promql-parser's printing (`Display`) loses.
+/// `expr` as text Prometheus reads: promql-parser's printing (`Display`) with the trim operators
+/// and the `anchored` and `smoothed` modifiers it cannot print.
 pub fn expr_text(expr: &Expr) -> String {
     extended::to_text(expr)
 }
@@ -357,6 +358,14 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
     if rw.info_marker {
         info::strip_selector_marker(&mut ast);
     }
+    trim::mark(&mut ast, &rw.trims).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message.to_string(),
+            line,
+            col,
+        }
+    })?;
     // The extended range selectors: Prometheus' parse errors for a modifier on anything but a
     // selector, then the marked selectors tagged; its evaluation error for a function that
     // does not take the modifier comes after the other evaluation errors of the text.

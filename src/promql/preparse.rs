@@ -50,6 +50,8 @@ pub(crate) struct Rewritten<'a> {
     pub(crate) bad_label_name: Option<String>,
     /// Whether an `info()` label selector got the marker matcher (see `info::SELECTOR_MARKER`).
     pub(crate) info_marker: bool,
+    /// The trim operators `</` and `>/` read (rewritten to comparisons, see [`TrimOp`]).
+    pub(crate) trims: Vec<TrimOp>,
 }
 
 /// Prometheus' extended range selectors (`promql-extended-range-selectors`).
@@ -178,6 +180,8 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     let mut extended = Vec::new();
     let mut bad_label_name = None;
     let mut info_marker = false;
+    let mut trims = Vec::new();
+    let mut comparisons = 0usize;
     let mut brace_depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
@@ -199,6 +203,13 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
                 }
                 "{" => brace_depth += 1,
                 "}" => brace_depth = brace_depth.saturating_sub(1),
+                "==" | "!=" | "<" | ">" | "<=" | ">=" if brace_depth == 0 => {
+                    if let Some((trim, edit)) = trim_op(expr, &toks, i, comparisons) {
+                        trims.push(trim);
+                        edits.push(edit);
+                    }
+                    comparisons += 1;
+                }
                 "[" if brace_depth == 0 => {
                     i = bracket(expr, &toks, i, times, &mut edits)?;
                     continue;
@@ -271,6 +282,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             extended,
             bad_label_name,
             info_marker,
+            trims,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -289,6 +301,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         extended,
         bad_label_name,
         info_marker,
+        trims,
     })
 }
 
@@ -648,6 +661,52 @@ fn to_millis(secs: f64, at: usize) -> Result<i64, PreparseError> {
 }
 
 use promql_parser::util::display_duration;
+
+// ---------------------------------------------------------------------------------------------
+// The trim operators.
+
+/// A trim operator of the query (Prometheus 3.x: `</` keeps what lies below the right operand,
+/// `>/` what lies above it), which promql-parser has no token for. It is read as the comparison
+/// `<` / `>` with `bool` (the same precedence and vector matching, and no refusal of two scalar
+/// operands); after parsing, [`super::trim::mark`] finds the comparison by `ordinal` and makes
+/// it the trim operator again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TrimOp {
+    /// `</` (else `>/`).
+    pub(crate) upper: bool,
+    /// Its place among the query's comparison operators, in text order.
+    pub(crate) ordinal: usize,
+    /// Byte offset of the operator in the original text.
+    pub(crate) offset: usize,
+    /// Whether `bool` follows it, which Prometheus refuses on anything but a comparison.
+    pub(crate) with_bool: bool,
+}
+
+/// The trim operator starting at the `<` or `>` token `at` (the `/` right behind it, as
+/// Prometheus' lexer reads it), with the edit that makes it a comparison; `None` for a plain
+/// comparison.
+fn trim_op(expr: &str, toks: &[Tok], at: usize, ordinal: usize) -> Option<(TrimOp, (usize, usize, String))> {
+    let t = &toks[at];
+    let slash = toks.get(at + 1).filter(|s| s.start == t.end && tok_is(expr, s, "/"))?;
+    let upper = &expr[t.start..t.end] == "<";
+    let with_bool = toks
+        .get(at + 2)
+        .is_some_and(|b| b.kind == Kind::Ident && expr[b.start..b.end].eq_ignore_ascii_case("bool"));
+    let sign = if upper { "<" } else { ">" };
+    // The spaces keep `a</b` from running into the keyword.
+    let replacement = if with_bool {
+        sign.to_string()
+    } else {
+        format!("{sign} bool ")
+    };
+    let trim = TrimOp {
+        upper,
+        ordinal,
+        offset: t.start,
+        with_bool,
+    };
+    Some((trim, (t.start, slash.end, replacement)))
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tokens.
@@ -1310,6 +1369,25 @@ mod tests {
         // A metric named like a modifier is a metric.
         let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
         assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn trim_operators_become_comparisons_with_bool() {
+        let r = preparse(r#"a</b > c{x!="</"} >/ BOOL d <= e"#, &QueryTimes::default()).unwrap();
+        assert_eq!(r.text, r#"a< bool b > c{x!="</"} > BOOL d <= e"#);
+        let trim = |upper, ordinal, offset, with_bool| TrimOp {
+            upper,
+            ordinal,
+            offset,
+            with_bool,
+        };
+        assert_eq!(r.trims, vec![trim(true, 0, 1, false), trim(false, 2, 18, true)]);
+        // Apart, `<` and `/` are a comparison and a division (promql-parser refuses the rest).
+        let r = preparse("a < /b", &QueryTimes::default()).unwrap();
+        assert!(r.trims.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+        // Errors in the rest of the text still point into the original.
+        let r = preparse("a </ b + )", &QueryTimes::default()).unwrap();
+        assert_eq!(r.original_offset(r.text.find(')').unwrap()), 9);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub(crate) mod chunk;
 mod error;
 pub(crate) mod histogram;
+mod histogram_trim;
 pub(crate) mod notation;
 pub(crate) mod openmetrics;
 mod store;

@@ -643,6 +643,7 @@ mod tests {
             "foo offset 1m smoothed > bar @ start() smoothed",
             "changes({__name__=\"foo\"}[1m] anchored)",
             "sum(foo{a=\"1\" or b=\"2\"} smoothed)",
+            "foo smoothed </ 0.5 or increase(bar[1m] anchored)",
         ] {
             let e = crate::promql::parse(q).unwrap();
             let text = to_text(&e);
@@ -654,6 +655,11 @@ mod tests {
             "rate(foo{job=\"x\"}[5m] offset 1m anchored)"
         );
         assert_eq!(to_text(&crate::promql::parse("foo smoothed").unwrap()), "foo smoothed");
+        // With the trim operators, which promql-parser cannot print either.
+        assert_eq!(
+            to_text(&crate::promql::parse("foo smoothed >/ 0.5").unwrap()),
+            "foo smoothed >/ 0.5"
+        );
     }
 
     #[test]

@@ -735,7 +735,9 @@ mod tests {
             s.append(&name("notregular"), i as i64 * 10_000, v as f64);
         }
         let e = Engine::default();
-        let cases: &[(&str, i64, &[(i64, f64)])] = &[
+        // (query, evaluation time in s, the points Prometheus returns)
+        type Case<'a> = (&'a str, i64, &'a [(i64, f64)]);
+        let cases: &[Case] = &[
             ("metric[10s] smoothed", 10, &[(0, 1.0), (10_000, 2.0)]),
             (
                 "metric[10s] smoothed",

@@ -63,6 +63,8 @@ fn mutate(s: &str, rng: &mut Rng) -> String {
         "-",
         "1e308",
         "NaN",
+        " anchored",
+        " smoothed",
     ];
     for _ in 0..(1 + rng.next() % 3) {
         if chars.is_empty() {

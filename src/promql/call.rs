@@ -1,17 +1,20 @@
 //! Function calls: the evaluator evaluates a call's arguments and applies the function
 //! (`functions`, `native`, `histogram`, `info`), which never evaluates anything itself.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Datelike, Timelike};
 use promql_parser::parser::{Call, Expr};
 
 use super::error::Error;
 use super::eval::Evaluator;
+use super::extended::RangeModifier;
 use super::functions::{
     absent_labels, days_in_month, double_exp, go_max, go_min, map_values, natural_cmp, range_fn, strip_parens,
     valid_label_name,
 };
 use super::mathx::{linear_regression, quantile};
-use super::select::RangeSeries;
+use super::select::{RangeSeries, SampleSlice};
 use super::value::{Sample, Value};
 use crate::gofmt::format_f;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
@@ -448,6 +451,10 @@ impl Evaluator<'_> {
             | "ts_of_min_over_time"
             | "ts_of_last_over_time"
             | "ts_of_first_over_time" => {
+                // The modifiers' functions; the front pass refuses the others.
+                if let Some(m) = super::extended::arg_modifier(arg(0)?) {
+                    return ev.eval_extended_call(name, m, arg(0)?, t);
+                }
                 let (rs, w) = ev.eval_range_arg(arg(0)?, t)?;
                 let rs = match name {
                     "deriv"
@@ -620,6 +627,76 @@ impl Evaluator<'_> {
             }
             other => Err(Error::Unsupported(format!("function {other}()"))),
         }
+    }
+
+    /// `rate`, `increase`, `delta`, `changes` or `resets` over an `anchored` or `smoothed` range
+    /// selector (see `extended`).
+    fn eval_extended_call(&self, name: &str, m: RangeModifier, arg: &Expr, t: i64) -> Result<Value, Error> {
+        let (rs, w) = self.eval_range_arg(arg, t)?;
+        let smoothed = m == RangeModifier::Smoothed;
+        let at = if rs.iter().any(|r| !r.hists.is_empty()) {
+            self.pos(arg)
+        } else {
+            String::new()
+        };
+        let mut out = Vec::with_capacity(rs.len());
+        for r in rs {
+            let floats = r.samples.as_slice();
+            let metric_name = r.metric.metric_name().unwrap_or("");
+            let point = match name {
+                "changes" | "resets" => {
+                    let Some((f0, h0)) = super::extended::anchored_start(floats, &r.hists, &w) else {
+                        continue;
+                    };
+                    if r.hists.is_empty() {
+                        range_fn(name, &floats[f0..], &w).map(|v| (v, None))
+                    } else {
+                        let from = RangeSeries {
+                            metric: r.metric.clone(),
+                            drop_name: r.drop_name,
+                            samples: SampleSlice::Owned(floats[f0..].to_vec()),
+                            hists: r.hists[h0..].to_vec(),
+                            // Start timestamps are not combined with the range modifiers.
+                            starts: None,
+                        };
+                        super::native::range_fn(&self.annotations, name, &from, &w, &at)?
+                    }
+                }
+                _ => {
+                    let (is_counter, is_rate) = (name != "delta", name == "rate");
+                    if r.hists.is_empty() {
+                        super::extended::rate(floats, &w, smoothed, is_counter, is_rate).map(|v| (v, None))
+                    } else if !floats.is_empty() {
+                        self.warn(format!(
+                            "PromQL warning: encountered a mix of histograms and floats for metric name \"{metric_name}\"{at}"
+                        ));
+                        None
+                    } else {
+                        super::extended::histogram_rate(
+                            &self.annotations,
+                            metric_name,
+                            &at,
+                            &r.hists,
+                            &w,
+                            smoothed,
+                            is_counter,
+                            is_rate,
+                        )?
+                        .map(|h| (0.0, Some(Arc::new(h))))
+                    }
+                }
+            };
+            if let Some((v, h)) = point {
+                out.push(Sample {
+                    h,
+                    metric: r.metric,
+                    t,
+                    v,
+                    drop_name: true,
+                });
+            }
+        }
+        Ok(Value::Vector(out))
     }
 }
 

@@ -13,6 +13,7 @@ use promql_parser::parser::{AtModifier, Expr, MatrixSelector, Offset, SubqueryEx
 
 use super::annotations::Annotations;
 use super::error::Error;
+use super::extended;
 use super::native;
 use super::options::EngineOptions;
 use super::queryable::Queryable;
@@ -156,11 +157,18 @@ impl<'a> Evaluator<'a> {
         match expr {
             Expr::VectorSelector(vs) => {
                 let (lo, hi) = self.ref_range(&vs.at, &vs.offset, tmin, tmax);
-                add(node_key(vs), lo - self.lookback, hi);
+                // `smoothed` also reads the samples after the reference time.
+                let after = if extended::is_smoothed(vs) {
+                    self.lookback_delta()
+                } else {
+                    0
+                };
+                add(node_key(vs), lo - self.lookback, hi + after);
             }
             Expr::MatrixSelector(ms) => {
                 let (lo, hi) = self.ref_range(&ms.vs.at, &ms.vs.offset, tmin, tmax);
-                add(node_key(&ms.vs), lo - dur_ms(&ms.range), hi);
+                let (before, after) = extended::margins(extended::matrix_modifier(ms), self.lookback_delta());
+                add(node_key(&ms.vs), lo - dur_ms(&ms.range) - before, hi + after);
             }
             Expr::Subquery(sq) => {
                 let (lo, hi) = self.ref_range(&sq.at, &sq.offset, tmin, tmax);
@@ -273,7 +281,21 @@ impl<'a> Evaluator<'a> {
             },
             Expr::VectorSelector(vs) => Ok(Value::Vector(self.eval_vector_selector(vs, t)?)),
             Expr::MatrixSelector(ms) => {
-                let (rs, _) = self.eval_matrix_selector(ms, t)?;
+                let (mut rs, w) = self.eval_matrix_selector(ms, t)?;
+                if let Some(m) = extended::matrix_modifier(ms) {
+                    // The window's points between its two boundary values, as Prometheus.
+                    for r in &mut rs {
+                        if !r.hists.is_empty() {
+                            return Err(Error::Eval(format!(
+                                "{} modifier is not supported with histograms",
+                                m.name()
+                            )));
+                        }
+                        let smoothed = m == extended::RangeModifier::Smoothed;
+                        r.samples = SampleSlice::Owned(extended::extend_floats(r.samples.as_slice(), &w, smoothed));
+                    }
+                    rs.retain(|r| !r.samples.as_slice().is_empty());
+                }
                 Ok(Value::Matrix(range_to_matrix(rs)))
             }
             Expr::Subquery(sq) => {
@@ -316,6 +338,9 @@ impl<'a> Evaluator<'a> {
     }
 
     pub(crate) fn eval_vector_selector(&self, vs: &VectorSelector, t: i64) -> Result<Vec<Sample>, Error> {
+        if extended::is_smoothed(vs) {
+            return self.eval_smoothed_selector(vs, t);
+        }
         let (r, _) = self.ref_range(&vs.at, &vs.offset, t, t);
         let f = self.fetch(vs, r - self.lookback, r)?;
         let mut out = Vec::with_capacity(f.series.len());
@@ -350,6 +375,50 @@ impl<'a> Evaluator<'a> {
                     drop_name: false,
                 });
             }
+        }
+        Ok(out)
+    }
+
+    /// The lookback delta itself (`lookback` less the 2.x widening).
+    pub(crate) fn lookback_delta(&self) -> i64 {
+        self.lookback - self.closed
+    }
+
+    /// `foo smoothed`: each series' value interpolated at the reference time.
+    fn eval_smoothed_selector(&self, vs: &VectorSelector, t: i64) -> Result<Vec<Sample>, Error> {
+        let (r, _) = self.ref_range(&vs.at, &vs.offset, t, t);
+        let lookback = self.lookback_delta();
+        let f = self.fetch(vs, r - lookback, r + lookback)?;
+        let mut out = Vec::new();
+        for s in &f.series {
+            let point = extended::smoothed_point(s.range_samples(), &s.hists, r, lookback)?;
+            let name = s.labels.metric_name().unwrap_or("");
+            let (v, h) = match point {
+                None => continue,
+                Some(extended::SmoothedPoint::Float(v)) => (v, None),
+                Some(extended::SmoothedPoint::Histogram(h)) => (0.0, Some(Arc::new(h))),
+                Some(extended::SmoothedPoint::Mixed) => {
+                    self.warn(format!(
+                        "PromQL warning: encountered a mix of histograms and floats for metric name \"{name}\"{}",
+                        self.pos(&Expr::VectorSelector(vs.clone()))
+                    ));
+                    continue;
+                }
+                Some(extended::SmoothedPoint::MixedSchemas) => {
+                    self.warn(format!(
+                        "PromQL warning: vector contains a mix of histograms with exponential and custom buckets schemas for metric name \"{name}\"{}",
+                        self.pos(&Expr::VectorSelector(vs.clone()))
+                    ));
+                    continue;
+                }
+            };
+            out.push(Sample {
+                metric: s.labels.clone(),
+                t,
+                v,
+                drop_name: false,
+                h,
+            });
         }
         Ok(out)
     }
@@ -422,20 +491,22 @@ impl<'a> Evaluator<'a> {
     ) -> Result<(Vec<RangeSeries>, RangeWindow), Error> {
         let (r, _) = self.ref_range(&ms.vs.at, &ms.vs.offset, t, t);
         let range = dur_ms(&ms.range);
-        let f = self.fetch(&ms.vs, r - range, r)?;
+        // `anchored` and `smoothed` read a lookback beyond the window (`extended`).
+        let (before, after) = extended::margins(extended::matrix_modifier(ms), self.lookback_delta());
+        let f = self.fetch(&ms.vs, r - range - before, r + after)?;
         let mut out = Vec::with_capacity(f.series.len());
         for (i, s) in f.series.iter().enumerate() {
             let samples = s.range_samples();
             // Left-open window (r - range, r] ([r - range, r] under 2.x semantics).
             let (lo_hint, hi_hint) = s.range_hint.get();
-            let lo = seek(samples, lo_hint, r - range - self.closed);
-            let hi = seek(samples, hi_hint.max(lo), r);
+            let lo = seek(samples, lo_hint, r - range - before - self.closed);
+            let hi = seek(samples, hi_hint.max(lo), r + after);
             s.range_hint.set((lo, hi));
             let hists = if s.hists.is_empty() {
                 Vec::new()
             } else {
-                let hlo = s.hists.partition_point(|x| x.0 <= r - range - self.closed);
-                let hhi = s.hists.partition_point(|x| x.0 <= r);
+                let hlo = s.hists.partition_point(|x| x.0 <= r - range - before - self.closed);
+                let hhi = s.hists.partition_point(|x| x.0 <= r + after);
                 s.hists[hlo..hhi.max(hlo)].to_vec()
             };
             if lo < hi || !hists.is_empty() {

@@ -13,6 +13,7 @@ use promql_parser::parser::{AggregateExpr, Expr, LabelModifier};
 
 use super::error::Error;
 use super::eval::{Evaluator, StepVectors};
+use super::extended;
 use super::functions::{extrapolate, range_fn};
 use super::mathx::kahan_inc;
 use super::select::{dur_ms, node_key, seek, RangeWindow};
@@ -109,7 +110,8 @@ const RANGE_FUNCS: &[&str] = &[
 fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Option<Vec<SeriesSteps>>, Error> {
     match e {
         Expr::Paren(p) => input(ev, &p.expr, start, step, n),
-        Expr::VectorSelector(vs) if vs.at.is_none() => {
+        // `foo smoothed` interpolates: the step-wise path's (`extended`).
+        Expr::VectorSelector(vs) if vs.at.is_none() && !extended::is_smoothed(vs) => {
             let end = start + step * (n as i64 - 1);
             let (lo, hi) = ev.ref_range(&vs.at, &vs.offset, start, end);
             let f = ev.fetch(vs, lo - ev.lookback, hi)?;
@@ -144,7 +146,8 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
             let Expr::MatrixSelector(ms) = c.args.args[0].as_ref() else {
                 return Ok(None);
             };
-            if ms.vs.at.is_some() {
+            // Anchored and smoothed windows are the step-wise path's (`extended`).
+            if ms.vs.at.is_some() || extended::matrix_modifier(ms).is_some() {
                 return Ok(None);
             }
             let name = c.func.name;
@@ -312,4 +315,40 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
         steps.push(v);
     }
     Ok(Some(StepVectors { start, step, steps }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promql::options::EngineOptions;
+    use crate::tsdb::Store;
+
+    #[test]
+    fn modified_selectors_are_left_to_the_step_wise_path() {
+        let mut s = Store::new();
+        for i in 0..=10 {
+            s.append(
+                &Labels::from_pairs([("__name__", "x"), ("job", "a")]),
+                i * 60_000,
+                i as f64,
+            );
+        }
+        let opts = EngineOptions::default();
+        let computed = |q: &str| {
+            let ast = crate::promql::parse(q).unwrap();
+            let ev = Evaluator::new(&s, &ast, &opts, 0, 600_000, q);
+            precompute(&ev, &ast, 0, 600_000, 60_000, HashMap::new()).unwrap().len()
+        };
+        // The plain forms are taken, so the modified ones are left because of their modifier.
+        assert_eq!(computed("sum(changes(x[5m]))"), 1);
+        assert_eq!(computed("sum(x)"), 1);
+        for q in [
+            "sum(changes(x[5m] anchored))",
+            "sum(resets(x[5m] anchored))",
+            "sum(increase(x[5m] smoothed))",
+            "sum(x smoothed)",
+        ] {
+            assert_eq!(computed(q), 0, "{q}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ mod binary;
 mod call;
 mod error;
 mod eval;
+mod extended;
 mod fastpath;
 mod functions;
 mod histogram;
@@ -26,7 +27,6 @@ pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
-pub use trim::expr_text;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -71,7 +71,7 @@ impl Engine {
 
     /// Evaluates a parsed expression at time `t`.
     pub fn instant_query_ast(&self, src: &dyn Queryable, ast: &Expr, t: i64) -> Result<QueryResult, Error> {
-        self.instant_query_text(src, ast, &ast.to_string(), t)
+        self.instant_query_text(src, ast, &extended::to_text(ast), t)
     }
 
     fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
@@ -117,7 +117,7 @@ impl Engine {
         end: i64,
         step: i64,
     ) -> Result<QueryResult, Error> {
-        self.range_query_text(src, ast, &ast.to_string(), start, end, step)
+        self.range_query_text(src, ast, &extended::to_text(ast), start, end, step)
     }
 
     fn range_query_text(
@@ -321,6 +321,18 @@ pub fn selector_series(src: &dyn Queryable, selector: &str, mint: i64, maxt: i64
     Ok(out)
 }
 
+/// Whether `expr` holds an `anchored` or `smoothed` selector. promql-parser's printing loses
+/// the modifier, so such an expression is never sent to a source as text.
+pub fn has_range_modifier(expr: &Expr) -> bool {
+    extended::has_modifier(expr)
+}
+
+/// `expr` as text Prometheus reads: promql-parser's printing (`Display`) with the trim operators
+/// and the `anchored` and `smoothed` modifiers it cannot print.
+pub fn expr_text(expr: &Expr) -> String {
+    extended::to_text(expr)
+}
+
 /// Parses a PromQL expression for an instant query (a rule, an instant query): `step()` and
 /// `range()` in durations are 0. Errors carry a 1-based line and column where one can be found.
 pub fn parse(expr: &str) -> Result<Expr, Error> {
@@ -355,20 +367,24 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
+    // The extended range selectors: Prometheus' parse errors for a modifier on anything but a
+    // selector, then the marked selectors tagged; its evaluation error for a function that
+    // does not take the modifier comes after the other evaluation errors of the text.
+    if let Some(x) = rw.extended.first() {
+        let at = |offset: usize, message: String| {
+            let (line, col) = line_col(expr, offset);
+            Error::Parse { message, line, col }
+        };
+        if let Some((x, message)) = rw.extended.iter().find_map(|x| x.misplaced().map(|m| (x, m))) {
+            return Err(at(x.offset, message));
+        }
+        extended::take_markers(&mut ast).map_err(|message| at(x.offset, message))?;
+    }
     if let Some(message) = rw.bad_label_name {
         return Err(Error::Eval(message));
     }
-    // The extended range selectors are read but not evaluated: Prometheus' refusal where it
-    // refuses one (an evaluation error there), else an honest "unsupported".
     if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {
         return Err(Error::Eval(refusal));
-    }
-    if let Some(x) = rw.extended.first() {
-        let (line, col) = line_col(expr, x.offset);
-        return Err(Error::Unsupported(format!(
-            "{line}:{col}: the {} modifier (Prometheus' promql-extended-range-selectors) is not evaluated yet",
-            x.kind.name()
-        )));
     }
     Ok(ast)
 }
@@ -683,12 +699,161 @@ mod tests {
             v("deriv(req_total[5m] anchored)"),
             "error: anchored modifier can only be used with: changes, delta, increase, rate, resets - not with deriv"
         );
-        assert!(matches!(
-            e.instant_query(&store(), "increase(req_total[5m] smoothed)", 600_000),
-            Err(Error::Unsupported(m)) if m.starts_with("1:24: the smoothed modifier")
-        ));
         // A parse error elsewhere comes first, as in Prometheus.
         assert!(matches!(parse("deriv(x[5m] anchored) +"), Err(Error::Parse { .. })));
+        let perr = |q: &str| match parse(q) {
+            Err(Error::Parse { message, line, col }) => format!("{line}:{col}: {message}"),
+            other => panic!("expected a parse error for {q}, got {other:?}"),
+        };
+        assert_eq!(
+            perr("rate(x[5m:1m] anchored)"),
+            "1:15: anchored modifier is not supported for subqueries"
+        );
+        assert_eq!(perr("rate(x[5m]) smoothed"), "1:13: smoothed modifier not implemented");
+        assert_eq!(
+            perr("rate({a=~\".*\"}[5m] anchored)"),
+            "1:20: vector selector must contain at least one non-empty matcher"
+        );
+        assert_eq!(
+            perr("rate(x[5m] anchored smoothed)"),
+            "1:21: anchored and smoothed modifiers cannot be used together"
+        );
+    }
+
+    /// Prometheus' `TestExtendedRangeSelectors` (engine_test.go): a bare modified range
+    /// selector gives the window's points between its two boundary values.
+    #[test]
+    fn bare_modified_range_selectors_as_prometheus() {
+        let mut s = Store::new();
+        let name = |n: &str| Labels::from_pairs([("__name__", n)]);
+        for i in 0..=10 {
+            s.append(&name("metric"), i * 10_000, (i + 1) as f64);
+        }
+        for (i, v) in [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6].into_iter().enumerate() {
+            s.append(&name("withreset"), i as i64 * 10_000, v as f64);
+        }
+        for (i, v) in [0, 5, 100, 2, 8].into_iter().enumerate() {
+            s.append(&name("notregular"), i as i64 * 10_000, v as f64);
+        }
+        let e = Engine::default();
+        // (query, evaluation time in s, the points Prometheus returns)
+        type Case<'a> = (&'a str, i64, &'a [(i64, f64)]);
+        let cases: &[Case] = &[
+            ("metric[10s] smoothed", 10, &[(0, 1.0), (10_000, 2.0)]),
+            (
+                "metric[10s] smoothed",
+                15,
+                &[(5_000, 1.5), (10_000, 2.0), (15_000, 2.5)],
+            ),
+            ("metric[10s] smoothed", 5, &[(-5_000, 1.0), (0, 1.0), (5_000, 1.5)]),
+            (
+                "metric[10s] smoothed",
+                105,
+                &[(95_000, 10.5), (100_000, 11.0), (105_000, 11.0)],
+            ),
+            (
+                "withreset[10s] smoothed",
+                45,
+                &[(35_000, 4.5), (40_000, 5.0), (45_000, 3.0)],
+            ),
+            ("metric[10s] anchored", 10, &[(0, 1.0), (10_000, 2.0)]),
+            (
+                "metric[10s] anchored",
+                15,
+                &[(5_000, 1.0), (10_000, 2.0), (15_000, 2.0)],
+            ),
+            ("metric[10s] anchored", 5, &[(-5_000, 1.0), (0, 1.0), (5_000, 1.0)]),
+            (
+                "metric[10s] anchored",
+                105,
+                &[(95_000, 10.0), (100_000, 11.0), (105_000, 11.0)],
+            ),
+            (
+                "withreset[10s] anchored",
+                45,
+                &[(35_000, 4.0), (40_000, 5.0), (45_000, 5.0)],
+            ),
+            (
+                "notregular[20s] smoothed",
+                30,
+                &[(10_000, 5.0), (20_000, 100.0), (30_000, 2.0)],
+            ),
+            (
+                "notregular[20s] anchored",
+                30,
+                &[(10_000, 5.0), (20_000, 100.0), (30_000, 2.0)],
+            ),
+        ];
+        for &(q, t, want) in cases {
+            let Value::Matrix(m) = e.instant_query(&s, q, t * 1000).unwrap().value else {
+                panic!("{q}: not a matrix")
+            };
+            assert_eq!(m.len(), 1, "{q} at {t}s");
+            assert_eq!(m[0].samples, want, "{q} at {t}s");
+        }
+    }
+
+    #[test]
+    fn anchored_and_smoothed_in_instant_and_range_queries() {
+        let e = Engine::default();
+        let s = store();
+        // The anchor (the sample 5m back) counts: 5 changes where the plain window sees 4.
+        assert_eq!(
+            vector(e.instant_query(&s, "changes(req_total[5m] anchored)", 600_000).unwrap()),
+            vec![("{job=\"a\"}".to_string(), 5.0), ("{job=\"b\"}".to_string(), 5.0)]
+        );
+        // Not extrapolated: exactly the difference to the anchor, with `offset` and `@`.
+        assert_eq!(
+            vector(
+                e.instant_query(&s, "increase(req_total{job=\"a\"}[2m] anchored offset 1m)", 450_000)
+                    .unwrap()
+            ),
+            vec![("{job=\"a\"}".to_string(), 120.0)]
+        );
+        assert_eq!(
+            vector(
+                e.instant_query(&s, "delta(req_total{job=\"a\"}[2m] anchored @ 300)", 0)
+                    .unwrap()
+            ),
+            vec![("{job=\"a\"}".to_string(), 120.0)]
+        );
+        // Smoothed: interpolated at both ends of the window (90s and 210s).
+        assert_eq!(
+            vector(
+                e.instant_query(&s, "increase(req_total{job=\"b\"}[2m] smoothed)", 210_000)
+                    .unwrap()
+            ),
+            vec![("{job=\"b\"}".to_string(), 240.0)]
+        );
+        // Range queries (through the aggregation the fast path would take) agree step by step.
+        for q in [
+            "sum(changes(req_total[5m] anchored))",
+            "sum(rate(req_total[3m] smoothed))",
+            "sum(req_total smoothed)",
+            "req_total offset 30s smoothed",
+        ] {
+            let range = e.range_query(&s, q, 330_000, 570_000, 60_000).unwrap();
+            let Value::Matrix(m) = range.value else { panic!("{q}") };
+            for series in &m {
+                for &(t, v) in &series.samples {
+                    let at = vector(e.instant_query(&s, q, t).unwrap());
+                    let want = at.iter().find(|x| x.0 == series.metric.to_string()).map(|x| x.1);
+                    assert_eq!(Some(v), want, "{q} at {t}");
+                }
+            }
+            assert!(!m.is_empty(), "{q}");
+        }
+        let r = e
+            .range_query(&s, "sum(changes(req_total[5m] anchored))", 300_000, 420_000, 60_000)
+            .unwrap();
+        let Value::Matrix(m) = r.value else { panic!() };
+        assert_eq!(m[0].samples, vec![(300_000, 10.0), (360_000, 10.0), (420_000, 10.0)]);
+        let r = e
+            .range_query(&s, "sum(req_total smoothed)", 30_000, 90_000, 60_000)
+            .unwrap();
+        let Value::Matrix(m) = r.value else { panic!() };
+        // At 30s and 90s: interpolated (the plain selector would give 0 and 180).
+        assert_eq!(m[0].samples, vec![(30_000, 90.0), (90_000, 270.0)]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use promql_parser::parser::{AtModifier, Expr, Offset, VectorSelector};
 
 use super::error::Error;
 use super::eval::{offset_ms, system_time_ms};
+use super::extended;
 use super::select::{convert_matchers, dur_ms};
 use crate::labels::Matcher;
 
@@ -63,11 +64,14 @@ fn walk(expr: &Expr, tmin: i64, tmax: i64, lookback: i64, out: &mut Vec<Selector
     match expr {
         Expr::VectorSelector(vs) => {
             let (lo, hi) = reference(&vs.at, &vs.offset, tmin, tmax);
-            push(vs, lo - lookback, hi, out)
+            // `smoothed` interpolates towards the sample after the reference time.
+            let after = if extended::is_smoothed(vs) { lookback } else { 0 };
+            push(vs, lo - lookback, hi + after, out)
         }
         Expr::MatrixSelector(ms) => {
             let (lo, hi) = reference(&ms.vs.at, &ms.vs.offset, tmin, tmax);
-            push(&ms.vs, lo - dur_ms(&ms.range), hi, out)
+            let (before, after) = extended::margins(extended::matrix_modifier(ms), lookback);
+            push(&ms.vs, lo - dur_ms(&ms.range) - before, hi + after, out)
         }
         Expr::Subquery(sq) => {
             let (lo, hi) = reference(&sq.at, &sq.offset, tmin, tmax);
@@ -130,5 +134,15 @@ mod tests {
         assert_eq!(find("d").len(), 2, "one window per `or` alternative");
         assert!(!uses_start_or_end(&e));
         assert!(uses_start_or_end(&crate::promql::parse("a @ end()").unwrap()));
+    }
+
+    #[test]
+    fn modified_windows_read_a_lookback_beyond_their_range() {
+        let e = crate::promql::parse("increase(a[5m] anchored) + increase(b[5m] smoothed) + c smoothed").unwrap();
+        let w = selector_windows(&e, 100 * M, 200 * M, 5 * M).unwrap();
+        let find = |n: &str| w.iter().find(|s| s.matchers[0].value == n).map(|s| (s.mint, s.maxt));
+        assert_eq!(find("a"), Some((90 * M, 200 * M)));
+        assert_eq!(find("b"), Some((90 * M, 205 * M)));
+        assert_eq!(find("c"), Some((95 * M, 205 * M)));
     }
 }

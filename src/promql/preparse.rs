@@ -7,9 +7,11 @@
 //! Each construct is evaluated with Prometheus' rules (`promql/durations.go`: arithmetic on
 //! float seconds, numbers are seconds, the result cut to whole milliseconds; a range or step must
 //! be positive) and replaced by the literal promql-parser reads, so that promql-parser stays the
-//! parser of record and its AST is the one the engine evaluates. `step()` and `range()` are
-//! both 0 for an instant query, as in Prometheus (as functions outside durations promql-parser
-//! reads them, and the engine evaluates them). Text without these constructs is left as it is.
+//! parser of record and its AST is the one the engine evaluates. The `anchored` and `smoothed`
+//! range modifiers become a marker matcher on their selector (see `extended`). `step()` and
+//! `range()` are both 0 for an instant query, as in Prometheus (as functions outside durations
+//! promql-parser reads them, and the engine evaluates them). Text without these constructs is
+//! left as it is.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -40,7 +42,8 @@ pub(crate) struct Rewritten<'a> {
     pub(crate) text: Cow<'a, str>,
     /// (original span, replacement length), in order.
     edits: Vec<(usize, usize, usize)>,
-    /// The `anchored` and `smoothed` modifiers read (and taken out of the text).
+    /// The `anchored` and `smoothed` modifiers read: each keyword is taken out of the text and
+    /// its selector marked with [`MODIFIER_MARKER`].
     pub(crate) extended: Vec<Extended>,
     /// Prometheus' evaluation error for a label name that is not UTF-8 (a Go string literal's
     /// `\xc5` is a byte, which promql-parser reads as the character U+00C5).
@@ -84,9 +87,44 @@ pub(crate) struct Extended {
     pub(crate) offset: usize,
     /// The function its range selector is passed to, when Prometheus refuses the modifier there.
     unsafe_function: Option<String>,
+    /// What the modifier stands after.
+    pub(crate) target: Modified,
 }
 
+/// What a modifier modifies: only selectors take one (Prometheus' `setAnchored`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Modified {
+    /// A selector, now carrying the [`MODIFIER_MARKER`] matcher.
+    Selector,
+    Subquery,
+    /// Anything else (a call, a literal, a parenthesis).
+    Other,
+    /// Another modifier, the same (nothing more to mark) or the other one.
+    Modifier {
+        same: bool,
+    },
+}
+
+/// The label matcher the front pass adds to a selector followed by `anchored` or `smoothed`
+/// (`foo[1m] anchored` is read as `foo{__watchfire_range_modifier__="anchored"}[1m]`):
+/// promql-parser's AST has no place for the modifier, so it travels as a matcher until
+/// `extended::take_markers` moves it onto the parsed selector. Were it ever to reach a source,
+/// it would select nothing (no series has the label), never too much.
+pub(crate) const MODIFIER_MARKER: &str = "__watchfire_range_modifier__";
+
 impl Extended {
+    /// Prometheus' parse error for a modifier on something other than a selector.
+    pub(crate) fn misplaced(&self) -> Option<String> {
+        match self.target {
+            Modified::Selector | Modified::Modifier { same: true } => None,
+            Modified::Modifier { same: false } => {
+                Some("anchored and smoothed modifiers cannot be used together".into())
+            }
+            Modified::Subquery => Some(format!("{} modifier is not supported for subqueries", self.kind.name())),
+            Modified::Other => Some(format!("{} modifier not implemented", self.kind.name())),
+        }
+    }
+
     /// Prometheus' evaluation error for a function the modifier cannot be used with.
     pub(crate) fn refusal(&self) -> Option<String> {
         let f = self.unsafe_function.as_ref()?;
@@ -202,16 +240,41 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         };
         if let Some(kind) = modifier.filter(|_| i > 0 && ends_modified(expr, &toks[i - 1])) {
             let (matrix, function) = modified_context(expr, &toks, i);
+            let previous = extended
+                .last()
+                .filter(|x: &&Extended| x.offset == toks[i - 1].start)
+                .map(|x| x.kind);
+            let target = match previous.map(|k| k == kind).map(|same| Err(Modified::Modifier { same })) {
+                Some(repeated) => repeated,
+                None => modified_selector(expr, &toks, i),
+            };
+            let target = match target {
+                Ok(at) => {
+                    // The keyword goes; a marker matcher on the selector says what it was.
+                    let marker = format!("{MODIFIER_MARKER}=\"{}\"", kind.name());
+                    let text = match at {
+                        MarkerAt::Name(_) => format!("{{{marker}}}"),
+                        MarkerAt::Braces { comma: true, .. } => format!(",{marker}"),
+                        MarkerAt::Braces { comma: false, .. } => marker,
+                    };
+                    let (MarkerAt::Name(pos) | MarkerAt::Braces { pos, .. }) = at;
+                    edits.push((pos, pos, text));
+                    Modified::Selector
+                }
+                Err(other) => other,
+            };
             extended.push(Extended {
                 kind,
                 offset: t.start,
                 unsafe_function: function.filter(|f| matrix && !kind.safe_functions().contains(&f.as_str())),
+                target,
             });
-            // Read without it, so that the rest of the query is checked first.
             edits.push((toks[i - 1].end, t.end, String::new()));
         }
         i += 1;
     }
+    // Markers are inserted before edits already made further right.
+    edits.sort_by_key(|e| (e.0, e.1));
     if edits.is_empty() {
         return Ok(Rewritten {
             text: Cow::Borrowed(expr),
@@ -441,6 +504,88 @@ fn offset(
 /// range, or its `offset`/`@` modifier (`foo @ 100 offset 1m`).
 fn ends_modified(expr: &str, t: &Tok) -> bool {
     ends_operand(expr, t) || matches!(t.kind, Kind::Number(_) | Kind::Duration(_))
+}
+
+/// Where a selector takes the marker matcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MarkerAt {
+    /// Right after a bare metric name (the marker comes in braces of its own).
+    Name(usize),
+    /// Before the closing brace; `comma` when a matcher precedes it without one.
+    Braces { pos: usize, comma: bool },
+}
+
+/// The selector a modifier at `at` stands after, walking back over its `offset` and `@`
+/// modifiers and its range; else what the modifier stands after instead.
+fn modified_selector(expr: &str, toks: &[Tok], at: usize) -> Result<MarkerAt, Modified> {
+    let text = |t: &Tok| &expr[t.start..t.end];
+    // Whether the tokens before index `k` (exclusive) end with `offset` or `@`, possibly
+    // followed by a sign: then what stands at `k` is that modifier's argument. Returns the
+    // index of the `offset`/`@` token.
+    let modifier_before = |k: usize| -> Option<usize> {
+        let mut k = k.checked_sub(1)?;
+        if matches!(text(&toks[k]), "-" | "+") && toks[k].kind == Kind::Punct {
+            k = k.checked_sub(1)?;
+        }
+        let t = &toks[k];
+        ((t.kind == Kind::Punct && text(t) == "@") || (t.kind == Kind::Ident && text(t).eq_ignore_ascii_case("offset")))
+            .then_some(k)
+    };
+    let mut j = at;
+    while j > 0 {
+        j -= 1;
+        let t = &toks[j];
+        match (t.kind, text(t)) {
+            (Kind::Punct, "]") => {
+                let open = matching_open(expr, toks, j, "[", "]").ok_or(Modified::Other)?;
+                let colon = (open + 1..j).any(|k| tok_is(expr, &toks[k], ":"));
+                if colon {
+                    return Err(Modified::Subquery);
+                }
+                j = open;
+            }
+            (Kind::Punct, ")") => {
+                // A modifier's argument (`@ start()`, `offset (1m+1m)`), else the operand.
+                let open = matching_open(expr, toks, j, "(", ")").ok_or(Modified::Other)?;
+                let named = open > 0
+                    && toks[open - 1].kind == Kind::Ident
+                    && !text(&toks[open - 1]).eq_ignore_ascii_case("offset");
+                let head = if named { open - 1 } else { open };
+                j = modifier_before(head).ok_or(Modified::Other)?;
+            }
+            (Kind::Number(_) | Kind::Duration(_), _) => {
+                j = modifier_before(j).ok_or(Modified::Other)?;
+            }
+            (Kind::Punct, "}") => {
+                let prev = j.checked_sub(1).map_or("{", |k| text(&toks[k]));
+                return Ok(MarkerAt::Braces {
+                    pos: t.start,
+                    comma: prev != "{" && prev != ",",
+                });
+            }
+            (Kind::Ident, _) => return Ok(MarkerAt::Name(t.end)),
+            _ => return Err(Modified::Other),
+        }
+    }
+    Err(Modified::Other)
+}
+
+/// The index of the `open` token matching the `close` token at `at`.
+fn matching_open(expr: &str, toks: &[Tok], at: usize, open: &str, close: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut j = at + 1;
+    while j > 0 {
+        j -= 1;
+        if tok_is(expr, &toks[j], close) {
+            depth += 1;
+        } else if tok_is(expr, &toks[j], open) {
+            depth -= 1;
+            if depth == 0 {
+                return Some(j);
+            }
+        }
+    }
+    None
 }
 
 /// Whether the selector a modifier at `at` stands after has a range (a `]` at its level), and
@@ -1175,7 +1320,10 @@ mod tests {
     #[test]
     fn extended_range_selectors_are_read() {
         let r = preparse("increase(foo[1m] anchored) + foo smoothed", &QueryTimes::default()).unwrap();
-        assert_eq!(r.text, "increase(foo[1m]) + foo");
+        assert_eq!(
+            r.text,
+            "increase(foo{__watchfire_range_modifier__=\"anchored\"}[1m]) + foo{__watchfire_range_modifier__=\"smoothed\"}"
+        );
         let kinds: Vec<_> = r.extended.iter().map(|x| (x.kind, x.offset, x.refusal())).collect();
         assert_eq!(
             kinds,
@@ -1203,6 +1351,21 @@ mod tests {
                 .map(|m| m.ends_with("not with smoothed")),
             Some(true)
         );
+        // The marker joins the selector's matchers, past `offset` and `@` (even as expressions).
+        let text = |e: &str| preparse(e, &QueryTimes::default()).unwrap().text.into_owned();
+        assert_eq!(
+            text("rate(foo{a=\"b\"}[1m] offset (1m+1m) @ start() anchored)"),
+            "rate(foo{a=\"b\",__watchfire_range_modifier__=\"anchored\"}[1m] offset 2m @ start())"
+        );
+        assert_eq!(
+            text("{__name__=\"foo\",} @ 10 offset -1m smoothed"),
+            "{__name__=\"foo\",__watchfire_range_modifier__=\"smoothed\"} @ 10 offset -1m"
+        );
+        let target = |e: &str| preparse(e, &QueryTimes::default()).unwrap().extended[0].target;
+        assert_eq!(target("foo[5m:1m] anchored"), Modified::Subquery);
+        assert_eq!(target("rate(foo[5m]) anchored"), Modified::Other);
+        assert_eq!(target("(foo) smoothed"), Modified::Other);
+        assert_eq!(target("5 smoothed"), Modified::Other);
         // A metric named like a modifier is a metric.
         let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
         assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));

@@ -40,7 +40,8 @@ fn visit(src: &dyn Queryable, expr: &Expr, t: i64, out: &mut HashMap<usize, Step
                 T_SUM, T_MIN, T_MAX, T_AVG, T_COUNT, T_GROUP, T_STDDEV, T_STDVAR, T_QUANTILE,
             ]
             .contains(&id);
-            if labels_only {
+            // A modifier is lost in the text a source gets.
+            if labels_only && !super::extended::has_modifier(expr) {
                 if let Some(res) = src.pushdown(expr, t) {
                     let v = res?
                         .into_iter()

@@ -101,7 +101,7 @@ fn in_text_order(e: &mut Expr, f: &mut dyn FnMut(&mut BinaryExpr)) {
 
 /// The text of an expression, as promql-parser prints it, with the trim operators written as
 /// Prometheus reads them.
-pub fn expr_text(e: &Expr) -> String {
+pub(crate) fn expr_text(e: &Expr) -> String {
     let printed = e.to_string();
     if !printed.contains(UNKNOWN_TOKEN) {
         return printed;

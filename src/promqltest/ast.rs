@@ -109,7 +109,7 @@ pub(crate) fn at_modifier_cases(expr: &Expr, eval_ms: i64) -> Option<(String, Ve
     }
     let printed = go_number_spelling(&crate::promql::expr_text(&e));
     // The printer sorts matchers; compare regardless of their order. The text is read back as
-    // the engine reads it (the trim operators need the front pass).
+    // the engine reads it (the trim operators and the range modifiers need the front pass).
     let round_trips = crate::promql::parse(&printed).is_ok_and(|mut back| {
         let mut want = e.clone();
         normalize(&mut want);

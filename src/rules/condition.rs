@@ -36,8 +36,8 @@ pub(crate) fn compared_side(expr: &str) -> Option<Compared> {
                     _ => None,
                 };
                 return Some(Compared {
-                    side: b.lhs.to_string(),
-                    test: format!("{} {}", b.op, b.rhs),
+                    side: crate::promql::expr_text(&b.lhs),
+                    test: format!("{} {}", b.op, crate::promql::expr_text(&b.rhs)),
                     threshold,
                 });
             }
@@ -70,6 +70,12 @@ mod tests {
         );
         let other = compared_side("rate(x[5m]) < on(job) y").unwrap();
         assert_eq!((other.side.as_str(), other.threshold), ("rate(x[5m])", None));
+        // The side keeps the modifiers promql-parser's printing drops.
+        let modified = compared_side("increase(x[5m] anchored) > x smoothed").unwrap();
+        assert_eq!(
+            (modified.side.as_str(), modified.test.as_str()),
+            ("increase(x[5m] anchored)", "> x smoothed")
+        );
         assert_eq!(compared_side("a > bool 1"), None);
         assert_eq!(compared_side("vector(1)"), None);
         assert_eq!(compared_side("absent(up)"), None);

@@ -274,6 +274,10 @@ impl Federated {
 
     /// The member that would answer a whole expression, if one can.
     pub(crate) fn pushdown_target(&self, expr: &Expr) -> Option<usize> {
+        // Its text would lose the modifier.
+        if crate::promql::has_range_modifier(expr) {
+            return None;
+        }
         let mut names = Vec::new();
         if !collect_names(expr, &mut names) || names.is_empty() {
             return None;
@@ -584,5 +588,12 @@ mod tests {
             "another Prometheus member may claim matches"
         );
         assert_eq!(target(r#"{__name__=~"up|job:up:sum"}"#), None, "a local recording rule");
+        assert_eq!(target("increase(up[5m])"), Some(0));
+        assert_eq!(
+            target("increase(up[5m] anchored)"),
+            None,
+            "its text would lose the modifier"
+        );
+        assert_eq!(target("sum(up smoothed)"), None, "its text would lose the modifier");
     }
 }

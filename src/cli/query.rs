@@ -107,9 +107,6 @@ fn execute(args: &Args) -> Result<String, String> {
     }
     Ok(match args.format {
         Format::Text => render_text(&res.value),
-        Format::Json if has_histograms(&res.value) => {
-            return Err("native histogram results are printed in text format only (--format text)".into())
-        }
         Format::Json => render_json(&res.value) + "\n",
     })
 }
@@ -234,14 +231,6 @@ fn render_text(v: &Value) -> String {
     out
 }
 
-fn has_histograms(v: &Value) -> bool {
-    match v {
-        Value::Vector(samples) => samples.iter().any(|s| s.h.is_some()),
-        Value::Matrix(series) => series.iter().any(|s| !s.histograms.is_empty()),
-        _ => false,
-    }
-}
-
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
@@ -258,6 +247,11 @@ fn json_point(t: i64, v: f64) -> String {
     format!("[{},{}]", format_api_timestamp(t), json_str(&format_float(v)))
 }
 
+/// `[t,{"count":...}]`: a histogram point as Prometheus writes it, given its JSON.
+fn json_histogram_point(t: i64, histogram_json: &str) -> String {
+    format!("[{},{histogram_json}]", format_api_timestamp(t))
+}
+
 /// The `data` object of Prometheus' query API response.
 pub fn render_json(v: &Value) -> String {
     let (kind, result) = match v {
@@ -266,12 +260,17 @@ pub fn render_json(v: &Value) -> String {
         Value::Vector(samples) => {
             let items: Vec<String> = samples
                 .iter()
-                .map(|s| {
-                    format!(
+                .map(|s| match &s.h {
+                    Some(h) => format!(
+                        "{{\"metric\":{},\"histogram\":{}}}",
+                        json_metric(&s.metric),
+                        json_histogram_point(s.t, &h.prometheus_json())
+                    ),
+                    None => format!(
                         "{{\"metric\":{},\"value\":{}}}",
                         json_metric(&s.metric),
                         json_point(s.t, s.v)
-                    )
+                    ),
                 })
                 .collect();
             ("vector", format!("[{}]", items.join(",")))
@@ -280,12 +279,18 @@ pub fn render_json(v: &Value) -> String {
             let items: Vec<String> = series
                 .iter()
                 .map(|s| {
-                    let pts: Vec<String> = s.samples.iter().map(|(t, v)| json_point(*t, *v)).collect();
-                    format!(
-                        "{{\"metric\":{},\"values\":[{}]}}",
-                        json_metric(&s.metric),
-                        pts.join(",")
-                    )
+                    // As Prometheus: `values` for the floats, `histograms` for the histograms.
+                    let mut out = format!("{{\"metric\":{}", json_metric(&s.metric));
+                    if !s.samples.is_empty() || s.histograms.is_empty() {
+                        let pts: Vec<String> = s.samples.iter().map(|(t, v)| json_point(*t, *v)).collect();
+                        let _ = write!(out, ",\"values\":[{}]", pts.join(","));
+                    }
+                    if !s.histograms.is_empty() {
+                        let pts: Vec<String> = s.histograms.iter().map(|(t, h)| json_histogram_point(*t, &h.prometheus_json())).collect();
+                        let _ = write!(out, ",\"histograms\":[{}]", pts.join(","));
+                    }
+                    out.push('}');
+                    out
                 })
                 .collect();
             ("matrix", format!("[{}]", items.join(",")))

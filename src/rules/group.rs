@@ -312,7 +312,13 @@ impl Group {
             }
             let mut returned: HashSet<Labels> = HashSet::with_capacity(samples.len());
             for s in samples {
-                outputs.append(&s.labels, s.t, s.v);
+                match s.h {
+                    Some(h) => {
+                        let id = outputs.get_or_create(&s.labels);
+                        outputs.append_histogram_shared(id, s.t, h);
+                    }
+                    None => outputs.append(&s.labels, s.t, s.v),
+                }
                 returned.insert(s.labels);
             }
             let stale_at = ts.saturating_sub(query_offset);

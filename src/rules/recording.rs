@@ -86,8 +86,8 @@ impl RecordingRule {
         let vector = ctx.query(&self.expr, t)?;
         let mut out = Vec::with_capacity(vector.len());
         let mut seen: HashSet<Labels> = HashSet::with_capacity(vector.len());
-        for (metric, v) in vector {
-            let mut lb = LabelsBuilder::new(&metric);
+        for s in vector {
+            let mut lb = LabelsBuilder::new(&s.labels);
             lb.set(METRIC_NAME, &self.name);
             for (n, val) in &self.labels {
                 lb.set(n, val);
@@ -96,7 +96,12 @@ impl RecordingRule {
             if !seen.insert(labels.clone()) {
                 return Err(RuleError::DuplicateRuleLabels);
             }
-            out.push(OutputSample { labels, t, v });
+            out.push(OutputSample {
+                labels,
+                t,
+                v: s.v,
+                h: s.h,
+            });
         }
         if ctx.limit > 0 && out.len() > ctx.limit {
             return Err(RuleError::SeriesLimit {

@@ -7,6 +7,11 @@
 //!   range-selector results, so a series that stopped stays visible locally for the lookback
 //!   window (5m); pushed-down queries ([`PrometheusSource::instant_query`]) are exact.
 //! * Pushdown: [`PrometheusSource::instant_query`] runs a whole expression remotely.
+//! * Native histograms: the answers' `histogram` / `histograms` (Prometheus' JSON shape) are
+//!   read back into the engine's histograms (`tsdb::histogram_json` says what the shape keeps).
+//!   A raw fetch answers floats and histograms at once: `select` keeps the histograms for the
+//!   `select_histograms` call the engine makes next with the same arguments, so a selector
+//!   costs one request.
 //! * Per-request timeout; retries with exponential backoff on 5xx, timeouts and transport
 //!   errors; 4xx (400 bad query, 422 execution error, AMP's `max_samples_processed` guard) are
 //!   final. Every failure is a [`SourceError`], never an empty result.
@@ -19,14 +24,23 @@
 //! [`Queryable::select`] is synchronous: it blocks on the tokio runtime handle the source was
 //! built with, so call it from a blocking thread (`spawn_blocking`), never an async task.
 
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, SystemTime};
 
 use serde::Deserialize;
 
 use super::config::{SigV4Config, SourceConfig};
-use super::{Queryable, SeriesData, SourceError};
+use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, Matcher};
+use crate::promql::PushedSample;
+use crate::tsdb::FloatHistogram;
+
+/// How many raw fetches' histograms are kept for the `select_histograms` that follows each.
+const KEPT_HISTOGRAM_FETCHES: usize = 64;
+
+/// The histograms of one raw fetch: (matchers as text, mint, maxt) and its series.
+type KeptHistograms = ((String, i64, i64), Vec<HistogramSeriesData>);
 
 /// A Prometheus-compatible query API.
 pub struct PrometheusSource {
@@ -41,6 +55,8 @@ pub struct PrometheusSource {
     handle: tokio::runtime::Handle,
     /// Initial backoff between retries.
     pub backoff: StdDuration,
+    /// Histograms of recent raw fetches, newest last, until `select_histograms` takes them.
+    kept: Mutex<VecDeque<KeptHistograms>>,
 }
 
 #[derive(Clone, Debug)]
@@ -77,6 +93,10 @@ struct ApiSeries {
     values: Vec<(f64, String)>,
     #[serde(default)]
     value: Option<(f64, String)>,
+    #[serde(default)]
+    histograms: Vec<(f64, serde_json::Value)>,
+    #[serde(default)]
+    histogram: Option<(f64, serde_json::Value)>,
 }
 
 impl PrometheusSource {
@@ -100,6 +120,7 @@ impl PrometheusSource {
             creds: Mutex::new(None),
             handle,
             backoff: StdDuration::from_millis(200),
+            kept: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -128,9 +149,9 @@ impl PrometheusSource {
         }
     }
 
-    /// Runs `expr` remotely at `t` (ms). A vector comes back as (labels, value) pairs, a scalar
-    /// as one pair with empty labels; other result types are errors.
-    pub async fn instant_query(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+    /// Runs `expr` remotely at `t` (ms). A vector comes back as its samples (floats or native
+    /// histograms), a scalar as one sample with empty labels; other result types are errors.
+    pub async fn instant_query(&self, expr: &str, t: i64) -> Result<Vec<PushedSample>, SourceError> {
         let data = self.query(expr, t).await?;
         match data.result_type.as_str() {
             "vector" => {
@@ -139,11 +160,19 @@ impl PrometheusSource {
                 series
                     .into_iter()
                     .map(|s| {
+                        let labels = Labels::from_pairs(s.metric);
+                        if let Some((_, h)) = s.histogram {
+                            return Ok(PushedSample {
+                                labels,
+                                v: 0.0,
+                                h: Some(self.histogram(&h)?),
+                            });
+                        }
                         let (_, v) = s
                             .value
                             .ok_or_else(|| self.unavailable("vector sample without a value"))?;
-                        Ok((
-                            Labels::from_pairs(s.metric),
+                        Ok(PushedSample::float(
+                            labels,
                             parse_value(&v).map_err(|e| self.unavailable(e))?,
                         ))
                     })
@@ -152,7 +181,7 @@ impl PrometheusSource {
             "scalar" => {
                 let (_, v): (f64, String) = serde_json::from_value(data.result)
                     .map_err(|e| self.unavailable(format!("malformed scalar result: {e}")))?;
-                Ok(vec![(
+                Ok(vec![PushedSample::float(
                     Labels::empty(),
                     parse_value(&v).map_err(|e| self.unavailable(e))?,
                 )])
@@ -162,24 +191,25 @@ impl PrometheusSource {
     }
 
     /// [`PrometheusSource::instant_query`] from a blocking thread (never an async task).
-    pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+    pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<PushedSample>, SourceError> {
         self.handle.block_on(self.instant_query(expr, t))
     }
 
-    /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms).
+    /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms): the floats, and
+    /// the native histograms.
     pub async fn select_async(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<SeriesData>, SourceError> {
+    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
         if matchers.is_empty() || matchers.iter().all(Matcher::matches_empty) {
             return Err(SourceError::Limit(
                 "a selector needs at least one matcher that does not match the empty string".into(),
             ));
         }
         if maxt < mint {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let parts: Vec<String> = matchers.iter().map(|m| m.to_string()).collect();
         // One extra millisecond so that `mint` is inside Prometheus 3's left-open windows too.
@@ -187,6 +217,7 @@ impl PrometheusSource {
         let expr = format!("{{{}}}[{range_ms}ms]", parts.join(","));
         let series = self.matrix(self.query(&expr, maxt).await?)?;
         let mut out = Vec::with_capacity(series.len());
+        let mut hists = Vec::new();
         for s in series {
             let mut samples = Vec::with_capacity(s.values.len());
             for (ts, v) in s.values {
@@ -196,14 +227,38 @@ impl PrometheusSource {
                 }
                 samples.push((t, parse_value(&v).map_err(|e| self.unavailable(e))?));
             }
-            if !samples.is_empty() {
-                out.push(SeriesData {
-                    labels: Labels::from_pairs(s.metric),
-                    samples,
+            let mut hs = Vec::with_capacity(s.histograms.len());
+            for (ts, h) in &s.histograms {
+                let t = (ts * 1000.0).round() as i64;
+                if t >= mint && t <= maxt {
+                    hs.push((t, self.histogram(h)?));
+                }
+            }
+            let labels = Labels::from_pairs(s.metric);
+            if !hs.is_empty() {
+                hists.push(HistogramSeriesData {
+                    labels: labels.clone(),
+                    samples: hs,
                 });
             }
+            if !samples.is_empty() {
+                out.push(SeriesData { labels, samples });
+            }
         }
-        Ok(out)
+        Ok((out, hists))
+    }
+
+    /// A histogram of an answer, or the source answering something malformed.
+    fn histogram(&self, v: &serde_json::Value) -> Result<Arc<FloatHistogram>, SourceError> {
+        crate::tsdb::histogram_json::from_json(v)
+            .map(Arc::new)
+            .map_err(|e| self.unavailable(format!("malformed native histogram: {e}")))
+    }
+
+    /// The key a raw fetch's histograms are kept under.
+    fn fetch_key(matchers: &[Matcher], mint: i64, maxt: i64) -> (String, i64, i64) {
+        let parts: Vec<String> = matchers.iter().map(|m| m.to_string()).collect();
+        (parts.join(","), mint, maxt)
     }
 
     /// `POST /api/v1/query` with retries; returns the `data` of a successful response.
@@ -231,6 +286,12 @@ impl PrometheusSource {
         self.matrix(self.api("query_range", &body).await?)?
             .into_iter()
             .map(|s| {
+                if !s.histograms.is_empty() {
+                    // Replay's chunk cache holds floats only: refusing beats dropping them.
+                    return Err(self.unavailable(format!(
+                        "{expr}: native histogram results are not supported in range pushdown"
+                    )));
+                }
                 let samples = s
                     .values
                     .into_iter()
@@ -486,7 +547,37 @@ impl PrometheusSource {
 impl Queryable for PrometheusSource {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
         // Blocks this (blocking) thread on the runtime the source was built with.
-        self.handle.block_on(self.select_async(matchers, mint, maxt))
+        let (floats, hists) = self.handle.block_on(self.select_async(matchers, mint, maxt))?;
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() >= KEPT_HISTOGRAM_FETCHES {
+                kept.pop_front();
+            }
+            kept.push_back((Self::fetch_key(matchers, mint, maxt), hists));
+        }
+        Ok(floats)
+    }
+
+    /// The histograms of the `select` just made with these arguments (the engine asks right
+    /// after it); fetched again only when that answer is no longer kept.
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let key = Self::fetch_key(matchers, mint, maxt);
+        if let Ok(mut kept) = self.kept.lock() {
+            if let Some(i) = kept.iter().rposition(|k| k.0 == key) {
+                if let Some((_, h)) = kept.remove(i) {
+                    return Ok(h);
+                }
+            }
+        }
+        Ok(self.handle.block_on(self.select_async(matchers, mint, maxt))?.1)
+    }
+
+    fn has_histograms(&self) -> bool {
+        true
     }
 }
 

@@ -188,10 +188,15 @@ impl Store {
     /// Appends a native histogram sample to an existing series (unknown ids are ignored); a
     /// histogram at an existing timestamp replaces the earlier one.
     pub fn append_histogram_id(&mut self, id: SeriesId, t: i64, h: FloatHistogram) {
+        self.append_histogram_shared(id, t, Arc::new(h));
+    }
+
+    /// [`Store::append_histogram_id`] for a histogram already shared (a rule's result), kept
+    /// without a copy.
+    pub fn append_histogram_shared(&mut self, id: SeriesId, t: i64, h: Arc<FloatHistogram>) {
         let Some(s) = self.series.get_mut(id as usize) else {
             return;
         };
-        let h = Arc::new(h);
         match s.hists.last() {
             Some(&(last, _)) if t <= last => {
                 let i = s.hists.partition_point(|x| x.0 < t);
@@ -206,12 +211,12 @@ impl Store {
         self.num_histograms += 1;
     }
 
-    /// Whether any series holds a native histogram sample.
     /// Whether any sample is a staleness marker (false: none ever was).
     pub fn has_stale_markers(&self) -> bool {
         self.stale_markers
     }
 
+    /// Whether any series holds a native histogram sample.
     pub fn has_histograms(&self) -> bool {
         self.num_histograms > 0
     }
@@ -219,6 +224,30 @@ impl Store {
     /// Number of native histogram samples stored.
     pub fn num_histograms(&self) -> u64 {
         self.num_histograms
+    }
+
+    /// Appends every sample with `mint <= t <= maxt`, floats and native histograms, to `into`
+    /// (rule outputs handed to other groups, or trimmed to recent history).
+    pub fn copy_range_into(&self, into: &mut Store, mint: i64, maxt: i64) {
+        let mut floats = Vec::new();
+        let mut hists = Vec::new();
+        for (id, s) in self.series.iter().enumerate() {
+            let id = id as SeriesId;
+            floats.clear();
+            hists.clear();
+            self.samples(id, mint, maxt, &mut floats);
+            self.histogram_samples(id, mint, maxt, &mut hists);
+            if floats.is_empty() && hists.is_empty() {
+                continue;
+            }
+            let to = into.get_or_create(&s.labels);
+            for &(t, v) in &floats {
+                into.append_id(to, t, v);
+            }
+            for (t, h) in hists.drain(..) {
+                into.append_histogram_shared(to, t, h);
+            }
+        }
     }
 
     /// Appends the histogram samples with `mint <= t <= maxt` to `out`, in time order.

@@ -67,7 +67,7 @@ pub struct FetchStats {
 pub(crate) struct PushTable {
     /// (first, last, step) runs of evaluation times covered.
     pub runs: Vec<(i64, i64, i64)>,
-    pub values: HashMap<i64, Vec<(Labels, f64)>>,
+    pub values: HashMap<i64, Vec<crate::promql::PushedSample>>,
 }
 
 impl PushTable {
@@ -444,7 +444,11 @@ fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
             table.runs.push((*first, *last, need.step));
             for s in series {
                 for (t, v) in s.samples {
-                    table.values.entry(t).or_default().push((s.labels.clone(), v));
+                    table
+                        .values
+                        .entry(t)
+                        .or_default()
+                        .push(crate::promql::PushedSample::float(s.labels.clone(), v));
                 }
             }
             Ok(())

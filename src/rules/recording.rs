@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn native_histogram_results_are_an_error_not_zero() {
+    fn native_histogram_results_are_recorded_as_histograms() {
         let mut store = Store::new();
         let id = store.get_or_create(&Labels::from_pairs([("__name__", "latency")]));
         let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
@@ -175,16 +175,20 @@ mod tests {
             "latency:copy",
             crate::promql::parse("latency").unwrap(),
             "latency",
-            vec![],
+            vec![("team".into(), "ml".into())],
         );
-        let err = run(&mut r, &store, 0).unwrap_err();
-        assert!(err.to_string().contains("native histogram"), "{err}");
-        assert_eq!(r.health(), Health::Bad);
-        // Reduced to floats, the same data records fine.
+        let out = run(&mut r, &store, 0).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].labels.to_string(), "latency:copy{team=\"ml\"}");
+        assert_eq!(
+            out[0].h.as_ref().map(|h| h.test_expression()).as_deref(),
+            Some("{{count:4 sum:5 buckets:[1 2 1]}}")
+        );
+        assert_eq!(r.health(), Health::Good);
         let expr = "histogram_count(latency)";
         let mut r = RecordingRule::new("latency:count", crate::promql::parse(expr).unwrap(), expr, vec![]);
         let out = run(&mut r, &store, 0).unwrap();
-        assert_eq!(out[0].v, 4.0);
+        assert_eq!((out[0].v, out[0].h.is_none()), (4.0, true));
     }
 
     #[test]

@@ -353,6 +353,42 @@ mod tests {
     }
 
     #[test]
+    fn native_histograms_in_json_like_prometheus() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("lat.txt");
+        std::fs::write(
+            &data,
+            "load 1m\n  lat {{schema:0 sum:5 count:4 buckets:[1 2 1]}}x2\n  up 1 1 1\n",
+        )
+        .unwrap();
+        let query = |expr: &str, time: &str| {
+            execute(&Args {
+                expr: expr.into(),
+                data: vec![data.clone()],
+                time: Some(time.into()),
+                start: None,
+                end: None,
+                step: None,
+                format: Format::Json,
+                lookback: None,
+            })
+            .unwrap()
+        };
+        let h = r#"{"count":"4","sum":"5","buckets":[[0,"0.5","1","1"],[0,"1","2","2"],[0,"2","4","1"]]}"#;
+        assert_eq!(
+            query("lat", "1m"),
+            format!(r#"{{"resultType":"vector","result":[{{"metric":{{"__name__":"lat"}},"histogram":[60,{h}]}}]}}"#)
+                + "\n"
+        );
+        assert_eq!(
+            query("{__name__=~\"lat|up\"}[90s]", "2m"),
+            format!(
+                r#"{{"resultType":"matrix","result":[{{"metric":{{"__name__":"lat"}},"histograms":[[60,{h}],[120,{h}]]}},{{"metric":{{"__name__":"up"}},"values":[[60,"1"],[120,"1"]]}}]}}"#
+            ) + "\n"
+        );
+    }
+
+    #[test]
     fn text_like_console() {
         let v = Value::Vector(vec![Sample {
             h: None,

@@ -730,8 +730,80 @@ mod tests {
         let busy = r#"{"status":"error","errorType":"unavailable","error":"busy"}"#;
         let (url, hits) = scripted(vec![Some((503, busy)), Some((502, "bad gateway")), Some((200, OK))]);
         let v = rt.block_on(source(&url, 2, &rt).instant_query("x", 1000)).unwrap();
-        assert_eq!(v[0].1, 2.0);
+        assert_eq!(v[0].v, 2.0);
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    /// Prometheus 2.42's answers (`--enable-feature=native-histograms`, recorded from
+    /// `tests/source_native_histograms.rs`'s data): schema 0 with a zero bucket and a negative
+    /// bucket (job a), schema 3 (job b).
+    const HIST_MATRIX: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"lat","job":"a"},"histograms":[[1796229660,{"count":"54","sum":"49.5","buckets":[[1,"-1","-0.5","9"],[3,"-0.001","0.001","9"],[0,"0.5","1","9"],[0,"1","2","18"],[0,"2","4","9"]]}],[1796229720,{"count":"60","sum":"55","buckets":[[1,"-1","-0.5","10"],[3,"-0.001","0.001","10"],[0,"0.5","1","10"],[0,"1","2","20"],[0,"2","4","10"]]}],[1796229780,{"count":"66","sum":"60.5","buckets":[[1,"-1","-0.5","11"],[3,"-0.001","0.001","11"],[0,"0.5","1","11"],[0,"1","2","22"],[0,"2","4","11"]]}]]},{"metric":{"__name__":"lat","job":"b"},"histograms":[[1796229660,{"count":"12","sum":"7.5","buckets":[[0,"0.7711054127039704","0.8408964152537144","3"],[0,"0.9170040432046711","1","9"]]}],[1796229720,{"count":"16","sum":"10","buckets":[[0,"0.7711054127039704","0.8408964152537144","4"],[0,"0.9170040432046711","1","12"]]}],[1796229780,{"count":"20","sum":"12.5","buckets":[[0,"0.7711054127039704","0.8408964152537144","5"],[0,"0.9170040432046711","1","15"]]}]]},{"metric":{"__name__":"lat","job":"c"},"values":[[1796229720,"1"],[1796229780,"2"]]}]}}"#;
+    const HIST_VECTOR: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"a"},"histogram":[1796229780,{"count":"0.1","sum":"0.09166666666666666","buckets":[[1,"-1","-0.5","0.016666666666666666"],[3,"-0.001","0.001","0.016666666666666666"],[0,"0.5","1","0.016666666666666666"],[0,"1","2","0.03333333333333333"],[0,"2","4","0.016666666666666666"]]}]},{"metric":{"job":"b"},"histogram":[1796229780,{"count":"0.06666666666666667","sum":"0.041666666666666664","buckets":[[0,"0.7711054127039704","0.8408964152537144","0.016666666666666666"],[0,"0.9170040432046711","1","0.05"]]}]}]}}"#;
+
+    #[test]
+    fn native_histograms_are_read_from_answers() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (url, hits) = scripted(vec![Some((200, HIST_MATRIX)), Some((200, HIST_VECTOR))]);
+        let src = source(&url, 0, &rt);
+        let m = [Matcher::equal("__name__", "lat")];
+        let (mint, maxt) = (1_796_229_660_000, 1_796_229_780_000);
+        // One request answers both the floats and the histograms of a selector.
+        let (floats, hists) = std::thread::scope(|s| {
+            s.spawn(|| {
+                (
+                    src.select(&m, mint, maxt).unwrap(),
+                    src.select_histograms(&m, mint, maxt).unwrap(),
+                )
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(floats.len(), 1);
+        assert_eq!(floats[0].samples, vec![(1_796_229_720_000, 1.0), (1_796_229_780_000, 2.0)]);
+        assert_eq!(hists.len(), 2);
+        assert_eq!(hists[0].labels.get("job"), Some("a"));
+        let (t, a) = &hists[0].samples[2];
+        assert_eq!(*t, maxt);
+        assert_eq!(
+            a.test_expression(),
+            "{{count:66 sum:60.5 z_bucket:11 z_bucket_w:0.001 buckets:[11 22 11] n_buckets:[11]}}"
+        );
+        // Schema 3 from bounds alone: bucket -2 is (2^(-3/8), 2^(-2/8)], bucket 0 ends at 1.
+        let b = &hists[1].samples[0].1;
+        assert_eq!(b.test_expression(), "{{schema:3 count:12 sum:7.5 offset:-2 buckets:[3 0 9]}}");
+
+        // A pushed-down expression's histograms.
+        let v = std::thread::scope(|s| {
+            s.spawn(|| src.instant_query_blocking("sum by (job) (rate(lat[4m30s]))", maxt))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(v.len(), 2);
+        let h = v[1].h.as_ref().expect("a histogram");
+        assert_eq!(v[1].labels.get("job"), Some("b"));
+        assert_eq!((h.schema, h.count, h.sum), (3, 0.06666666666666667, 0.041666666666666664));
+        assert_eq!(h.positive, vec![(-2, 0.016666666666666666), (0, 0.05)]);
+    }
+
+    #[test]
+    fn a_malformed_histogram_is_an_error() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let bad = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"histogram":[1,{"count":"x","sum":"1"}]}]}}"#;
+        let (url, _) = scripted(vec![Some((200, bad))]);
+        match rt.block_on(source(&url, 0, &rt).instant_query("x", 1000)) {
+            Err(SourceError::Unavailable { message, .. }) => {
+                assert!(message.contains("malformed native histogram"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

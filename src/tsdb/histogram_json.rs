@@ -185,27 +185,31 @@ fn is_zero_bucket(b: &Bucket) -> bool {
 
 /// The histogram with the exponential schema these bounds come from, if one does.
 fn exponential(buckets: &[Bucket]) -> Option<FloatHistogram> {
-    // The schema: the first bucket whose both edges are bounds of one (an edge clipped to the
-    // zero threshold is not).
-    let schema = buckets
-        .iter()
-        .filter(|b| !is_zero_bucket(b))
-        .find_map(|&(_, lower, upper, _)| {
-            SCHEMAS.clone().find(|&s| {
-                if lower >= 0.0 {
-                    index_of(upper, s).is_some_and(|i| same(exponential_bound(i - 1, s), lower))
-                } else {
-                    index_of(-lower, s).is_some_and(|i| same(-exponential_bound(i - 1, s), upper))
-                }
-            })
+    // Each bucket whose both edges are bounds of a schema names that schema (an edge clipped to
+    // the zero threshold can make a bucket look like one of another schema): the first under
+    // which every bucket fits wins.
+    let mut candidates: Vec<i32> = Vec::new();
+    for &(_, lower, upper, _) in buckets.iter().filter(|b| !is_zero_bucket(b)) {
+        let fits = SCHEMAS.clone().find(|&s| {
+            if lower >= 0.0 {
+                index_of(upper, s).is_some_and(|i| same(exponential_bound(i - 1, s), lower))
+            } else {
+                index_of(-lower, s).is_some_and(|i| same(-exponential_bound(i - 1, s), upper))
+            }
         });
-    let only_zero = buckets.iter().all(is_zero_bucket);
-    let schema = match schema {
-        Some(s) => s,
+        if let Some(s) = fits.filter(|s| !candidates.contains(s)) {
+            candidates.push(s);
+        }
+    }
+    if candidates.is_empty() && buckets.iter().all(is_zero_bucket) {
         // Nothing but a zero bucket (or nothing at all): any schema holds it; 0 is the usual.
-        None if only_zero => 0,
-        None => return None,
-    };
+        candidates.push(0);
+    }
+    candidates.into_iter().find_map(|s| with_schema(buckets, s))
+}
+
+/// The histogram of these buckets at exponential `schema`, if they all fit it.
+fn with_schema(buckets: &[Bucket], schema: i32) -> Option<FloatHistogram> {
     let mut h = FloatHistogram {
         schema,
         ..FloatHistogram::default()
@@ -321,7 +325,7 @@ mod tests {
         let h = parse("{{schema:1 count:2 sum:3 z_bucket_w:0.5 buckets:[0 2]}}").unwrap();
         assert_eq!(
             to_json(&h),
-            r#"{"count":"2","sum":"3","buckets":[[0,"1.4142135623730951","2","2"]]}"#
+            r#"{"count":"2","sum":"3","buckets":[[0,"1","1.4142135623730951","2"]]}"#
         );
         let h = parse("{{schema:-53 count:3 sum:1 custom_values:[1 2] buckets:[1 0 2]}}").unwrap();
         assert_eq!(
@@ -337,11 +341,11 @@ mod tests {
         assert_eq!(h.positive, vec![(0, 1.0), (1, 2.0), (2, 1.0)]);
         for s in [-4, -1, 1, 3, 8] {
             let h = round_trip(&format!(
-                "{{{{schema:{s} sum:-3 count:9 z_bucket:2 z_bucket_w:0.01 offset:-3 buckets:[1 0 3] n_offset:2 n_buckets:[2 1]}}}}"
+                "{{{{schema:{s} sum:-3 count:9 z_bucket:2 z_bucket_w:0.01 offset:1 buckets:[1 0 3] n_offset:2 n_buckets:[2 1]}}}}"
             ));
             assert_eq!(h.schema, s);
             assert_eq!(h.zero_threshold, 0.01);
-            assert_eq!(h.positive, vec![(-3, 1.0), (-1, 3.0)]);
+            assert_eq!(h.positive, vec![(1, 1.0), (3, 3.0)]);
             assert_eq!(h.negative, vec![(2, 2.0), (3, 1.0)]);
         }
         // Without zero observations the zero bucket's width is not in the JSON.
@@ -352,9 +356,12 @@ mod tests {
     #[test]
     fn a_bucket_clipped_by_the_zero_bucket_gives_its_width() {
         // Bucket 0 at schema -2 is (1/16, 1]: its lower edge is clipped to the threshold 0.5.
-        let h = round_trip("{{schema:-2 count:3 sum:1 z_bucket_w:0.5 buckets:[3]}}");
+        let h = round_trip("{{schema:-2 count:4 sum:1 z_bucket_w:0.5 buckets:[3 1]}}");
         assert_eq!((h.schema, h.zero_threshold), (-2, 0.5));
-        assert_eq!(h.positive, vec![(0, 3.0)]);
+        assert_eq!(h.positive, vec![(0, 3.0), (1, 1.0)]);
+        // Alone, that bucket reads as (0.5, 1], bucket 0 of schema 0: the same JSON, whichever.
+        let h = round_trip("{{schema:-2 count:3 sum:1 z_bucket_w:0.5 buckets:[3]}}");
+        assert_eq!((h.schema, h.zero_threshold), (0, 0.0));
     }
 
     #[test]

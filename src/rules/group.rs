@@ -315,7 +315,8 @@ impl Group {
                 match s.h {
                     Some(h) => {
                         let id = outputs.get_or_create(&s.labels);
-                        outputs.append_histogram_shared(id, s.t, h);
+                        // Read back as from Prometheus' TSDB: the hint of its place in a chunk.
+                        outputs.append_histogram_stored(id, s.t, h);
                     }
                     None => outputs.append(&s.labels, s.t, s.v),
                 }

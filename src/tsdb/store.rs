@@ -211,6 +211,30 @@ impl Store {
         self.num_histograms += 1;
     }
 
+    /// Appends a histogram the way Prometheus' TSDB reads it back (a rule's result): its counter
+    /// reset hint becomes that of its place in a chunk, as for loaded notation
+    /// ([`super::notation::stored_hint`]), the previous histogram counting only when it is the
+    /// series' last sample.
+    pub fn append_histogram_stored(&mut self, id: SeriesId, t: i64, h: Arc<FloatHistogram>) {
+        let Some(s) = self.series.get(id as usize) else {
+            return;
+        };
+        let prev = s
+            .hists
+            .last()
+            .filter(|(ht, _)| *ht < t && s.last_time().is_none_or(|ft| *ht > ft))
+            .map(|(_, p)| Arc::clone(p));
+        let hint = super::notation::stored_hint(&h, prev.as_deref());
+        let h = if hint == h.counter_reset_hint {
+            h
+        } else {
+            let mut c = FloatHistogram::clone(&h);
+            c.counter_reset_hint = hint;
+            Arc::new(c)
+        };
+        self.append_histogram_shared(id, t, h);
+    }
+
     /// Whether any sample is a staleness marker (false: none ever was).
     pub fn has_stale_markers(&self) -> bool {
         self.stale_markers

@@ -603,3 +603,55 @@ fn pushdowns(src: &dyn watchfire::promql::Queryable) -> u64 {
         .map(|r| r.2)
         .sum()
 }
+
+/// `watchfire replay` over notation data with native histograms: a recording rule keeps their
+/// rate, another reduces it to a float, an alert pages when the rate jumps.
+#[test]
+fn replay_records_and_alerts_over_native_histograms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let h = "{{schema:0 sum:5 count:4 buckets:[1 2 1]}}";
+    let big = "{{schema:0 sum:500 count:400 buckets:[100 200 100]}}";
+    // Four observations a minute, then 400 a minute from 11m.
+    std::fs::write(
+        root.join("data.txt"),
+        format!("load 1m\n  lat{{job=\"a\"}} {h}+{h}x10 {big}+{big}x10\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: lat\n    interval: 1m\n    rules:\n      - record: lat:rate2m\n        expr: rate(lat[2m])\n      - record: lat:rate2m:count\n        expr: histogram_count(lat:rate2m)\n      - alert: Busy\n        expr: lat:rate2m:count > 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        "sources: [{name: local, type: embedded}]\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route: {receiver: team}\nreceivers:\n  - name: team\n    webhook_configs: [{url: 'http://127.0.0.1:9/'}]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .current_dir(root)
+        .args(["replay", "--config", "watchfire.yaml", "--data", "data.txt", "--format", "json"])
+        .output()
+        .expect("run watchfire replay");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let notes: Vec<Json> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .filter(|n| n.get("alerts").is_some())
+        .collect();
+    assert_eq!(notes.len(), 1, "one page: {stdout}");
+    let alert = &notes[0]["alerts"][0];
+    assert_eq!(alert["labels"]["alertname"], "Busy");
+    assert_eq!(alert["labels"]["job"], "a");
+    let started = chrono::DateTime::parse_from_rfc3339(alert["starts_at"].as_str().unwrap())
+        .unwrap()
+        .timestamp();
+    // The rate over 2m jumps with the sample at 11m; one evaluation a minute.
+    assert!((11 * 60..13 * 60).contains(&started), "{started}");
+}

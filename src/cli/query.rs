@@ -138,7 +138,7 @@ fn is_notation_line(line: &str) -> bool {
 
 /// Whether the file's first line that is neither blank nor a comment starts a `load` block.
 /// Reads only up to that line: data files can be gigabytes.
-fn is_notation(path: &Path) -> Result<bool, String> {
+pub(crate) fn is_notation(path: &Path) -> Result<bool, String> {
     use std::io::BufRead;
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for line in std::io::BufReader::new(f).split(b'\n') {

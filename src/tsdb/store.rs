@@ -235,6 +235,24 @@ impl Store {
         self.append_histogram_shared(id, t, h);
     }
 
+    /// The first and last timestamps of any sample, floats and histograms (`None`: empty).
+    pub fn time_range(&self) -> Option<(i64, i64)> {
+        let (mut min, mut max) = (i64::MAX, i64::MIN);
+        for s in &self.series {
+            for c in &s.chunks {
+                min = min.min(c.min_time());
+                max = max.max(c.max_time());
+            }
+            min = min.min(s.head.min_time());
+            max = max.max(s.head.max_time());
+            if let (Some(first), Some(last)) = (s.hists.first(), s.hists.last()) {
+                min = min.min(first.0);
+                max = max.max(last.0);
+            }
+        }
+        (min <= max).then_some((min, max))
+    }
+
     /// Whether any sample is a staleness marker (false: none ever was).
     pub fn has_stale_markers(&self) -> bool {
         self.stale_markers

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{Prometheus, Proc};
+use common::{Proc, Prometheus};
 use serde_json::Value as Json;
 
 const M: i64 = 60_000;
@@ -287,11 +287,17 @@ fn value_json(v: &watchfire::promql::Value) -> Json {
         Value::Matrix(series) => series
             .iter()
             .map(|s| {
-                let values: Vec<Json> = s.samples.iter().map(|(t, v)| serde_json::json!([secs(*t), float(*v)])).collect();
+                let values: Vec<Json> = s
+                    .samples
+                    .iter()
+                    .map(|(t, v)| serde_json::json!([secs(*t), float(*v)]))
+                    .collect();
                 let hists: Vec<Json> = s
                     .histograms
                     .iter()
-                    .map(|(t, h)| serde_json::json!([secs(*t), serde_json::from_str::<Json>(&h.prometheus_json()).unwrap()]))
+                    .map(|(t, h)| {
+                        serde_json::json!([secs(*t), serde_json::from_str::<Json>(&h.prometheus_json()).unwrap()])
+                    })
                     .collect();
                 serde_json::json!({"metric": labels(&s.metric), "values": values, "histograms": hists})
             })
@@ -337,9 +343,10 @@ fn assert_same(what: &str, got: &[(String, Vec<(i64, Point)>)], want: &[(String,
                     value(*gc, *wc)
                         && value(*gs, *ws)
                         && gb.len() == wb.len()
-                        && gb.iter().zip(wb).all(|(x, y)| {
-                            x.0 == y.0 && bound(x.1, y.1) && bound(x.2, y.2) && value(x.3, y.3)
-                        })
+                        && gb
+                            .iter()
+                            .zip(wb)
+                            .all(|(x, y)| x.0 == y.0 && bound(x.1, y.1) && bound(x.2, y.2) && value(x.3, y.3))
                 }
                 _ => false,
             };
@@ -353,8 +360,11 @@ fn enc(s: &str) -> String {
 }
 
 fn prom_query(port: u16, q: &str, t: i64) -> Json {
-    let body = common::get_json(port, &format!("/api/v1/query?query={}&time={}", enc(q), t as f64 / 1000.0))
-        .expect("prometheus answer");
+    let body = common::get_json(
+        port,
+        &format!("/api/v1/query?query={}&time={}", enc(q), t as f64 / 1000.0),
+    )
+    .expect("prometheus answer");
     assert_eq!(body["status"], "success", "{q}: {body}");
     body["data"].clone()
 }
@@ -389,7 +399,10 @@ fn native_histograms_from_and_as_prometheus() {
         &root.join("tsdb"),
         &root.join("prometheus.yml"),
         common::free_port(),
-        &["--enable-feature=native-histograms", "--web.enable-remote-write-receiver"],
+        &[
+            "--enable-feature=native-histograms",
+            "--web.enable-remote-write-receiver",
+        ],
     );
     let series = data(base);
     remote_write(&rt, prom.port, write_request(&series));
@@ -407,7 +420,11 @@ fn native_histograms_from_and_as_prometheus() {
         "groups:\n  - name: lat\n    rules:\n      - record: lat:rate5m\n        expr: rate(lat[4m30s])\n      - record: lat:rate5m:count\n        expr: histogram_count(lat:rate5m)\n      - record: lat:rate5m:sum\n        expr: sum(lat:rate5m)\n",
     )
     .unwrap();
-    std::fs::write(root.join("routes.yaml"), "route:\n  receiver: none\nreceivers:\n  - name: none\n").unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route:\n  receiver: none\nreceivers:\n  - name: none\n",
+    )
+    .unwrap();
     std::fs::write(
         root.join("watchfire.yaml"),
         format!(
@@ -537,7 +554,10 @@ fn native_histograms_from_and_as_prometheus() {
     }
     assert_same(
         "watchfire query range",
-        &normalize(&cli(&["rate(lat[4m30s])", "--start", "5m", "--end", "10m", "--step", "1m"]), 0),
+        &normalize(
+            &cli(&["rate(lat[4m30s])", "--start", "5m", "--end", "10m", "--step", "1m"]),
+            0,
+        ),
         &normalize(&prom_range(prom.port, "rate(lat[4m30s])", base + 5 * M, tq, 60), base),
         false,
     );
@@ -597,11 +617,7 @@ fn native_histograms_from_and_as_prometheus() {
 
 /// Pushdown requests the source has sent so far.
 fn pushdowns(src: &dyn watchfire::promql::Queryable) -> u64 {
-    src.requests()
-        .iter()
-        .filter(|r| r.1 == "pushdown")
-        .map(|r| r.2)
-        .sum()
+    src.requests().iter().filter(|r| r.1 == "pushdown").map(|r| r.2).sum()
 }
 
 /// `watchfire replay` over notation data with native histograms: a recording rule keeps their
@@ -635,7 +651,15 @@ fn replay_records_and_alerts_over_native_histograms() {
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
         .current_dir(root)
-        .args(["replay", "--config", "watchfire.yaml", "--data", "data.txt", "--format", "json"])
+        .args([
+            "replay",
+            "--config",
+            "watchfire.yaml",
+            "--data",
+            "data.txt",
+            "--format",
+            "json",
+        ])
         .output()
         .expect("run watchfire replay");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

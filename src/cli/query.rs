@@ -286,7 +286,11 @@ pub fn render_json(v: &Value) -> String {
                         let _ = write!(out, ",\"values\":[{}]", pts.join(","));
                     }
                     if !s.histograms.is_empty() {
-                        let pts: Vec<String> = s.histograms.iter().map(|(t, h)| json_histogram_point(*t, &h.prometheus_json())).collect();
+                        let pts: Vec<String> = s
+                            .histograms
+                            .iter()
+                            .map(|(t, h)| json_histogram_point(*t, &h.prometheus_json()))
+                            .collect();
                         let _ = write!(out, ",\"histograms\":[{}]", pts.join(","));
                     }
                     out.push('}');

@@ -413,7 +413,10 @@ mod tests {
         // ALERTS stays a float series.
         assert_eq!(
             query(&engine, &src, &out, "ALERTS", 0),
-            vec![("ALERTS{alertname=\"Many\", alertstate=\"firing\", job=\"a\"}".into(), 1.0)]
+            vec![(
+                "ALERTS{alertname=\"Many\", alertstate=\"firing\", job=\"a\"}".into(),
+                1.0
+            )]
         );
         // When the source's histogram is gone, the recorded series goes stale.
         let empty = Store::new();

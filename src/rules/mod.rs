@@ -18,7 +18,7 @@ pub(crate) use alerting::Alert;
 pub use alerting::AlertState;
 pub(crate) use condition::compared_side;
 pub(crate) use file::RuleFile;
-pub(crate) use storage::merge_histogram_series;
 pub use file::{load_file, load_str, LoadOptions};
 pub use file::{RuleGroup, RuleKind};
 pub(crate) use group::{Group, GroupConfig, GroupRule};
+pub(crate) use storage::merge_histogram_series;

@@ -92,7 +92,11 @@ impl Queryable for Layered<'_> {
     /// Forwarded only when no base sample is hidden (replay, `watchfire test`): the rule
     /// outputs layered here are recording rules and `ALERTS`, which the federation never
     /// pushes down.
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         if self.base_maxt != i64::MAX {
             return None;
         }

@@ -763,7 +763,10 @@ mod tests {
         });
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(floats.len(), 1);
-        assert_eq!(floats[0].samples, vec![(1_796_229_720_000, 1.0), (1_796_229_780_000, 2.0)]);
+        assert_eq!(
+            floats[0].samples,
+            vec![(1_796_229_720_000, 1.0), (1_796_229_780_000, 2.0)]
+        );
         assert_eq!(hists.len(), 2);
         assert_eq!(hists[0].labels.get("job"), Some("a"));
         let (t, a) = &hists[0].samples[2];
@@ -774,7 +777,10 @@ mod tests {
         );
         // Schema 3 from bounds alone: bucket -2 is (2^(-3/8), 2^(-2/8)], bucket 0 ends at 1.
         let b = &hists[1].samples[0].1;
-        assert_eq!(b.test_expression(), "{{schema:3 count:12 sum:7.5 offset:-2 buckets:[3 0 9]}}");
+        assert_eq!(
+            b.test_expression(),
+            "{{schema:3 count:12 sum:7.5 offset:-2 buckets:[3 0 9]}}"
+        );
 
         // A pushed-down expression's histograms.
         let v = std::thread::scope(|s| {
@@ -786,7 +792,10 @@ mod tests {
         assert_eq!(v.len(), 2);
         let h = v[1].h.as_ref().expect("a histogram");
         assert_eq!(v[1].labels.get("job"), Some("b"));
-        assert_eq!((h.schema, h.count, h.sum), (3, 0.06666666666666667, 0.041666666666666664));
+        assert_eq!(
+            (h.schema, h.count, h.sum),
+            (3, 0.06666666666666667, 0.041666666666666664)
+        );
         assert_eq!(h.positive, vec![(-2, 0.016666666666666666), (0, 0.05)]);
     }
 

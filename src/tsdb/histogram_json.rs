@@ -233,7 +233,9 @@ fn with_schema(buckets: &[Bucket], schema: i32) -> Option<FloatHistogram> {
         } else if lower >= 0.0 && upper > 0.0 {
             let i = index_of(upper, schema)?;
             let full = exponential_bound(i - 1, schema);
-            if !same(full, lower) && !(lower > full && agree(lower)) {
+            // The full bucket, or its lower edge clipped to the zero threshold.
+            let fits = same(full, lower) || (lower > full && agree(lower));
+            if !fits {
                 return None;
             }
             if rule != 0 {
@@ -243,7 +245,8 @@ fn with_schema(buckets: &[Bucket], schema: i32) -> Option<FloatHistogram> {
         } else if upper <= 0.0 && lower < 0.0 {
             let i = index_of(-lower, schema)?;
             let full = -exponential_bound(i - 1, schema);
-            if !same(full, upper) && !(upper < full && agree(-upper)) {
+            let fits = same(full, upper) || (upper < full && agree(-upper));
+            if !fits {
                 return None;
             }
             if rule != 1 {
@@ -370,10 +373,9 @@ mod tests {
         assert!(h.uses_custom_buckets());
         assert_eq!(h.custom_values, vec![1.0, 2.5, 7.0]);
         assert_eq!(h.positive, vec![(0, 1.0), (2, 2.0)]);
-        let v: Json = serde_json::from_str(
-            r#"{"count":"5","sum":"9","buckets":[[0,"0.1","0.3","2"],[0,"0.5","0.7","3"]]}"#,
-        )
-        .unwrap();
+        let v: Json =
+            serde_json::from_str(r#"{"count":"5","sum":"9","buckets":[[0,"0.1","0.3","2"],[0,"0.5","0.7","3"]]}"#)
+                .unwrap();
         let h = from_json(&v).unwrap();
         assert_eq!(h.custom_values, vec![0.1, 0.3, 0.5, 0.7]);
         assert_eq!(h.positive, vec![(1, 2.0), (3, 3.0)]);

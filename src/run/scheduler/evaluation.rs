@@ -85,7 +85,11 @@ impl Queryable for Tracking<'_> {
         self.inner.pushdown_parts()
     }
 
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         let started = Instant::now();
         let res = self.inner.pushdown(expr, t)?;
         self.micros.fetch_add(
@@ -171,7 +175,11 @@ impl Queryable for WithPublished<'_> {
     }
 
     /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.base.pushdown(expr, t)
     }
 }

@@ -95,7 +95,11 @@ impl Queryable for RulesView {
         self.source().is_ok_and(|s| s.source.pushdown_parts())
     }
 
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         match self.source() {
             Ok(setup) => self.0.evaluation.with_published(&*setup.source).pushdown(expr, t),
             Err(e) => Some(Err(e)),

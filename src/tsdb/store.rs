@@ -751,6 +751,34 @@ mod tests {
     }
 
     #[test]
+    fn histograms_are_copied_ranged_and_stored_with_tsdb_hints() {
+        use crate::tsdb::histogram::parse;
+        use crate::tsdb::CounterResetHint;
+        let mut s = Store::new();
+        let l = lbls(&[("__name__", "lat")]);
+        let id = s.get_or_create(&l);
+        let h = |c: u32| Arc::new(parse(&format!("{{{{count:{c} sum:1 buckets:[{c}]}}}}")).unwrap());
+        s.append_histogram_stored(id, 1_000, h(1));
+        s.append_histogram_stored(id, 2_000, h(2));
+        s.append_histogram_stored(id, 3_000, h(1));
+        s.append(&l, 4_000, f64::from_bits(crate::tsdb::notation::STALE_NAN_BITS));
+        s.append_histogram_stored(id, 5_000, h(3));
+        let mut got = Vec::new();
+        s.histogram_samples(id, 0, i64::MAX, &mut got);
+        let hints: Vec<CounterResetHint> = got.iter().map(|x| x.1.counter_reset_hint).collect();
+        // First of a run unknown, then not_reset; a reset or a float between starts a new run.
+        use CounterResetHint::*;
+        assert_eq!(hints, vec![Unknown, NotReset, Unknown, Unknown]);
+        assert_eq!(s.time_range(), Some((1_000, 5_000)));
+        let mut copy = Store::new();
+        s.copy_range_into(&mut copy, 2_000, 4_000);
+        assert_eq!(copy.time_range(), Some((2_000, 4_000)));
+        assert_eq!(copy.num_histograms(), 2);
+        assert!(copy.has_stale_markers());
+        assert_eq!(Store::new().time_range(), None);
+    }
+
+    #[test]
     fn stale_markers_are_noted() {
         let mut s = Store::new();
         let l = lbls(&[("__name__", "up")]);

@@ -532,4 +532,30 @@ mod tests {
         let snaps = svc.snapshots.read().unwrap();
         assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
     }
+
+    #[test]
+    fn groups_read_each_others_recorded_histograms() {
+        use crate::labels::Labels;
+        let src = "groups:\n  - name: a\n    rules:\n      - record: lat:double\n        expr: lat * 2\n  - name: b\n    rules:\n      - alert: B\n        expr: histogram_count(lat:double) == 8\n";
+        let (clock, svc) = sim_service(src);
+        let store = crate::source::embedded::SharedStore::default();
+        {
+            let mut w = store.0.write().unwrap();
+            let id = w.get_or_create(&Labels::from_pairs([("__name__", "lat")]));
+            for i in 0..=4 {
+                let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
+                w.append_histogram_id(id, i * 60_000, h);
+            }
+        }
+        let mut s = setup();
+        s.source = std::sync::Arc::new(store);
+        svc.reload(s, groups(src), None);
+        for i in 1..=3 {
+            clock.set(i * 60_000);
+            svc.run_due(i * 60_000);
+        }
+        let snaps = svc.snapshots.read().unwrap();
+        assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
+        assert!(snaps["g.yaml;a"].rules[0].last_error.is_none(), "{:?}", snaps["g.yaml;a"]);
+    }
 }

@@ -556,6 +556,10 @@ mod tests {
         }
         let snaps = svc.snapshots.read().unwrap();
         assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
-        assert!(snaps["g.yaml;a"].rules[0].last_error.is_none(), "{:?}", snaps["g.yaml;a"]);
+        assert!(
+            snaps["g.yaml;a"].rules[0].last_error.is_none(),
+            "{:?}",
+            snaps["g.yaml;a"]
+        );
     }
 }

@@ -13,7 +13,7 @@
 //!   [`notify::receivers`];
 //! - drivers: [`run::load`] and [`run::Service`] (`watchfire run`), [`server`] (its HTTP face),
 //!   [`state::StateStore`], [`replay`] (`watchfire replay`, the demo and scenarios);
-//! - the ground floor: [`labels`], [`duration`], [`yaml`], [`gofmt`], [`url`], [`aws`], [`alert`], [`svgchart`],
+//! - the ground floor: [`labels`], [`duration`], [`yaml`], [`gofmt`], [`url`], [`aws`], [`alert`], [`secret`], [`svgchart`],
 //!   [`template`].
 //!
 //! Everything else is `pub(crate)`: `unreachable_pub` keeps it so.
@@ -33,6 +33,7 @@ pub mod promqltest;
 pub mod replay;
 pub mod rules;
 pub mod run;
+pub mod secret;
 pub mod server;
 pub mod slo;
 pub mod source;

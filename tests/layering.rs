@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The ground floor: depends on no stage.
 const GROUND: &[&str] = &[
-    "alert", "aws", "duration", "gofmt", "labels", "parallel", "svgchart", "template", "url", "yaml",
+    "alert", "aws", "duration", "gofmt", "labels", "parallel", "secret", "svgchart", "template", "url", "yaml",
 ];
 
 /// What each module may import beyond the ground floor.

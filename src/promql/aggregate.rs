@@ -261,7 +261,6 @@ impl Evaluator<'_> {
     /// to a histogram; a group mixing floats and histograms has no result (with Prometheus'
     /// warning); a group of floats is summed as floats.
     fn aggregate_histograms(&self, op: u16, a: &AggregateExpr, input: Vec<Sample>, t: i64) -> Result<Value, Error> {
-        use crate::tsdb::CounterResetHint::{Gauge, NotReset, Reset};
         let mut order: Vec<Labels> = Vec::new();
         let mut groups: HashMap<Labels, Vec<Sample>, ahash::RandomState> = HashMap::default();
         for s in input {
@@ -292,8 +291,7 @@ impl Evaluator<'_> {
                 continue;
             }
             let hists: Vec<&FloatHistogram> = members.iter().filter_map(|s| s.h.as_deref()).collect();
-            let has = |hint| hists.iter().any(|h| h.counter_reset_hint == hint);
-            if has(Reset) && has(NotReset) && !has(Gauge) {
+            if crate::tsdb::histogram::hints_collide(hists.iter().map(|h| h.counter_reset_hint)) {
                 self.warn(format!(
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::error::Error;
 use super::eval::Evaluator;
+use super::trim::{T_TRIM_LOWER, T_TRIM_UPPER};
 use super::value::{FloatHistogram, Sample, Value};
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 use crate::tsdb::CounterResetHint;
@@ -24,6 +25,11 @@ fn is_comparison(op: TokenId) -> bool {
 
 fn is_set_op(op: TokenId) -> bool {
     matches!(op, T_LAND | T_LOR | T_LUNLESS)
+}
+
+/// `</` and `>/`: defined on a histogram and a float only.
+fn is_trim(op: TokenId) -> bool {
+    matches!(op, T_TRIM_UPPER | T_TRIM_LOWER)
 }
 
 /// Arithmetic results drop the metric name; comparisons keep it.
@@ -64,6 +70,8 @@ struct Matching<'m> {
     card: &'m VectorMatchCardinality,
     on: bool,
     labels: Vec<String>,
+    /// What `ignoring` leaves out of the signature: its labels and `__name__`.
+    unmatched: Vec<String>,
     include: Vec<String>,
 }
 
@@ -74,6 +82,7 @@ fn matching(m: Option<&BinModifier>) -> Matching<'_> {
             card: &ONE,
             on: false,
             labels: vec![],
+            unmatched: vec![METRIC_NAME.to_string()],
             include: vec![],
         },
         Some(m) => {
@@ -83,22 +92,27 @@ fn matching(m: Option<&BinModifier>) -> Matching<'_> {
                 None => (false, vec![]),
             };
             let include = m.card.labels().map(|l| l.labels.clone()).unwrap_or_default();
+            let mut unmatched = labels.clone();
+            unmatched.push(METRIC_NAME.to_string());
             Matching {
                 card: &m.card,
                 on,
                 labels,
+                unmatched,
                 include,
             }
         }
     }
 }
 
-/// The match signature: `on` labels, or all but `ignoring` labels and the name.
+/// The match signature: `on` labels, or all but `ignoring` labels and `__name__`. Unlike the
+/// result's labels, the signature keeps `__type__`/`__unit__` (Prometheus' `HashWithoutLabels`), so
+/// series of different types or units do not match under `ignoring`.
 fn signature(l: &Labels, m: &Matching) -> Labels {
     if m.on {
         l.keep(&m.labels)
     } else {
-        l.drop(&m.labels, true)
+        l.drop(&m.unmatched, false)
     }
 }
 
@@ -118,6 +132,10 @@ impl Evaluator<'_> {
             ))
         };
         match (lhs, rhs) {
+            (Value::Scalar { .. }, Value::Scalar { .. }) if is_trim(op) => Err(Error::Eval(format!(
+                "operator \"{}\" not allowed for Scalar operations",
+                op_name(op)
+            ))),
             (Value::Scalar { v: l, .. }, Value::Scalar { v: r, .. }) => {
                 let (v, keep) = apply(op, l, r);
                 let v = if is_comparison(op) {
@@ -132,13 +150,13 @@ impl Evaluator<'_> {
                 Ok(Value::Scalar { t, v })
             }
             (Value::Vector(l), Value::Scalar { v: r, .. }) => {
-                if l.iter().any(|s| s.h.is_some()) {
+                if is_trim(op) || l.iter().any(|s| s.h.is_some()) {
                     return Ok(Value::Vector(histogram_scalar(op, l, r, false, return_bool, &info)?));
                 }
                 Ok(Value::Vector(vector_scalar(op, l, r, false, return_bool)))
             }
             (Value::Scalar { v: l, .. }, Value::Vector(r)) => {
-                if r.iter().any(|s| s.h.is_some()) {
+                if is_trim(op) || r.iter().any(|s| s.h.is_some()) {
                     return Ok(Value::Vector(histogram_scalar(op, r, l, true, return_bool, &info)?));
                 }
                 Ok(Value::Vector(vector_scalar(op, r, l, true, return_bool)))
@@ -184,6 +202,8 @@ fn op_name(op: TokenId) -> &'static str {
         T_LSS => "<",
         T_GTE => ">=",
         T_LTE => "<=",
+        T_TRIM_UPPER => "</",
+        T_TRIM_LOWER => ">/",
         _ => "?",
     }
 }
@@ -207,7 +227,8 @@ fn kind(h: Option<&Arc<FloatHistogram>>) -> &'static str {
 
 /// `op` on two sample values where at least one is a histogram, as Prometheus'
 /// `vectorElemBinop`: histogram ± histogram, histogram × float, float × histogram,
-/// histogram ÷ float, and histogram ==/!= histogram (which keeps the left histogram).
+/// histogram ÷ float, histogram ==/!= histogram (which keeps the left histogram), and
+/// histogram `</` / `>/` float (the histogram trimmed at the float).
 fn histogram_binop(
     op: TokenId,
     l: (f64, Option<&Arc<FloatHistogram>>),
@@ -241,6 +262,11 @@ fn histogram_binop(
         }
         (T_MUL, (_, Some(a)), (f, None)) | (T_MUL, (f, None), (_, Some(a))) => scaled(a, f, false),
         (T_DIV, (_, Some(a)), (f, None)) => scaled(a, f, true),
+        (T_TRIM_UPPER | T_TRIM_LOWER, (_, Some(a)), (f, None)) => {
+            let mut h = (**a).clone();
+            h.trim(f, op == T_TRIM_UPPER);
+            Ok(Some((0.0, Some(Arc::new(h)), true)))
+        }
         _ => Ok(None),
     }
 }
@@ -259,6 +285,11 @@ fn histogram_scalar(
 ) -> Result<Vec<Sample>, Error> {
     let mut out = Vec::with_capacity(vec.len());
     for mut s in vec {
+        if s.h.is_none() && is_trim(op) {
+            // Trimming needs a histogram; Prometheus drops the float with its info.
+            info("float", op, "float");
+            continue;
+        }
         if s.h.is_none() {
             out.extend(vector_scalar(op, vec![s], scalar, swap, return_bool));
             continue;
@@ -282,7 +313,10 @@ fn histogram_scalar(
         } else {
             continue;
         }
-        s.drop_name = true;
+        // Trimming keeps the metric (and its type and unit), as a comparison does.
+        if drops_name(op) || return_bool {
+            s.drop_name = true;
+        }
         out.push(s);
     }
     Ok(out)
@@ -480,6 +514,10 @@ fn vector_vector(
             emit(metric, v, h, keep, lhs_drop, sig, &mut out)?;
             continue;
         }
+        if is_trim(op) {
+            info("float", op, "float");
+            continue;
+        }
         let (l, r) = if one_to_many { (one_v, ms.v) } else { (ms.v, one_v) };
         let (v, keep) = apply(op, l, r);
         emit(metric, v, None, keep, lhs_drop, sig, &mut out)?;
@@ -488,6 +526,19 @@ fn vector_vector(
     if let Some(f) = fill_many {
         for (i, os) in one.iter().enumerate() {
             if matched_one[i] {
+                continue;
+            }
+            if is_trim(op) {
+                let sig = signature(&os.metric, m);
+                let (l, r) = if one_to_many {
+                    ((os.v, os.h.as_ref()), (f, None))
+                } else {
+                    ((f, None), (os.v, os.h.as_ref()))
+                };
+                match histogram_binop(op, l, r)? {
+                    Some((v, h, keep)) => emit(signature(&os.metric, m), v, h, keep, true, sig, &mut out)?,
+                    None => info(kind(l.1), op, kind(r.1)),
+                }
                 continue;
             }
             if os.h.is_some() {
@@ -518,4 +569,79 @@ fn sig_display(sig: &Labels) -> String {
     }
     s.push('}');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::promql::Engine;
+    use crate::promqltest::{run_script, Outcome, RunOptions};
+
+    /// Runs a promqltest script (with the `@` and range-query variants of each instant query)
+    /// and asserts that every case passes.
+    fn all_pass(script: &str) {
+        let r = run_script("trim.test", script, &Engine::default(), &RunOptions::default());
+        assert!(!r.cases.is_empty());
+        for c in &r.cases {
+            assert_eq!(c.outcome, Outcome::Pass, "line {}: {}", c.line, c.expr);
+        }
+    }
+
+    #[test]
+    fn trim_keeps_the_metric_and_matches_vectors() {
+        all_pass(
+            r#"
+load 1m
+  h{job="a"} {{schema:-53 sum:172.5 count:15 custom_values:[5 10 15 20] buckets:[1 6 4 3 1]}}x3
+  h{job="b"} {{schema:-53 sum:33 count:101 custom_values:[5] buckets:[1 100]}}x3
+  cut{job="a"} 13 13 15 15
+  cut{job="c"} 1 1 1 1
+
+eval instant at 1m h{job="a"} </ 13
+  expect no_info
+  h{job="a"} {{schema:-53 count:9.4 sum:75.1 custom_values:[5 10 15 20] buckets:[1 6 2.4]}}
+
+eval instant at 1m 13 >/ h{job="a"}
+  expect info msg: PromQL info: incompatible sample types encountered for binary operator ">/": float >/ histogram (1:1)
+
+eval instant at 1m h >/ on (job) cut
+  {job="a"} {{schema:-53 count:5.6 sum:94.9 custom_values:[5 10 15 20] offset:2 buckets:[1.6 3 1]}}
+
+eval instant at 1m h >/ ignoring (job) group_left cut{job="c"}
+  h{job="a"} {{schema:-53 count:14.8 sum:169.9 custom_values:[5 10 15 20] buckets:[0.8 6 4 3 1]}}
+  h{job="b"} {{schema:-53 count:100.8 sum:502.4 custom_values:[5] buckets:[0.8 100]}}
+
+eval range from 0 to 3m step 1m histogram_count(h{job="a"} </ on (job) cut)
+  {job="a"} 9.4 9.4 11 11
+
+eval instant at 1m histogram_count(h{job="a"} </ 13) + histogram_count(h{job="a"} >/ 13)
+  {job="a"} 15
+"#,
+        );
+    }
+
+    #[test]
+    fn trim_of_floats_and_scalars_is_refused_as_prometheus_does() {
+        all_pass(
+            r#"
+load 1m
+  f 1 2
+  h {{schema:0 sum:5 count:4 buckets:[1 2 1]}}x1
+
+eval instant at 1m f </ 1
+  expect info msg: PromQL info: incompatible sample types encountered for binary operator "</": float </ float (1:1)
+
+eval instant at 1m f >/ f
+  expect info msg: PromQL info: incompatible sample types encountered for binary operator ">/": float >/ float (1:1)
+
+eval instant at 1m h >/ h
+  expect info msg: PromQL info: incompatible sample types encountered for binary operator ">/": histogram >/ histogram (1:1)
+
+eval instant at 1m 1 </ 2
+  expect fail msg: operator "</" not allowed for Scalar operations
+
+eval instant at 1m f </ bool 1
+  expect fail msg: 1:3: parse error: bool modifier can only be used on comparison operators
+"#,
+        );
+    }
 }

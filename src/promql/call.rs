@@ -87,13 +87,17 @@ impl Evaluator<'_> {
                 Ok(Value::Scalar { t, v })
             }
             "info" => {
-                let input = ev.eval_vector(arg(0)?, t)?;
+                let first = arg(0)?;
+                // The first argument's `@` and offset also pin when the info series are read.
+                let (at, off) = super::info::anchor(first);
+                let info_t = ev.at_ms(&at).unwrap_or(t) - off;
+                let input = ev.eval_vector(first, t)?;
                 vector(super::info::info(
                     input,
                     args.get(1).copied(),
                     ev.source(),
                     ev.lookback,
-                    t,
+                    info_t,
                 )?)
             }
             "histogram_quantiles" => {

@@ -127,7 +127,7 @@ impl<'a> Evaluator<'a> {
         ev
     }
 
-    fn at_ms(&self, at: &Option<AtModifier>) -> Option<i64> {
+    pub(crate) fn at_ms(&self, at: &Option<AtModifier>) -> Option<i64> {
         match at {
             None => None,
             Some(AtModifier::Start) => Some(self.q_start),

@@ -170,9 +170,10 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
     if lower >= upper {
         return (0.0, forced);
     }
-    // The rank (cumulative count) at value x, interpolating linearly inside a bucket. A bucket
-    // of infinite width is not interpolated: it contributes nothing between the two values.
-    let rank_at = |x: f64, is_lower: bool| -> f64 {
+    // The rank (cumulative count) at value x, interpolating linearly inside a bucket. Inside a
+    // bucket of infinite width there is nothing to interpolate, so, as Prometheus does, a bound in
+    // the +Inf bucket ranks as the bucket's start and a bound in a first bucket from -Inf as its end.
+    let rank_at = |x: f64| -> f64 {
         let mut prev_upper = f64::NEG_INFINITY;
         let mut prev_count = 0.0;
         for (i, b) in buckets.iter().enumerate() {
@@ -189,8 +190,11 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
                 return prev_count;
             }
             if x < b.upper {
-                if lower_bound.is_infinite() || b.upper.is_infinite() {
-                    return if is_lower { b.count } else { prev_count };
+                if lower_bound == f64::NEG_INFINITY {
+                    return b.count;
+                }
+                if b.upper == f64::INFINITY {
+                    return prev_count;
                 }
                 return prev_count + (b.count - prev_count) * (x - lower_bound) / (b.upper - lower_bound);
             }
@@ -199,6 +203,6 @@ pub(crate) fn bucket_fraction(lower: f64, upper: f64, buckets: &mut Vec<Bucket>)
         }
         total
     };
-    let (lo, hi) = (rank_at(lower, true), rank_at(upper, false));
+    let (lo, hi) = (rank_at(lower), rank_at(upper));
     ((hi - lo).max(0.0) / total, forced)
 }

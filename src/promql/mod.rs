@@ -18,12 +18,14 @@ mod preparse;
 mod pushdown;
 mod queryable;
 mod select;
+mod trim;
 mod value;
 
 pub use error::Error;
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
+pub use trim::expr_text;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -336,11 +338,25 @@ pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
             col,
         }
     })?;
-    let ast = raw_parse(&rw.text).map_err(|message| {
+    let mut ast = raw_parse(&rw.text).map_err(|message| {
         let off = error_offset(&rw.text, &message);
         let (line, col) = line_col(expr, rw.original_offset(off));
         Error::Parse { message, line, col }
     })?;
+    if rw.info_marker {
+        info::strip_selector_marker(&mut ast);
+    }
+    trim::mark(&mut ast, &rw.trims).map_err(|e| {
+        let (line, col) = line_col(expr, e.offset);
+        Error::Parse {
+            message: e.message.to_string(),
+            line,
+            col,
+        }
+    })?;
+    if let Some(message) = rw.bad_label_name {
+        return Err(Error::Eval(message));
+    }
     // The extended range selectors are read but not evaluated: Prometheus' refusal where it
     // refuses one (an evaluation error there), else an honest "unsupported".
     if let Some(refusal) = rw.extended.iter().find_map(|x| x.refusal()) {

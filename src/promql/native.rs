@@ -189,14 +189,15 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
         Expr::Binary(b) => {
             // Every operator takes histograms (Prometheus drops pairs it cannot combine, with an
             // info annotation); only some can give histograms, and they need a caller that
-            // takes them: + - * / and the set operators, and == / != without `bool`.
+            // takes them: + - * / and the set operators, == / != without `bool`, and the trim
+            // operators `</` / `>/`.
             use promql_parser::parser::token::{T_ADD, T_DIV, T_EQLC, T_LAND, T_LOR, T_LUNLESS, T_MUL, T_NEQ, T_SUB};
             let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
             let gives_histograms = !return_bool
-                && matches!(
+                && (matches!(
                     b.op.id(),
                     T_ADD | T_SUB | T_MUL | T_DIV | T_LAND | T_LOR | T_LUNLESS | T_EQLC | T_NEQ
-                );
+                ) || super::trim::is_trim_operator(&b.op));
             let inner = accepts || !gives_histograms;
             walk(&b.lhs, inner, out);
             walk(&b.rhs, inner, out);
@@ -277,10 +278,7 @@ pub(crate) fn range_fn(
             Ok(None)
         }
         "sum_over_time" | "avg_over_time" => {
-            use crate::tsdb::CounterResetHint::{Gauge, NotReset, Reset};
-            // A gauge among them makes the sum a gauge, without conflict.
-            let has = |hint| hists.iter().any(|h| h.1.counter_reset_hint == hint);
-            if has(Reset) && has(NotReset) && !has(Gauge) {
+            if crate::tsdb::histogram::hints_collide(hists.iter().map(|h| h.1.counter_reset_hint)) {
                 ann.warn(format!(
                     "PromQL warning: conflicting counter resets during histogram aggregation{at}"
                 ));

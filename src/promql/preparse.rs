@@ -42,6 +42,13 @@ pub(crate) struct Rewritten<'a> {
     edits: Vec<(usize, usize, usize)>,
     /// The `anchored` and `smoothed` modifiers read (and taken out of the text).
     pub(crate) extended: Vec<Extended>,
+    /// Prometheus' evaluation error for a label name that is not UTF-8 (a Go string literal's
+    /// `\xc5` is a byte, which promql-parser reads as the character U+00C5).
+    pub(crate) bad_label_name: Option<String>,
+    /// Whether an `info()` label selector got the marker matcher (see `info::SELECTOR_MARKER`).
+    pub(crate) info_marker: bool,
+    /// The trim operators `</` and `>/` read (rewritten to comparisons, see [`TrimOp`]).
+    pub(crate) trims: Vec<TrimOp>,
 }
 
 /// Prometheus' extended range selectors (`promql-extended-range-selectors`).
@@ -133,15 +140,38 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     let toks = lex(expr);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut extended = Vec::new();
+    let mut bad_label_name = None;
+    let mut info_marker = false;
+    let mut trims = Vec::new();
+    let mut comparisons = 0usize;
     let mut brace_depth = 0usize;
     let mut i = 0;
     while i < toks.len() {
         let t = &toks[i];
         let text = &expr[t.start..t.end];
+        if t.kind == Kind::Str && brace_depth == 0 && bad_label_name.is_none() {
+            bad_label_name = not_utf8_label_name(expr, &toks, i);
+        }
         if t.kind == Kind::Punct {
             match text {
+                "{" if brace_depth == 0 && is_info_selector(expr, &toks, i) => {
+                    // promql-parser wants a matcher that does not match the empty string;
+                    // Prometheus does not ask that of info()'s label selector.
+                    let closes = toks.get(i + 1).is_some_and(|n| tok_is(expr, n, "}"));
+                    let sep = if closes { "" } else { ", " };
+                    edits.push((t.end, t.end, format!("{}=~\".+\"{sep}", super::info::SELECTOR_MARKER)));
+                    info_marker = true;
+                    brace_depth += 1;
+                }
                 "{" => brace_depth += 1,
                 "}" => brace_depth = brace_depth.saturating_sub(1),
+                "==" | "!=" | "<" | ">" | "<=" | ">=" if brace_depth == 0 => {
+                    if let Some((trim, edit)) = trim_op(expr, &toks, i, comparisons) {
+                        trims.push(trim);
+                        edits.push(edit);
+                    }
+                    comparisons += 1;
+                }
                 "[" if brace_depth == 0 => {
                     i = bracket(expr, &toks, i, times, &mut edits)?;
                     continue;
@@ -187,6 +217,9 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             text: Cow::Borrowed(expr),
             edits: Vec::new(),
             extended,
+            bad_label_name,
+            info_marker,
+            trims,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -203,7 +236,145 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         text: Cow::Owned(out),
         edits: spans,
         extended,
+        bad_label_name,
+        info_marker,
+        trims,
     })
+}
+
+/// Whether the `{` at `toks[i]` opens a bare label selector as `info()`'s second argument.
+fn is_info_selector(expr: &str, toks: &[Tok], i: usize) -> bool {
+    if i == 0 || !tok_is(expr, &toks[i - 1], ",") {
+        return false;
+    }
+    matches!(call_argument(expr, toks, i), Some((name, 1)) if name == "info")
+}
+
+/// The call (its lowercased name) and the argument index of the token `toks[i]`, when it is
+/// inside a call's parentheses.
+fn call_argument(expr: &str, toks: &[Tok], i: usize) -> Option<(String, usize)> {
+    let (mut depth, mut arg) = (0usize, 0usize);
+    let mut j = i;
+    let open = loop {
+        j = j.checked_sub(1)?;
+        match &expr[toks[j].start..toks[j].end] {
+            ")" | "]" | "}" => depth += 1,
+            "(" | "[" | "{" if depth > 0 => depth -= 1,
+            "(" => break j,
+            "," if depth == 0 => arg += 1,
+            _ => {}
+        }
+    };
+    let mut f = open.checked_sub(1)?;
+    // `count_values by (x) ("label", v)`: skip the grouping.
+    if tok_is(expr, &toks[f], ")") {
+        while f > 0 && !tok_is(expr, &toks[f], "(") {
+            f -= 1;
+        }
+        f = f.checked_sub(2)?;
+    }
+    Some((expr[toks[f].start..toks[f].end].to_ascii_lowercase(), arg))
+}
+
+/// Prometheus' error when the string literal `toks[i]` is a label name to be created
+/// (`count_values`' label, `label_replace`'s and `label_join`'s destination) and its bytes, read
+/// as Go reads the literal, are not UTF-8.
+fn not_utf8_label_name(expr: &str, toks: &[Tok], i: usize) -> Option<String> {
+    let bytes = go_literal_bytes(&expr[toks[i].start..toks[i].end]);
+    if std::str::from_utf8(&bytes).is_ok() {
+        return None;
+    }
+    let (name, arg) = call_argument(expr, toks, i)?;
+    let quoted = go_quote_bytes(&bytes);
+    match (name.as_str(), arg) {
+        ("count_values", 0) => Some(format!("invalid label name {quoted}")),
+        ("label_replace" | "label_join", 1) => Some(format!("invalid destination label name in {name}(): {quoted}")),
+        _ => None,
+    }
+}
+
+/// The bytes of a Go string literal (quotes included in `lit`): `\xHH` and octal escapes are
+/// bytes, not characters.
+fn go_literal_bytes(lit: &str) -> Vec<u8> {
+    let b = lit.as_bytes();
+    if b.len() < 2 || b[0] == b'`' {
+        return b.get(1..b.len().saturating_sub(1)).unwrap_or_default().to_vec();
+    }
+    let inner = &lit[1..lit.len() - 1];
+    let ib = inner.as_bytes();
+    let mut out = Vec::with_capacity(ib.len());
+    let mut k = 0;
+    let hex = |s: &str| u32::from_str_radix(s, 16).ok();
+    while k < ib.len() {
+        if ib[k] != b'\\' || k + 1 >= ib.len() {
+            out.push(ib[k]);
+            k += 1;
+            continue;
+        }
+        let c = ib[k + 1];
+        let simple = match c {
+            b'a' => Some(7),
+            b'b' => Some(8),
+            b'f' => Some(12),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(11),
+            b'\\' | b'\'' | b'"' => Some(c),
+            _ => None,
+        };
+        if let Some(v) = simple {
+            out.push(v);
+            k += 2;
+            continue;
+        }
+        let digits = match c {
+            b'x' => 2,
+            b'u' => 4,
+            b'U' => 8,
+            b'0'..=b'7' => 3,
+            _ => 0,
+        };
+        let (from, to) = if c.is_ascii_digit() {
+            (k + 1, k + 4)
+        } else {
+            (k + 2, k + 2 + digits)
+        };
+        let value = inner.get(from..to).and_then(|d| {
+            if c.is_ascii_digit() {
+                u32::from_str_radix(d, 8).ok()
+            } else {
+                hex(d)
+            }
+        });
+        match (c, value) {
+            (b'x' | b'0'..=b'7', Some(v)) if v <= 0xff => out.push(v as u8),
+            (b'u' | b'U', Some(v)) => {
+                let ch = char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER);
+                out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+            }
+            // Not an escape Go reads: the parser reports it; keep the text.
+            _ => {
+                out.extend_from_slice(&ib[k..to.min(ib.len())]);
+            }
+        }
+        k = to.min(ib.len()).max(k + 2);
+    }
+    out
+}
+
+/// Go's `strconv.Quote` of a byte string: bytes that are not UTF-8 as `\xHH`.
+fn go_quote_bytes(bytes: &[u8]) -> String {
+    let mut out = String::from("\"");
+    for chunk in bytes.utf8_chunks() {
+        let valid = crate::gofmt::quote(chunk.valid());
+        out.push_str(&valid[1..valid.len() - 1]);
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// A range or subquery selector starting at the `[` at `open`: rewrites the range and the step
@@ -345,6 +516,52 @@ fn to_millis(secs: f64, at: usize) -> Result<i64, PreparseError> {
 }
 
 use promql_parser::util::display_duration;
+
+// ---------------------------------------------------------------------------------------------
+// The trim operators.
+
+/// A trim operator of the query (Prometheus 3.x: `</` keeps what lies below the right operand,
+/// `>/` what lies above it), which promql-parser has no token for. It is read as the comparison
+/// `<` / `>` with `bool` (the same precedence and vector matching, and no refusal of two scalar
+/// operands); after parsing, [`super::trim::mark`] finds the comparison by `ordinal` and makes
+/// it the trim operator again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TrimOp {
+    /// `</` (else `>/`).
+    pub(crate) upper: bool,
+    /// Its place among the query's comparison operators, in text order.
+    pub(crate) ordinal: usize,
+    /// Byte offset of the operator in the original text.
+    pub(crate) offset: usize,
+    /// Whether `bool` follows it, which Prometheus refuses on anything but a comparison.
+    pub(crate) with_bool: bool,
+}
+
+/// The trim operator starting at the `<` or `>` token `at` (the `/` right behind it, as
+/// Prometheus' lexer reads it), with the edit that makes it a comparison; `None` for a plain
+/// comparison.
+fn trim_op(expr: &str, toks: &[Tok], at: usize, ordinal: usize) -> Option<(TrimOp, (usize, usize, String))> {
+    let t = &toks[at];
+    let slash = toks.get(at + 1).filter(|s| s.start == t.end && tok_is(expr, s, "/"))?;
+    let upper = &expr[t.start..t.end] == "<";
+    let with_bool = toks
+        .get(at + 2)
+        .is_some_and(|b| b.kind == Kind::Ident && expr[b.start..b.end].eq_ignore_ascii_case("bool"));
+    let sign = if upper { "<" } else { ">" };
+    // The spaces keep `a</b` from running into the keyword.
+    let replacement = if with_bool {
+        sign.to_string()
+    } else {
+        format!("{sign} bool ")
+    };
+    let trim = TrimOp {
+        upper,
+        ordinal,
+        offset: t.start,
+        with_bool,
+    };
+    Some((trim, (t.start, slash.end, replacement)))
+}
 
 // ---------------------------------------------------------------------------------------------
 // Tokens.
@@ -824,6 +1041,26 @@ impl DurParser<'_> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn label_names_that_are_not_utf8() {
+        let bad = |q: &str| preparse(q, &QueryTimes::default()).unwrap().bad_label_name;
+        assert_eq!(
+            bad(r#"count_values("a\xc5z", v)"#).as_deref(),
+            Some(r#"invalid label name "a\xc5z""#)
+        );
+        assert_eq!(
+            bad(r#"count_values by (x) ("\xff", v)"#).as_deref(),
+            Some(r#"invalid label name "\xff""#)
+        );
+        assert!(bad(r#"label_replace(m, "\xff", "", "src", "(.*)")"#).is_some());
+        assert!(bad(r#"label_join(rate(m[5m]), "a\377", ",", "x")"#).is_some());
+        // A valid character, a label value, or a matcher: nothing to refuse here.
+        assert!(bad(r#"count_values("a\u00c5z", v)"#).is_none());
+        assert!(bad(r#"count_values("a\xc3\x85z", v)"#).is_none());
+        assert!(bad(r#"label_replace(m, "dst", "\xff", "src", "(.*)")"#).is_none());
+        assert!(bad(r#"m{a="\xff"}"#).is_none());
+    }
+
     fn rw(expr: &str, times: QueryTimes) -> String {
         preparse(expr, &times).unwrap().text.into_owned()
     }
@@ -969,6 +1206,25 @@ mod tests {
         // A metric named like a modifier is a metric.
         let r = preparse("anchored + sum(smoothed)", &QueryTimes::default()).unwrap();
         assert!(r.extended.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn trim_operators_become_comparisons_with_bool() {
+        let r = preparse(r#"a</b > c{x!="</"} >/ BOOL d <= e"#, &QueryTimes::default()).unwrap();
+        assert_eq!(r.text, r#"a< bool b > c{x!="</"} > BOOL d <= e"#);
+        let trim = |upper, ordinal, offset, with_bool| TrimOp {
+            upper,
+            ordinal,
+            offset,
+            with_bool,
+        };
+        assert_eq!(r.trims, vec![trim(true, 0, 1, false), trim(false, 2, 18, true)]);
+        // Apart, `<` and `/` are a comparison and a division (promql-parser refuses the rest).
+        let r = preparse("a < /b", &QueryTimes::default()).unwrap();
+        assert!(r.trims.is_empty() && matches!(r.text, Cow::Borrowed(_)));
+        // Errors in the rest of the text still point into the original.
+        let r = preparse("a </ b + )", &QueryTimes::default()).unwrap();
+        assert_eq!(r.original_offset(r.text.find(')').unwrap()), 9);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! variants of instant queries (`atModifierTestCases` in test.go).
 
 use promql_parser::label::MatchOp;
-use promql_parser::parser::{self, AtModifier, Expr, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, VectorSelector};
 
 use crate::labels::{Labels, Matcher, METRIC_NAME};
 
@@ -13,11 +13,15 @@ const AT_MODIFIER_UNSAFE_FUNCTIONS: &[&str] = &[
     "day_of_month",
     "day_of_week",
     "day_of_year",
+    "end",
     "hour",
     "minute",
     "month",
     "year",
     "predict_linear",
+    "range",
+    "start",
+    "step",
     "time",
     "timestamp",
 ];
@@ -103,9 +107,10 @@ pub(crate) fn at_modifier_cases(expr: &Expr, eval_ms: i64) -> Option<(String, Ve
     if unsafe_fn {
         return None;
     }
-    let printed = e.to_string();
-    // The printer sorts matchers; compare regardless of their order.
-    let round_trips = parser::parse(&printed).is_ok_and(|mut back| {
+    let printed = go_number_spelling(&crate::promql::expr_text(&e));
+    // The printer sorts matchers; compare regardless of their order. The text is read back as
+    // the engine reads it (the trim operators need the front pass).
+    let round_trips = crate::promql::parse(&printed).is_ok_and(|mut back| {
         let mut want = e.clone();
         normalize(&mut want);
         normalize(&mut back);
@@ -125,6 +130,50 @@ pub(crate) fn at_modifier_cases(expr: &Expr, eval_ms: i64) -> Option<(String, Ve
         vec![-10 * ts, 0, ts / 5, ts, 10 * ts]
     };
     Some((printed, times))
+}
+
+/// Prometheus prints the variant with Go's float formatting, which spells positive infinity
+/// `+Inf` where promql-parser prints `Inf`. Annotations carry positions in the printed variant,
+/// so the spelling must match. Quoted strings and matcher braces are left alone.
+fn go_number_spelling(printed: &str) -> String {
+    let b = printed.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    let mut out = String::with_capacity(printed.len() + 4);
+    let (mut i, mut depth, mut quote) = (0, 0usize, None::<u8>);
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' && q != b'`' && i + 1 < b.len() {
+                    out.push_str(&printed[i..i + 2]);
+                    i += 2;
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                b'"' | b'\'' | b'`' => quote = Some(c),
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                b'I' if depth == 0
+                    && printed[i..].starts_with("Inf")
+                    && (i == 0 || !(word(b[i - 1]) || b[i - 1] == b'-' || b[i - 1] == b'+'))
+                    && b.get(i + 3).is_none_or(|&n| !word(n)) =>
+                {
+                    out.push_str("+Inf");
+                    i += 3;
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        let ch = printed[i..].chars().next().unwrap_or_default();
+        out.push(ch);
+        i += ch.len_utf8().max(1);
+    }
+    out
 }
 
 fn sort_matchers(m: &mut promql_parser::label::Matchers) {
@@ -204,7 +253,7 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Expr {
-        parser::parse(s).unwrap()
+        promql_parser::parser::parse(s).unwrap()
     }
 
     #[test]
@@ -222,6 +271,15 @@ mod tests {
         // An explicit @ stays; start()/end() are replaced.
         let (e, _) = at_modifier_cases(&p("foo @ 10 + bar @ start()"), 60_000).unwrap();
         assert_eq!(e, "foo @ 10.000 + bar @ 60.000");
+        // Go spells positive infinity `+Inf`: annotation positions count it.
+        let (e, _) = at_modifier_cases(&p("histogram_fraction(-Inf, +Inf, h) > Inf"), 60_000).unwrap();
+        assert_eq!(e, "histogram_fraction(-Inf, +Inf, h @ 60.000) > +Inf");
+        assert_eq!(go_number_spelling(r#"a{x="Inf"} + Info"#), r#"a{x="Inf"} + Info"#);
+        // No variant for functions of the evaluation range.
+        assert!(at_modifier_cases(&p("start()"), 60_000).is_none());
+        // Syntax promql-parser lacks prints and reads back through the front pass.
+        let (e, _) = at_modifier_cases(&crate::promql::parse("h </ on (a) x").unwrap(), 60_000).unwrap();
+        assert_eq!(e, "h @ 60.000 </ on (a) x @ 60.000");
     }
 
     #[test]

@@ -388,7 +388,8 @@ fn http(
                 let tok = if k == "bearer_token_file" && !read_secret_files {
                     "(read at run time)".to_string()
                 } else if k == "bearer_token_file" {
-                    std::fs::read_to_string(&s).map_err(|e| r.err(v.pos(), format!("bearer_token_file {s:?}: {e}")))?
+                    crate::secret::read_secret_file(&s)
+                        .map_err(|e| r.err(v.pos(), format!("bearer_token_file {s:?}: {e}")))?
                 } else {
                     env(&s).ok_or_else(|| r.err(v.pos(), format!("environment variable {s} is not set")))?
                 };

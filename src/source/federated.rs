@@ -189,7 +189,7 @@ impl Federated {
         let MemberSource::Prometheus(p) = &self.members[i].source else {
             return None;
         };
-        let text = expr.to_string();
+        let text = crate::promql::expr_text(expr);
         if self.rejected.lock().map(|r| r.contains(&text)).unwrap_or(false) {
             return None;
         }

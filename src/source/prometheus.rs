@@ -507,7 +507,7 @@ impl PrometheusSource {
         session: Option<String>,
         endpoint: Option<String>,
     ) -> Result<CachedCreds, SourceError> {
-        let token = std::fs::read_to_string(token_file)
+        let token = crate::secret::read_secret_file(token_file)
             .map_err(|e| self.unavailable(format!("web identity token file {token_file}: {e}")))?;
         let endpoint = endpoint.unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
         let body = format!(

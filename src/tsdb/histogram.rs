@@ -400,6 +400,18 @@ pub(crate) fn combined_hint(a: CounterResetHint, b: CounterResetHint) -> Counter
     adjust_hint(a, b)
 }
 
+/// Whether histograms summed together (an aggregation, `sum_over_time`, `avg_over_time`) have
+/// both a `reset` and a `not_reset` hint: Prometheus warns of conflicting counter resets then,
+/// whatever else is among them.
+pub(crate) fn hints_collide(hints: impl Iterator<Item = CounterResetHint>) -> bool {
+    let (mut reset, mut not_reset) = (false, false);
+    for h in hints {
+        reset |= h == CounterResetHint::Reset;
+        not_reset |= h == CounterResetHint::NotReset;
+    }
+    reset && not_reset
+}
+
 fn adjust_hint(a: CounterResetHint, b: CounterResetHint) -> CounterResetHint {
     use CounterResetHint::*;
     match (a, b) {

@@ -10,6 +10,7 @@ pub(crate) mod chunk;
 mod error;
 pub(crate) mod histogram;
 pub(crate) mod histogram_json;
+mod histogram_trim;
 pub(crate) mod notation;
 pub(crate) mod openmetrics;
 mod store;

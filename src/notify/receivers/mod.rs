@@ -517,7 +517,7 @@ fn build_client(key: &ClientKey) -> Result<reqwest::Client, DeliveryError> {
 }
 
 fn read_secret_file(path: &str) -> Result<String, DeliveryError> {
-    std::fs::read_to_string(path)
+    crate::secret::read_secret_file(path)
         .map(|s| s.trim().to_string())
         .map_err(|e| DeliveryError::Config(format!("reading {path}: {e}")))
 }

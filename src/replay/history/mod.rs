@@ -151,7 +151,7 @@ impl Queryable for History {
     }
 
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
-        let text = expr.to_string();
+        let text = crate::promql::expr_text(expr);
         if let Some(table) = self.pushed.get(&text) {
             if table.covers(t) {
                 return Some(Ok(table.values.get(&t).cloned().unwrap_or_default()));

@@ -119,7 +119,7 @@ pub(crate) fn plan(setups: &[&Setup], fed: &Federated, from: i64, to: i64, lookb
                     // `@ start()` / `@ end()` mean something else in a range query are asked
                     // one evaluation at a time during the replay.
                     if !promql::uses_start_or_end(expr) {
-                        let text = expr.to_string();
+                        let text = promql::expr_text(expr);
                         b.pushdowns
                             .entry((text.clone(), step, qfirst.rem_euclid(step)))
                             .and_modify(|p| {

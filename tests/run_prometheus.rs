@@ -191,19 +191,20 @@ fn fires_resolves_and_survives_a_source_outage() {
         .block_on(src.instant_query("gpu_temp > 90", base + 15 * M))
         .expect("instant query");
     assert_eq!(v.len(), 1);
-    assert_eq!(v[0].0.get("gpu"), Some("0"));
-    assert_eq!(v[0].1, 95.0);
+    assert_eq!(v[0].labels.get("gpu"), Some("0"));
+    assert_eq!(v[0].v, 95.0);
     let s = rt
         .block_on(src.instant_query("scalar(gpu_temp)", base + 15 * M))
         .expect("scalar");
-    assert_eq!(s[0].1, 95.0);
+    assert_eq!(s[0].v, 95.0);
     match rt.block_on(src.instant_query("sum(", base)) {
         Err(SourceError::Unavailable { message, .. }) => assert!(message.contains("HTTP 400"), "{message}"),
         other => panic!("expected a bad_data error, got {other:?}"),
     }
-    let raw = rt
+    let (raw, hists) = rt
         .block_on(src.select_async(&[Matcher::equal("__name__", "gpu_temp")], base, base + 60_000))
         .expect("raw series");
+    assert!(hists.is_empty());
     assert_eq!(
         raw[0].samples.len(),
         5,

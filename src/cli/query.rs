@@ -107,9 +107,6 @@ fn execute(args: &Args) -> Result<String, String> {
     }
     Ok(match args.format {
         Format::Text => render_text(&res.value),
-        Format::Json if has_histograms(&res.value) => {
-            return Err("native histogram results are printed in text format only (--format text)".into())
-        }
         Format::Json => render_json(&res.value) + "\n",
     })
 }
@@ -141,7 +138,7 @@ fn is_notation_line(line: &str) -> bool {
 
 /// Whether the file's first line that is neither blank nor a comment starts a `load` block.
 /// Reads only up to that line: data files can be gigabytes.
-fn is_notation(path: &Path) -> Result<bool, String> {
+pub(crate) fn is_notation(path: &Path) -> Result<bool, String> {
     use std::io::BufRead;
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     for line in std::io::BufReader::new(f).split(b'\n') {
@@ -234,14 +231,6 @@ fn render_text(v: &Value) -> String {
     out
 }
 
-fn has_histograms(v: &Value) -> bool {
-    match v {
-        Value::Vector(samples) => samples.iter().any(|s| s.h.is_some()),
-        Value::Matrix(series) => series.iter().any(|s| !s.histograms.is_empty()),
-        _ => false,
-    }
-}
-
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
@@ -258,6 +247,11 @@ fn json_point(t: i64, v: f64) -> String {
     format!("[{},{}]", format_api_timestamp(t), json_str(&format_float(v)))
 }
 
+/// `[t,{"count":...}]`: a histogram point as Prometheus writes it, given its JSON.
+fn json_histogram_point(t: i64, histogram_json: &str) -> String {
+    format!("[{},{histogram_json}]", format_api_timestamp(t))
+}
+
 /// The `data` object of Prometheus' query API response.
 pub fn render_json(v: &Value) -> String {
     let (kind, result) = match v {
@@ -266,12 +260,17 @@ pub fn render_json(v: &Value) -> String {
         Value::Vector(samples) => {
             let items: Vec<String> = samples
                 .iter()
-                .map(|s| {
-                    format!(
+                .map(|s| match &s.h {
+                    Some(h) => format!(
+                        "{{\"metric\":{},\"histogram\":{}}}",
+                        json_metric(&s.metric),
+                        json_histogram_point(s.t, &h.prometheus_json())
+                    ),
+                    None => format!(
                         "{{\"metric\":{},\"value\":{}}}",
                         json_metric(&s.metric),
                         json_point(s.t, s.v)
-                    )
+                    ),
                 })
                 .collect();
             ("vector", format!("[{}]", items.join(",")))
@@ -280,12 +279,22 @@ pub fn render_json(v: &Value) -> String {
             let items: Vec<String> = series
                 .iter()
                 .map(|s| {
-                    let pts: Vec<String> = s.samples.iter().map(|(t, v)| json_point(*t, *v)).collect();
-                    format!(
-                        "{{\"metric\":{},\"values\":[{}]}}",
-                        json_metric(&s.metric),
-                        pts.join(",")
-                    )
+                    // As Prometheus: `values` for the floats, `histograms` for the histograms.
+                    let mut out = format!("{{\"metric\":{}", json_metric(&s.metric));
+                    if !s.samples.is_empty() || s.histograms.is_empty() {
+                        let pts: Vec<String> = s.samples.iter().map(|(t, v)| json_point(*t, *v)).collect();
+                        let _ = write!(out, ",\"values\":[{}]", pts.join(","));
+                    }
+                    if !s.histograms.is_empty() {
+                        let pts: Vec<String> = s
+                            .histograms
+                            .iter()
+                            .map(|(t, h)| json_histogram_point(*t, &h.prometheus_json()))
+                            .collect();
+                        let _ = write!(out, ",\"histograms\":[{}]", pts.join(","));
+                    }
+                    out.push('}');
+                    out
                 })
                 .collect();
             ("matrix", format!("[{}]", items.join(",")))
@@ -344,6 +353,42 @@ mod tests {
         assert_eq!(
             render_json(&Value::Vector(vec![])),
             r#"{"resultType":"vector","result":[]}"#
+        );
+    }
+
+    #[test]
+    fn native_histograms_in_json_like_prometheus() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("lat.txt");
+        std::fs::write(
+            &data,
+            "load 1m\n  lat {{schema:0 sum:5 count:4 buckets:[1 2 1]}}x2\n  up 1 1 1\n",
+        )
+        .unwrap();
+        let query = |expr: &str, time: &str| {
+            execute(&Args {
+                expr: expr.into(),
+                data: vec![data.clone()],
+                time: Some(time.into()),
+                start: None,
+                end: None,
+                step: None,
+                format: Format::Json,
+                lookback: None,
+            })
+            .unwrap()
+        };
+        let h = r#"{"count":"4","sum":"5","buckets":[[0,"0.5","1","1"],[0,"1","2","2"],[0,"2","4","1"]]}"#;
+        assert_eq!(
+            query("lat", "1m"),
+            format!(r#"{{"resultType":"vector","result":[{{"metric":{{"__name__":"lat"}},"histogram":[60,{h}]}}]}}"#)
+                + "\n"
+        );
+        assert_eq!(
+            query("{__name__=~\"lat|up\"}[90s]", "2m"),
+            format!(
+                r#"{{"resultType":"matrix","result":[{{"metric":{{"__name__":"lat"}},"histograms":[[60,{h}],[120,{h}]]}},{{"metric":{{"__name__":"up"}},"values":[[60,"1"],[120,"1"]]}}]}}"#
+            ) + "\n"
         );
     }
 

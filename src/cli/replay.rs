@@ -16,7 +16,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Recorded data: OpenMetrics text (seconds, `# EOF`) or Prometheus text with ms
-    /// timestamps; files or directories of them. Without it, the built-in 48-hour demo.
+    /// timestamps, or promqltest notation (`load 1m`, then series lines; native histograms
+    /// `{{...}}` included, samples from time 0); files or directories of them. Without it, the
+    /// built-in 48-hour demo.
     #[arg(long, num_args = 1.., value_name = "PATH")]
     data: Vec<PathBuf>,
     /// A scenario (scenarios/*.yaml): generate its cluster, replay it and check its expected
@@ -157,6 +159,15 @@ fn load_data(paths: &[PathBuf]) -> Result<(Store, i64, i64), String> {
         }
     }
     for f in files {
+        if super::query::is_notation(&f)? {
+            // promqltest notation (native histograms included), as `watchfire query` reads it.
+            super::query::load_data(&mut store, &f)?;
+            if let Some((a, b)) = store.time_range() {
+                min = min.min(a);
+                max = max.max(b);
+            }
+            continue;
+        }
         let stats = tsdb::load_file(&mut store, &f).map_err(|e| e.to_string())?;
         if let Some(t) = stats.min_time {
             min = min.min(t);

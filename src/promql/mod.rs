@@ -39,7 +39,7 @@ pub(crate) use promql_parser::parser::Expr;
 use crate::labels::Labels;
 use eval::Evaluator;
 pub(crate) use queryable::{HistogramSeriesData, StartTimestampSeriesData};
-pub use queryable::{Queryable, SeriesData, SourceError};
+pub use queryable::{PushedSample, Queryable, SeriesData, SourceError};
 
 /// The PromQL engine. Stateless apart from its options; cheap to share.
 #[derive(Clone, Debug, Default)]

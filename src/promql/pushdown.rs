@@ -45,12 +45,12 @@ fn visit(src: &dyn Queryable, expr: &Expr, t: i64, out: &mut HashMap<usize, Step
                 if let Some(res) = src.pushdown(expr, t) {
                     let v = res?
                         .into_iter()
-                        .map(|(metric, v)| Sample {
-                            metric,
+                        .map(|p| Sample {
+                            metric: p.labels,
                             t,
-                            v,
+                            v: p.v,
                             drop_name: false,
-                            h: None,
+                            h: p.h,
                         })
                         .collect();
                     out.insert(

@@ -12,6 +12,21 @@ pub struct SeriesData {
     pub samples: Vec<(i64, f64)>,
 }
 
+/// One element of an answer a source computed itself ([`Queryable::pushdown`]): a float, or
+/// a native histogram (then `v` is 0), as the engine's own samples.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushedSample {
+    pub labels: Labels,
+    pub v: f64,
+    pub h: Option<std::sync::Arc<crate::tsdb::FloatHistogram>>,
+}
+
+impl PushedSample {
+    pub fn float(labels: Labels, v: f64) -> Self {
+        PushedSample { labels, v, h: None }
+    }
+}
+
 /// One series' native histogram samples in time order (see [`Queryable::select_histograms`]).
 #[derive(Clone, Debug)]
 pub struct HistogramSeriesData {
@@ -87,8 +102,8 @@ pub trait Queryable: Send + Sync {
     /// Evaluates a whole expression at `t` in the source itself (pushdown), when the source
     /// can answer it entirely; `None` means "evaluate it locally over `select`". Wrappers that
     /// add data of their own must return `None` for expressions reading it. A vector comes back
-    /// as (labels, value) pairs, a scalar as one pair with empty labels.
-    fn pushdown(&self, _expr: &super::Expr, _t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    /// as its samples, a scalar as one sample with empty labels.
+    fn pushdown(&self, _expr: &super::Expr, _t: i64) -> Option<Result<Vec<PushedSample>, SourceError>> {
         None
     }
 

@@ -396,7 +396,7 @@ impl AlertingRule {
 
     fn eval_inner(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
         let qt = ctx.query_time();
-        let res = ctx.query(&self.expr, qt)?;
+        let res = ctx.query_floats(&self.expr, qt)?;
         let mut synthetic = None;
         if res.is_empty() {
             if let Some(policy) = self.no_data {
@@ -712,6 +712,7 @@ fn alerts_sample(name: &str, rule_labels: &[(String, String)], alert: &Alert, t:
         labels: lb.build(),
         t,
         v: 1.0,
+        h: None,
     }
 }
 
@@ -723,6 +724,7 @@ fn for_state_sample(name: &str, rule_labels: &[(String, String)], alert: &Alert,
         labels: lb.build(),
         t,
         v: alert.active_at.div_euclid(1000) as f64,
+        h: None,
     }
 }
 

@@ -2,8 +2,7 @@
 //! and rule health.
 
 use crate::labels::Labels;
-use crate::promql::Queryable;
-use crate::promql::{Engine, Expr, Value};
+use crate::promql::{Engine, Expr, PushedSample, Queryable, Value};
 
 use crate::template::{Querier, QuerySample};
 
@@ -28,8 +27,9 @@ impl EvalContext<'_> {
         self.ts.saturating_sub(self.query_offset)
     }
 
-    /// Runs an expression as a rule does: a vector, or a scalar as a one-element vector.
-    pub fn query(&self, expr: &Expr, t: i64) -> Result<Vec<(Labels, f64)>, RuleError> {
+    /// Runs an expression as a rule does: a vector (floats or native histograms), or a scalar
+    /// as a one-element vector.
+    pub fn query(&self, expr: &Expr, t: i64) -> Result<Vec<PushedSample>, RuleError> {
         // A source that can answer the whole expression itself does (federation pushdown).
         if let Some(res) = self.source.pushdown(expr, t) {
             return res.map_err(|e| RuleError::Query(e.to_string()));
@@ -39,17 +39,31 @@ impl EvalContext<'_> {
             .instant_query_ast(self.source, expr, t)
             .map_err(|e| RuleError::Query(e.to_string()))?;
         match res.value {
-            // Recording a native histogram needs a histogram output series, which rules do not
-            // write yet: an error rather than a made-up 0.
-            Value::Vector(v) if v.iter().any(|s| s.h.is_some()) => Err(RuleError::Query(
-                "the result holds native histogram samples, which rules cannot record or alert on yet; \
-                 reduce them to floats (histogram_count, histogram_quantile, ...)"
-                    .into(),
-            )),
-            Value::Vector(v) => Ok(v.into_iter().map(|s| (s.metric, s.v)).collect()),
-            Value::Scalar { v, .. } => Ok(vec![(Labels::empty(), v)]),
+            Value::Vector(v) => Ok(v
+                .into_iter()
+                .map(|s| PushedSample {
+                    labels: s.metric,
+                    v: s.v,
+                    h: s.h,
+                })
+                .collect()),
+            Value::Scalar { v, .. } => Ok(vec![PushedSample::float(Labels::empty(), v)]),
             _ => Err(RuleError::Query("rule result is not a vector or scalar".into())),
         }
+    }
+
+    /// [`EvalContext::query`] for what needs a number per series (alert conditions, templates'
+    /// `query`): a native histogram is an error rather than a made-up 0.
+    pub fn query_floats(&self, expr: &Expr, t: i64) -> Result<Vec<(Labels, f64)>, RuleError> {
+        let res = self.query(expr, t)?;
+        if res.iter().any(|s| s.h.is_some()) {
+            return Err(RuleError::Query(
+                "the result holds native histogram samples, which alerts and templates cannot use; \
+                 reduce them to floats (histogram_count, histogram_quantile, ...)"
+                    .into(),
+            ));
+        }
+        Ok(res.into_iter().map(|s| (s.labels, s.v)).collect())
     }
 
     /// What templates' `query` function runs: PromQL at the evaluation time.
@@ -66,7 +80,7 @@ pub struct TemplateQuerier<'a> {
 impl Querier for TemplateQuerier<'_> {
     fn query(&self, text: &str) -> Result<Vec<QuerySample>, String> {
         let expr = crate::promql::parse(text).map_err(|e| e.to_string())?;
-        let v = self.ctx.query(&expr, self.ctx.ts).map_err(|e| e.to_string())?;
+        let v = self.ctx.query_floats(&expr, self.ctx.ts).map_err(|e| e.to_string())?;
         Ok(v.into_iter()
             .map(|(labels, value)| QuerySample { labels, value })
             .collect())
@@ -91,12 +105,14 @@ pub enum RuleError {
     SeriesLimit { limit: usize, count: usize },
 }
 
-/// A sample a rule writes.
+/// A sample a rule writes: a float, or a native histogram a recording rule computed (then `v`
+/// is 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutputSample {
     pub labels: Labels,
     pub t: i64,
     pub v: f64,
+    pub h: Option<std::sync::Arc<crate::tsdb::FloatHistogram>>,
 }
 
 /// A rule's health after its last evaluation.

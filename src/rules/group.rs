@@ -312,7 +312,14 @@ impl Group {
             }
             let mut returned: HashSet<Labels> = HashSet::with_capacity(samples.len());
             for s in samples {
-                outputs.append(&s.labels, s.t, s.v);
+                match s.h {
+                    Some(h) => {
+                        let id = outputs.get_or_create(&s.labels);
+                        // Read back as from Prometheus' TSDB: the hint of its place in a chunk.
+                        outputs.append_histogram_stored(id, s.t, h);
+                    }
+                    None => outputs.append(&s.labels, s.t, s.v),
+                }
                 returned.insert(s.labels);
             }
             let stale_at = ts.saturating_sub(query_offset);
@@ -371,6 +378,54 @@ mod tests {
             query(&engine, &src, &out, "ALERTS", 0),
             vec![("ALERTS{alertname=\"BIsTwo\", alertstate=\"firing\"}".into(), 1.0)]
         );
+    }
+
+    #[test]
+    fn recorded_native_histograms_are_read_back() {
+        let mut g = group(
+            "groups:\n  - name: g\n    rules:\n      - record: lat:double\n        expr: lat * 2\n      - record: lat:count\n        expr: histogram_count(lat:double)\n      - alert: Many\n        expr: lat:count > 5\n      - alert: OnHistograms\n        expr: lat:double\n",
+        );
+        let mut src = Store::new();
+        let id = src.get_or_create(&Labels::from_pairs([("__name__", "lat"), ("job", "a")]));
+        let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
+        src.append_histogram_id(id, 0, h);
+        let mut out = Store::new();
+        let engine = Engine::default();
+        let o = g.eval(0, &engine, &src, i64::MAX, &mut out);
+        // The histogram is recorded; an alert on histograms stays an error, not a made-up 0.
+        assert_eq!(o.errors.len(), 1, "{:?}", o.errors);
+        assert_eq!(o.errors[0].0, 3);
+        assert!(o.errors[0].1.to_string().contains("native histogram"), "{:?}", o.errors);
+        let view = Layered::new(&src, &out);
+        let Value::Vector(v) = engine.instant_query(&view, "lat:double", 0).unwrap().value else {
+            panic!("not a vector")
+        };
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].metric.to_string(), "lat:double{job=\"a\"}");
+        assert_eq!(
+            v[0].h.as_ref().map(|h| h.test_expression()).as_deref(),
+            Some("{{count:8 sum:10 buckets:[2 4 2]}}")
+        );
+        assert_eq!(
+            query(&engine, &src, &out, "lat:count", 0),
+            vec![("lat:count{job=\"a\"}".into(), 8.0)]
+        );
+        // ALERTS stays a float series.
+        assert_eq!(
+            query(&engine, &src, &out, "ALERTS", 0),
+            vec![(
+                "ALERTS{alertname=\"Many\", alertstate=\"firing\", job=\"a\"}".into(),
+                1.0
+            )]
+        );
+        // When the source's histogram is gone, the recorded series goes stale.
+        let empty = Store::new();
+        g.eval(M, &engine, &empty, i64::MAX, &mut out);
+        let view = Layered::new(&empty, &out);
+        let Value::Vector(v) = engine.instant_query(&view, "lat:double", M + 1000).unwrap().value else {
+            panic!("not a vector")
+        };
+        assert!(v.is_empty(), "{v:?}");
     }
 
     #[test]

@@ -86,8 +86,8 @@ impl RecordingRule {
         let vector = ctx.query(&self.expr, t)?;
         let mut out = Vec::with_capacity(vector.len());
         let mut seen: HashSet<Labels> = HashSet::with_capacity(vector.len());
-        for (metric, v) in vector {
-            let mut lb = LabelsBuilder::new(&metric);
+        for s in vector {
+            let mut lb = LabelsBuilder::new(&s.labels);
             lb.set(METRIC_NAME, &self.name);
             for (n, val) in &self.labels {
                 lb.set(n, val);
@@ -96,7 +96,12 @@ impl RecordingRule {
             if !seen.insert(labels.clone()) {
                 return Err(RuleError::DuplicateRuleLabels);
             }
-            out.push(OutputSample { labels, t, v });
+            out.push(OutputSample {
+                labels,
+                t,
+                v: s.v,
+                h: s.h,
+            });
         }
         if ctx.limit > 0 && out.len() > ctx.limit {
             return Err(RuleError::SeriesLimit {
@@ -161,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn native_histogram_results_are_an_error_not_zero() {
+    fn native_histogram_results_are_recorded_as_histograms() {
         let mut store = Store::new();
         let id = store.get_or_create(&Labels::from_pairs([("__name__", "latency")]));
         let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
@@ -170,16 +175,20 @@ mod tests {
             "latency:copy",
             crate::promql::parse("latency").unwrap(),
             "latency",
-            vec![],
+            vec![("team".into(), "ml".into())],
         );
-        let err = run(&mut r, &store, 0).unwrap_err();
-        assert!(err.to_string().contains("native histogram"), "{err}");
-        assert_eq!(r.health(), Health::Bad);
-        // Reduced to floats, the same data records fine.
+        let out = run(&mut r, &store, 0).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].labels.to_string(), "latency:copy{team=\"ml\"}");
+        assert_eq!(
+            out[0].h.as_ref().map(|h| h.test_expression()).as_deref(),
+            Some("{{count:4 sum:5 buckets:[1 2 1]}}")
+        );
+        assert_eq!(r.health(), Health::Good);
         let expr = "histogram_count(latency)";
         let mut r = RecordingRule::new("latency:count", crate::promql::parse(expr).unwrap(), expr, vec![]);
         let out = run(&mut r, &store, 0).unwrap();
-        assert_eq!(out[0].v, 4.0);
+        assert_eq!((out[0].v, out[0].h.is_none()), (4.0, true));
     }
 
     #[test]

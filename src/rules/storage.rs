@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::labels::{Labels, Matcher};
-use crate::promql::{Queryable, SeriesData, SourceError};
+use crate::promql::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::tsdb::Store;
 
 /// Rule outputs over a source.
@@ -66,28 +66,37 @@ impl Queryable for Layered<'_> {
         Ok(out)
     }
 
-    /// Native histograms come from the base only (rule outputs are floats).
+    /// The base's histograms with the recording rules' histogram results layered over them.
     fn select_histograms(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<crate::promql::HistogramSeriesData>, SourceError> {
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
         let base_maxt = maxt.min(self.base_maxt);
-        if mint > base_maxt {
-            return Ok(Vec::new());
+        let mut out = if mint <= base_maxt && self.base.has_histograms() {
+            self.base.select_histograms(matchers, mint, base_maxt)?
+        } else {
+            Vec::new()
+        };
+        if self.outputs.has_histograms() {
+            merge_histogram_series(&mut out, self.outputs.select_histograms(matchers, mint, maxt)?);
         }
-        self.base.select_histograms(matchers, mint, base_maxt)
+        Ok(out)
     }
 
     fn has_histograms(&self) -> bool {
-        self.base.has_histograms()
+        self.base.has_histograms() || self.outputs.has_histograms()
     }
 
     /// Forwarded only when no base sample is hidden (replay, `watchfire test`): the rule
     /// outputs layered here are recording rules and `ALERTS`, which the federation never
     /// pushes down.
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         if self.base_maxt != i64::MAX {
             return None;
         }
@@ -96,6 +105,21 @@ impl Queryable for Layered<'_> {
 
     fn pushdown_parts(&self) -> bool {
         self.base_maxt == i64::MAX && self.base.pushdown_parts()
+    }
+}
+
+/// Adds `local`'s histogram series to `out`; a series in both is merged in time order, `local`
+/// winning at equal timestamps (the later write, as for floats).
+pub(crate) fn merge_histogram_series(out: &mut Vec<HistogramSeriesData>, local: Vec<HistogramSeriesData>) {
+    for s in local {
+        match out.iter_mut().find(|o| o.labels == s.labels) {
+            Some(o) => {
+                let mut merged: std::collections::BTreeMap<i64, _> = o.samples.drain(..).collect();
+                merged.extend(s.samples);
+                o.samples = merged.into_iter().collect();
+            }
+            None => out.push(s),
+        }
     }
 }
 

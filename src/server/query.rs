@@ -17,12 +17,11 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use serde_json::{json, Map, Value as Json};
+use serde_json::{json, Value as Json};
 use tokio::sync::Semaphore;
 
 use crate::labels::{Labels, Matcher};
 use crate::promql::{self, Engine, HistogramSeriesData, Queryable, SeriesData, SourceError, Value};
-use crate::tsdb::FloatHistogram;
 
 /// What a query reads, asked per request so a reload of `run` is seen: the engine (its
 /// options) and the source.
@@ -407,7 +406,7 @@ impl Queryable for Bounded<'_> {
         self.inner.pushdown_parts()
     }
 
-    fn pushdown(&self, expr: &promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(&self, expr: &promql::Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         if let Err(e) = self.check_deadline() {
             return Some(Err(e));
         }
@@ -617,39 +616,6 @@ fn labels_json(l: &Labels) -> Json {
     )
 }
 
-/// Prometheus' JSON of a native histogram: count, sum and the non-empty buckets as
-/// `[boundary rule, lower, upper, count]` (0: open left, 1: open right, 3: closed).
-fn histogram_json(h: &FloatHistogram) -> Json {
-    let buckets: Vec<Json> = h
-        .all_buckets()
-        .into_iter()
-        .filter(|b| b.2 != 0.0)
-        .map(|(lower, upper, count)| {
-            let zero_bucket = !h.uses_custom_buckets() && lower == -h.zero_threshold && upper == h.zero_threshold;
-            let rule = if zero_bucket {
-                3
-            } else if upper <= 0.0 && !h.uses_custom_buckets() {
-                1
-            } else {
-                0
-            };
-            json!([
-                rule,
-                crate::gofmt::format_f(lower),
-                crate::gofmt::format_f(upper),
-                crate::gofmt::format_f(count)
-            ])
-        })
-        .collect();
-    let mut o = Map::new();
-    o.insert("count".into(), json!(crate::gofmt::format_f(h.count)));
-    o.insert("sum".into(), json!(crate::gofmt::format_f(h.sum)));
-    if !buckets.is_empty() {
-        o.insert("buckets".into(), Json::Array(buckets));
-    }
-    Json::Object(o)
-}
-
 /// A query's answer as Prometheus sends it, written straight into the body: building a
 /// serde_json tree first (a string per value and timestamp) cost more than evaluating a large
 /// range query. Over `max` points is an error, never a truncation.
@@ -731,7 +697,7 @@ fn write_value(b: &mut Vec<u8>, v: &Value, max: u64) -> Result<(), ApiError> {
                         b.extend_from_slice(b",\"histogram\":[");
                         write_time(b, s.t);
                         b.push(b',');
-                        write_json(b, &histogram_json(h));
+                        b.extend_from_slice(h.prometheus_json().as_bytes());
                         b.push(b']');
                     }
                     None => {
@@ -776,7 +742,7 @@ fn write_value(b: &mut Vec<u8>, v: &Value, max: u64) -> Result<(), ApiError> {
                         b.push(b'[');
                         write_time(b, *t);
                         b.push(b',');
-                        write_json(b, &histogram_json(h));
+                        b.extend_from_slice(h.prometheus_json().as_bytes());
                         b.push(b']');
                     }
                     b.push(b']');
@@ -952,6 +918,7 @@ mod tests {
 
     #[test]
     fn native_histograms_in_prometheus_shape() {
+        use crate::tsdb::FloatHistogram;
         let h = FloatHistogram {
             schema: 0,
             zero_threshold: 0.001,
@@ -963,12 +930,8 @@ mod tests {
             ..FloatHistogram::default()
         };
         assert_eq!(
-            histogram_json(&h),
-            json!({"count": "4", "sum": "3.5", "buckets": [
-                [1, "-1", "-0.5", "1"],
-                [3, "-0.001", "0.001", "1"],
-                [0, "1", "2", "2"],
-            ]})
+            h.prometheus_json(),
+            r#"{"count":"4","sum":"3.5","buckets":[[1,"-1","-0.5","1"],[3,"-0.001","0.001","1"],[0,"1","2","2"]]}"#
         );
     }
 

@@ -480,7 +480,7 @@ impl Queryable for Federated {
             .collect()
     }
 
-    fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
 

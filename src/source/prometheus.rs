@@ -7,6 +7,11 @@
 //!   range-selector results, so a series that stopped stays visible locally for the lookback
 //!   window (5m); pushed-down queries ([`PrometheusSource::instant_query`]) are exact.
 //! * Pushdown: [`PrometheusSource::instant_query`] runs a whole expression remotely.
+//! * Native histograms: the answers' `histogram` / `histograms` (Prometheus' JSON shape) are
+//!   read back into the engine's histograms (`tsdb::histogram_json` says what the shape keeps).
+//!   A raw fetch answers floats and histograms at once: `select` keeps the histograms for the
+//!   `select_histograms` call the engine makes next with the same arguments, so a selector
+//!   costs one request.
 //! * Per-request timeout; retries with exponential backoff on 5xx, timeouts and transport
 //!   errors; 4xx (400 bad query, 422 execution error, AMP's `max_samples_processed` guard) are
 //!   final. Every failure is a [`SourceError`], never an empty result.
@@ -19,14 +24,23 @@
 //! [`Queryable::select`] is synchronous: it blocks on the tokio runtime handle the source was
 //! built with, so call it from a blocking thread (`spawn_blocking`), never an async task.
 
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, SystemTime};
 
 use serde::Deserialize;
 
 use super::config::{SigV4Config, SourceConfig};
-use super::{Queryable, SeriesData, SourceError};
+use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, Matcher};
+use crate::promql::PushedSample;
+use crate::tsdb::FloatHistogram;
+
+/// How many raw fetches' histograms are kept for the `select_histograms` that follows each.
+const KEPT_HISTOGRAM_FETCHES: usize = 64;
+
+/// The histograms of one raw fetch: (matchers as text, mint, maxt) and its series.
+type KeptHistograms = ((String, i64, i64), Vec<HistogramSeriesData>);
 
 /// A Prometheus-compatible query API.
 pub struct PrometheusSource {
@@ -41,6 +55,8 @@ pub struct PrometheusSource {
     handle: tokio::runtime::Handle,
     /// Initial backoff between retries.
     pub backoff: StdDuration,
+    /// Histograms of recent raw fetches, newest last, until `select_histograms` takes them.
+    kept: Mutex<VecDeque<KeptHistograms>>,
 }
 
 #[derive(Clone, Debug)]
@@ -77,6 +93,10 @@ struct ApiSeries {
     values: Vec<(f64, String)>,
     #[serde(default)]
     value: Option<(f64, String)>,
+    #[serde(default)]
+    histograms: Vec<(f64, serde_json::Value)>,
+    #[serde(default)]
+    histogram: Option<(f64, serde_json::Value)>,
 }
 
 impl PrometheusSource {
@@ -100,6 +120,7 @@ impl PrometheusSource {
             creds: Mutex::new(None),
             handle,
             backoff: StdDuration::from_millis(200),
+            kept: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -128,9 +149,9 @@ impl PrometheusSource {
         }
     }
 
-    /// Runs `expr` remotely at `t` (ms). A vector comes back as (labels, value) pairs, a scalar
-    /// as one pair with empty labels; other result types are errors.
-    pub async fn instant_query(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+    /// Runs `expr` remotely at `t` (ms). A vector comes back as its samples (floats or native
+    /// histograms), a scalar as one sample with empty labels; other result types are errors.
+    pub async fn instant_query(&self, expr: &str, t: i64) -> Result<Vec<PushedSample>, SourceError> {
         let data = self.query(expr, t).await?;
         match data.result_type.as_str() {
             "vector" => {
@@ -139,11 +160,19 @@ impl PrometheusSource {
                 series
                     .into_iter()
                     .map(|s| {
+                        let labels = Labels::from_pairs(s.metric);
+                        if let Some((_, h)) = s.histogram {
+                            return Ok(PushedSample {
+                                labels,
+                                v: 0.0,
+                                h: Some(self.histogram(&h)?),
+                            });
+                        }
                         let (_, v) = s
                             .value
                             .ok_or_else(|| self.unavailable("vector sample without a value"))?;
-                        Ok((
-                            Labels::from_pairs(s.metric),
+                        Ok(PushedSample::float(
+                            labels,
                             parse_value(&v).map_err(|e| self.unavailable(e))?,
                         ))
                     })
@@ -152,7 +181,7 @@ impl PrometheusSource {
             "scalar" => {
                 let (_, v): (f64, String) = serde_json::from_value(data.result)
                     .map_err(|e| self.unavailable(format!("malformed scalar result: {e}")))?;
-                Ok(vec![(
+                Ok(vec![PushedSample::float(
                     Labels::empty(),
                     parse_value(&v).map_err(|e| self.unavailable(e))?,
                 )])
@@ -162,24 +191,25 @@ impl PrometheusSource {
     }
 
     /// [`PrometheusSource::instant_query`] from a blocking thread (never an async task).
-    pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<(Labels, f64)>, SourceError> {
+    pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<PushedSample>, SourceError> {
         self.handle.block_on(self.instant_query(expr, t))
     }
 
-    /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms).
+    /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms): the floats, and
+    /// the native histograms.
     pub async fn select_async(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<SeriesData>, SourceError> {
+    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
         if matchers.is_empty() || matchers.iter().all(Matcher::matches_empty) {
             return Err(SourceError::Limit(
                 "a selector needs at least one matcher that does not match the empty string".into(),
             ));
         }
         if maxt < mint {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let parts: Vec<String> = matchers.iter().map(|m| m.to_string()).collect();
         // One extra millisecond so that `mint` is inside Prometheus 3's left-open windows too.
@@ -187,6 +217,7 @@ impl PrometheusSource {
         let expr = format!("{{{}}}[{range_ms}ms]", parts.join(","));
         let series = self.matrix(self.query(&expr, maxt).await?)?;
         let mut out = Vec::with_capacity(series.len());
+        let mut hists = Vec::new();
         for s in series {
             let mut samples = Vec::with_capacity(s.values.len());
             for (ts, v) in s.values {
@@ -196,14 +227,38 @@ impl PrometheusSource {
                 }
                 samples.push((t, parse_value(&v).map_err(|e| self.unavailable(e))?));
             }
-            if !samples.is_empty() {
-                out.push(SeriesData {
-                    labels: Labels::from_pairs(s.metric),
-                    samples,
+            let mut hs = Vec::with_capacity(s.histograms.len());
+            for (ts, h) in &s.histograms {
+                let t = (ts * 1000.0).round() as i64;
+                if t >= mint && t <= maxt {
+                    hs.push((t, self.histogram(h)?));
+                }
+            }
+            let labels = Labels::from_pairs(s.metric);
+            if !hs.is_empty() {
+                hists.push(HistogramSeriesData {
+                    labels: labels.clone(),
+                    samples: hs,
                 });
             }
+            if !samples.is_empty() {
+                out.push(SeriesData { labels, samples });
+            }
         }
-        Ok(out)
+        Ok((out, hists))
+    }
+
+    /// A histogram of an answer, or the source answering something malformed.
+    fn histogram(&self, v: &serde_json::Value) -> Result<Arc<FloatHistogram>, SourceError> {
+        crate::tsdb::histogram_json::from_json(v)
+            .map(Arc::new)
+            .map_err(|e| self.unavailable(format!("malformed native histogram: {e}")))
+    }
+
+    /// The key a raw fetch's histograms are kept under.
+    fn fetch_key(matchers: &[Matcher], mint: i64, maxt: i64) -> (String, i64, i64) {
+        let parts: Vec<String> = matchers.iter().map(|m| m.to_string()).collect();
+        (parts.join(","), mint, maxt)
     }
 
     /// `POST /api/v1/query` with retries; returns the `data` of a successful response.
@@ -231,6 +286,12 @@ impl PrometheusSource {
         self.matrix(self.api("query_range", &body).await?)?
             .into_iter()
             .map(|s| {
+                if !s.histograms.is_empty() {
+                    // Replay's chunk cache holds floats only: refusing beats dropping them.
+                    return Err(self.unavailable(format!(
+                        "{expr}: native histogram results are not supported in range pushdown"
+                    )));
+                }
                 let samples = s
                     .values
                     .into_iter()
@@ -486,7 +547,37 @@ impl PrometheusSource {
 impl Queryable for PrometheusSource {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
         // Blocks this (blocking) thread on the runtime the source was built with.
-        self.handle.block_on(self.select_async(matchers, mint, maxt))
+        let (floats, hists) = self.handle.block_on(self.select_async(matchers, mint, maxt))?;
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() >= KEPT_HISTOGRAM_FETCHES {
+                kept.pop_front();
+            }
+            kept.push_back((Self::fetch_key(matchers, mint, maxt), hists));
+        }
+        Ok(floats)
+    }
+
+    /// The histograms of the `select` just made with these arguments (the engine asks right
+    /// after it); fetched again only when that answer is no longer kept.
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let key = Self::fetch_key(matchers, mint, maxt);
+        if let Ok(mut kept) = self.kept.lock() {
+            if let Some(i) = kept.iter().rposition(|k| k.0 == key) {
+                if let Some((_, h)) = kept.remove(i) {
+                    return Ok(h);
+                }
+            }
+        }
+        Ok(self.handle.block_on(self.select_async(matchers, mint, maxt))?.1)
+    }
+
+    fn has_histograms(&self) -> bool {
+        true
     }
 }
 
@@ -639,8 +730,89 @@ mod tests {
         let busy = r#"{"status":"error","errorType":"unavailable","error":"busy"}"#;
         let (url, hits) = scripted(vec![Some((503, busy)), Some((502, "bad gateway")), Some((200, OK))]);
         let v = rt.block_on(source(&url, 2, &rt).instant_query("x", 1000)).unwrap();
-        assert_eq!(v[0].1, 2.0);
+        assert_eq!(v[0].v, 2.0);
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    /// Prometheus 2.42's answers (`--enable-feature=native-histograms`, recorded from
+    /// `tests/source_native_histograms.rs`'s data): schema 0 with a zero bucket and a negative
+    /// bucket (job a), schema 3 (job b).
+    const HIST_MATRIX: &str = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"lat","job":"a"},"histograms":[[1796229660,{"count":"54","sum":"49.5","buckets":[[1,"-1","-0.5","9"],[3,"-0.001","0.001","9"],[0,"0.5","1","9"],[0,"1","2","18"],[0,"2","4","9"]]}],[1796229720,{"count":"60","sum":"55","buckets":[[1,"-1","-0.5","10"],[3,"-0.001","0.001","10"],[0,"0.5","1","10"],[0,"1","2","20"],[0,"2","4","10"]]}],[1796229780,{"count":"66","sum":"60.5","buckets":[[1,"-1","-0.5","11"],[3,"-0.001","0.001","11"],[0,"0.5","1","11"],[0,"1","2","22"],[0,"2","4","11"]]}]]},{"metric":{"__name__":"lat","job":"b"},"histograms":[[1796229660,{"count":"12","sum":"7.5","buckets":[[0,"0.7711054127039704","0.8408964152537144","3"],[0,"0.9170040432046711","1","9"]]}],[1796229720,{"count":"16","sum":"10","buckets":[[0,"0.7711054127039704","0.8408964152537144","4"],[0,"0.9170040432046711","1","12"]]}],[1796229780,{"count":"20","sum":"12.5","buckets":[[0,"0.7711054127039704","0.8408964152537144","5"],[0,"0.9170040432046711","1","15"]]}]]},{"metric":{"__name__":"lat","job":"c"},"values":[[1796229720,"1"],[1796229780,"2"]]}]}}"#;
+    const HIST_VECTOR: &str = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"a"},"histogram":[1796229780,{"count":"0.1","sum":"0.09166666666666666","buckets":[[1,"-1","-0.5","0.016666666666666666"],[3,"-0.001","0.001","0.016666666666666666"],[0,"0.5","1","0.016666666666666666"],[0,"1","2","0.03333333333333333"],[0,"2","4","0.016666666666666666"]]}]},{"metric":{"job":"b"},"histogram":[1796229780,{"count":"0.06666666666666667","sum":"0.041666666666666664","buckets":[[0,"0.7711054127039704","0.8408964152537144","0.016666666666666666"],[0,"0.9170040432046711","1","0.05"]]}]}]}}"#;
+
+    #[test]
+    fn native_histograms_are_read_from_answers() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (url, hits) = scripted(vec![Some((200, HIST_MATRIX)), Some((200, HIST_VECTOR))]);
+        let src = source(&url, 0, &rt);
+        let m = [Matcher::equal("__name__", "lat")];
+        let (mint, maxt) = (1_796_229_660_000, 1_796_229_780_000);
+        // One request answers both the floats and the histograms of a selector.
+        let (floats, hists) = std::thread::scope(|s| {
+            s.spawn(|| {
+                (
+                    src.select(&m, mint, maxt).unwrap(),
+                    src.select_histograms(&m, mint, maxt).unwrap(),
+                )
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(floats.len(), 1);
+        assert_eq!(
+            floats[0].samples,
+            vec![(1_796_229_720_000, 1.0), (1_796_229_780_000, 2.0)]
+        );
+        assert_eq!(hists.len(), 2);
+        assert_eq!(hists[0].labels.get("job"), Some("a"));
+        let (t, a) = &hists[0].samples[2];
+        assert_eq!(*t, maxt);
+        assert_eq!(
+            a.test_expression(),
+            "{{count:66 sum:60.5 z_bucket:11 z_bucket_w:0.001 buckets:[11 22 11] n_buckets:[11]}}"
+        );
+        // Schema 3 from bounds alone: bucket -2 is (2^(-3/8), 2^(-2/8)], bucket 0 ends at 1.
+        let b = &hists[1].samples[0].1;
+        assert_eq!(
+            b.test_expression(),
+            "{{schema:3 count:12 sum:7.5 offset:-2 buckets:[3 0 9]}}"
+        );
+
+        // A pushed-down expression's histograms.
+        let v = std::thread::scope(|s| {
+            s.spawn(|| src.instant_query_blocking("sum by (job) (rate(lat[4m30s]))", maxt))
+                .join()
+                .unwrap()
+        })
+        .unwrap();
+        assert_eq!(v.len(), 2);
+        let h = v[1].h.as_ref().expect("a histogram");
+        assert_eq!(v[1].labels.get("job"), Some("b"));
+        assert_eq!(
+            (h.schema, h.count, h.sum),
+            (3, 0.06666666666666667, 0.041666666666666664)
+        );
+        assert_eq!(h.positive, vec![(-2, 0.016666666666666666), (0, 0.05)]);
+    }
+
+    #[test]
+    fn a_malformed_histogram_is_an_error() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let bad = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"histogram":[1,{"count":"x","sum":"1"}]}]}}"#;
+        let (url, _) = scripted(vec![Some((200, bad))]);
+        match rt.block_on(source(&url, 0, &rt).instant_query("x", 1000)) {
+            Err(SourceError::Unavailable { message, .. }) => {
+                assert!(message.contains("malformed native histogram"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! - [`chunk`]: Gorilla-style sample compression (delta-of-delta timestamps, XOR values);
 //! - `store`: series with interned labels, compressed chunks and an inverted index;
 //! - [`notation`]: promqltest / promtool series notation (`metric{l="v"} 0+10x5 _ stale`);
+//! - [`histogram_json`]: Prometheus' JSON shape of a native histogram, written and read back;
 //! - [`openmetrics`]: OpenMetrics / Prometheus text exposition with timestamps (backfill input).
 
 pub(crate) mod chunk;
 mod error;
 pub(crate) mod histogram;
+pub(crate) mod histogram_json;
 mod histogram_trim;
 pub(crate) mod notation;
 pub(crate) mod openmetrics;

@@ -339,7 +339,7 @@ pub(crate) fn load_start_timestamps(
 /// the first histogram of a run, at a reset, at a change of schema or zero bucket and between
 /// gauge and counter histograms; a chunk's `reset` header is not passed on to readers,
 /// prometheus/prometheus#15346). Gauge histograms stay gauges.
-fn stored_hint(h: &FloatHistogram, prev: Option<&FloatHistogram>) -> CounterResetHint {
+pub(crate) fn stored_hint(h: &FloatHistogram, prev: Option<&FloatHistogram>) -> CounterResetHint {
     use CounterResetHint::*;
     if h.counter_reset_hint == Gauge {
         return Gauge;

@@ -191,10 +191,15 @@ impl Store {
     /// Appends a native histogram sample to an existing series (unknown ids are ignored); a
     /// histogram at an existing timestamp replaces the earlier one.
     pub fn append_histogram_id(&mut self, id: SeriesId, t: i64, h: FloatHistogram) {
+        self.append_histogram_shared(id, t, Arc::new(h));
+    }
+
+    /// [`Store::append_histogram_id`] for a histogram already shared (a rule's result), kept
+    /// without a copy.
+    pub fn append_histogram_shared(&mut self, id: SeriesId, t: i64, h: Arc<FloatHistogram>) {
         let Some(s) = self.series.get_mut(id as usize) else {
             return;
         };
-        let h = Arc::new(h);
         match s.hists.last() {
             Some(&(last, _)) if t <= last => {
                 let i = s.hists.partition_point(|x| x.0 < t);
@@ -246,11 +251,54 @@ impl Store {
         }
     }
 
+    /// Appends a histogram the way Prometheus' TSDB reads it back (a rule's result): its counter
+    /// reset hint becomes that of its place in a chunk, as for loaded notation
+    /// ([`super::notation::stored_hint`]), the previous histogram counting only when it is the
+    /// series' last sample.
+    pub fn append_histogram_stored(&mut self, id: SeriesId, t: i64, h: Arc<FloatHistogram>) {
+        let Some(s) = self.series.get(id as usize) else {
+            return;
+        };
+        let prev = s
+            .hists
+            .last()
+            .filter(|(ht, _)| *ht < t && s.last_time().is_none_or(|ft| *ht > ft))
+            .map(|(_, p)| Arc::clone(p));
+        let hint = super::notation::stored_hint(&h, prev.as_deref());
+        let h = if hint == h.counter_reset_hint {
+            h
+        } else {
+            let mut c = FloatHistogram::clone(&h);
+            c.counter_reset_hint = hint;
+            Arc::new(c)
+        };
+        self.append_histogram_shared(id, t, h);
+    }
+
+    /// The first and last timestamps of any sample, floats and histograms (`None`: empty).
+    pub fn time_range(&self) -> Option<(i64, i64)> {
+        let (mut min, mut max) = (i64::MAX, i64::MIN);
+        for s in &self.series {
+            for c in &s.chunks {
+                min = min.min(c.min_time());
+                max = max.max(c.max_time());
+            }
+            min = min.min(s.head.min_time());
+            max = max.max(s.head.max_time());
+            if let (Some(first), Some(last)) = (s.hists.first(), s.hists.last()) {
+                min = min.min(first.0);
+                max = max.max(last.0);
+            }
+        }
+        (min <= max).then_some((min, max))
+    }
+
     /// Whether any sample is a staleness marker (false: none ever was).
     pub fn has_stale_markers(&self) -> bool {
         self.stale_markers
     }
 
+    /// Whether any series holds a native histogram sample.
     pub fn has_histograms(&self) -> bool {
         self.num_histograms > 0
     }
@@ -258,6 +306,30 @@ impl Store {
     /// Number of native histogram samples stored.
     pub fn num_histograms(&self) -> u64 {
         self.num_histograms
+    }
+
+    /// Appends every sample with `mint <= t <= maxt`, floats and native histograms, to `into`
+    /// (rule outputs handed to other groups, or trimmed to recent history).
+    pub fn copy_range_into(&self, into: &mut Store, mint: i64, maxt: i64) {
+        let mut floats = Vec::new();
+        let mut hists = Vec::new();
+        for (id, s) in self.series.iter().enumerate() {
+            let id = id as SeriesId;
+            floats.clear();
+            hists.clear();
+            self.samples(id, mint, maxt, &mut floats);
+            self.histogram_samples(id, mint, maxt, &mut hists);
+            if floats.is_empty() && hists.is_empty() {
+                continue;
+            }
+            let to = into.get_or_create(&s.labels);
+            for &(t, v) in &floats {
+                into.append_id(to, t, v);
+            }
+            for (t, h) in hists.drain(..) {
+                into.append_histogram_shared(to, t, h);
+            }
+        }
     }
 
     /// Appends the histogram samples with `mint <= t <= maxt` to `out`, in time order.
@@ -716,6 +788,34 @@ mod tests {
         s.samples(99, 0, 10, &mut out);
         assert!(out.is_empty());
         assert!(s.bytes_per_sample() > 0.0);
+    }
+
+    #[test]
+    fn histograms_are_copied_ranged_and_stored_with_tsdb_hints() {
+        use crate::tsdb::histogram::parse;
+        use crate::tsdb::CounterResetHint;
+        let mut s = Store::new();
+        let l = lbls(&[("__name__", "lat")]);
+        let id = s.get_or_create(&l);
+        let h = |c: u32| Arc::new(parse(&format!("{{{{count:{c} sum:1 buckets:[{c}]}}}}")).unwrap());
+        s.append_histogram_stored(id, 1_000, h(1));
+        s.append_histogram_stored(id, 2_000, h(2));
+        s.append_histogram_stored(id, 3_000, h(1));
+        s.append(&l, 4_000, f64::from_bits(crate::tsdb::notation::STALE_NAN_BITS));
+        s.append_histogram_stored(id, 5_000, h(3));
+        let mut got = Vec::new();
+        s.histogram_samples(id, 0, i64::MAX, &mut got);
+        let hints: Vec<CounterResetHint> = got.iter().map(|x| x.1.counter_reset_hint).collect();
+        // First of a run unknown, then not_reset; a reset or a float between starts a new run.
+        use CounterResetHint::*;
+        assert_eq!(hints, vec![Unknown, NotReset, Unknown, Unknown]);
+        assert_eq!(s.time_range(), Some((1_000, 5_000)));
+        let mut copy = Store::new();
+        s.copy_range_into(&mut copy, 2_000, 4_000);
+        assert_eq!(copy.time_range(), Some((2_000, 4_000)));
+        assert_eq!(copy.num_histograms(), 2);
+        assert!(copy.has_stale_markers());
+        assert_eq!(Store::new().time_range(), None);
     }
 
     #[test]

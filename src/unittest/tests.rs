@@ -354,3 +354,58 @@ fn go_formatting() {
         "{a=\"x\", \"b c\"=\"y\"}"
     );
 }
+
+#[test]
+fn recording_rules_record_native_histograms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "rules.yml",
+        r#"
+groups:
+  - name: lat
+    rules:
+      - record: lat:double
+        expr: lat * 2
+      - record: lat:double:count
+        expr: histogram_count(lat:double)
+      - alert: Busy
+        expr: lat:double:count > 20
+"#,
+    );
+    let test = r#"
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'lat{job="a"}'
+        values: '{{schema:0 sum:5 count:4 buckets:[1 2 1]}}+{{schema:0 sum:5 count:4 buckets:[1 2 1]}}x3'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: Busy
+      - eval_time: 2m
+        alertname: Busy
+        exp_alerts:
+          - exp_labels: {job: a}
+    promql_expr_test:
+      - expr: lat:double
+        eval_time: 2m
+        exp_samples:
+          - labels: 'lat:double{job="a"}'
+            histogram: '{{schema:0 sum:30 count:24 counter_reset_hint:not_reset buckets:[6 12 6]}}'
+      - expr: lat:double:count
+        eval_time: 2m
+        exp_samples:
+          - labels: 'lat:double:count{job="a"}'
+            value: 24
+      - expr: sum(rate(lat:double[2m]))
+        eval_time: 3m
+        exp_samples:
+          - labels: '{}'
+            histogram: '{{schema:0 sum:0.16666666666666666 count:0.13333333333333333 counter_reset_hint:gauge buckets:[0.03333333333333333 0.06666666666666667 0.03333333333333333]}}'
+"#;
+    let r = run(dir.path(), test, &Options::default());
+    assert!(r.success(), "{r}");
+    assert_eq!(r.passed(), 5, "{r}");
+}

@@ -213,15 +213,23 @@ pub struct Prometheus {
     pub port: u16,
     data: std::path::PathBuf,
     cfg: std::path::PathBuf,
+    flags: Vec<String>,
 }
 
 impl Prometheus {
     pub fn start(data: &std::path::Path, cfg: &std::path::Path, port: u16) -> Prometheus {
+        Prometheus::start_with(data, cfg, port, &[])
+    }
+
+    /// [`Prometheus::start`] with extra command-line flags (feature flags, the remote-write
+    /// receiver).
+    pub fn start_with(data: &std::path::Path, cfg: &std::path::Path, port: u16, flags: &[&str]) -> Prometheus {
         let child = std::process::Command::new("/usr/bin/prometheus")
             .arg(format!("--config.file={}", cfg.display()))
             .arg(format!("--storage.tsdb.path={}", data.display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--storage.tsdb.retention.time=30d")
+            .args(flags)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -231,6 +239,7 @@ impl Prometheus {
             port,
             data: data.to_path_buf(),
             cfg: cfg.to_path_buf(),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         wait_for(&format!("prometheus ready on port {port}"), 30, || {
             http_status(port, "/-/ready").filter(|s| s.contains("200"))
@@ -247,7 +256,8 @@ impl Prometheus {
 
     pub fn restart(&mut self) {
         self.stop();
-        *self = Prometheus::start(&self.data, &self.cfg, self.port);
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        *self = Prometheus::start_with(&self.data, &self.cfg, self.port, &flags);
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::labels::{Labels, Matcher};
+use crate::labels::Matcher;
 use crate::promql::Expr;
 use crate::source::federated::Federated;
 use crate::source::{Queryable, SeriesData, SourceError};
@@ -150,7 +150,7 @@ impl Queryable for History {
         self.fed.select(matchers, mint, maxt)
     }
 
-    fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         let text = crate::promql::expr_text(expr);
         if let Some(table) = self.pushed.get(&text) {
             if table.covers(t) {

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use crate::labels::{Labels, Matcher};
+use crate::labels::Matcher;
+use crate::promql::HistogramSeriesData;
 use crate::rules::{AlertState, Group};
 use crate::source::{Queryable, SeriesData, SourceError};
 use crate::state::{RuleAlerts, StateStore};
@@ -61,11 +62,34 @@ impl Queryable for Tracking<'_> {
         }
     }
 
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let res = self.inner.select_histograms(matchers, mint, maxt);
+        if let Err(e) = &res {
+            if let Ok(mut errs) = self.errors.lock() {
+                errs.push((failing_source(e), e.to_string()));
+            }
+        }
+        res
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.inner.has_histograms()
+    }
+
     fn pushdown_parts(&self) -> bool {
         self.inner.pushdown_parts()
     }
 
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         let started = Instant::now();
         let res = self.inner.pushdown(expr, t)?;
         self.micros.fetch_add(
@@ -122,12 +146,40 @@ impl Queryable for WithPublished<'_> {
         Ok(out)
     }
 
+    /// The base's histograms with the published ones (recording rules' histogram results).
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let mut out = if self.base.has_histograms() {
+            self.base.select_histograms(matchers, mint, maxt)?
+        } else {
+            Vec::new()
+        };
+        let local = match self.published.read() {
+            Ok(p) => p.select_histograms(matchers, mint, maxt)?,
+            Err(_) => Vec::new(),
+        };
+        crate::rules::merge_histogram_series(&mut out, local);
+        Ok(out)
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.base.has_histograms() || self.published.read().is_ok_and(|p| p.has_histograms())
+    }
+
     fn pushdown_parts(&self) -> bool {
         self.base.pushdown_parts()
     }
 
     /// Published outputs are recording rules and `ALERTS`, which the federation never pushes down.
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.base.pushdown(expr, t)
     }
 }
@@ -386,14 +438,8 @@ impl Evaluation {
     ) {
         // Publish this evaluation's outputs (values and staleness markers) to the other groups.
         let qt = ts.saturating_sub(runner.group.query_offset_ms());
-        if let Ok(fresh) = runner.outputs.select(&[], qt, qt) {
-            if let Ok(mut p) = self.published.write() {
-                for series in fresh {
-                    for (t, v) in series.samples {
-                        p.append(&series.labels, t, v);
-                    }
-                }
-            }
+        if let Ok(mut p) = self.published.write() {
+            runner.outputs.copy_range_into(&mut p, qt, qt);
         }
         // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
         if runner.iterations.is_multiple_of(64) {
@@ -485,5 +531,35 @@ mod tests {
         }
         let snaps = svc.snapshots.read().unwrap();
         assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
+    }
+
+    #[test]
+    fn groups_read_each_others_recorded_histograms() {
+        use crate::labels::Labels;
+        let src = "groups:\n  - name: a\n    rules:\n      - record: lat:double\n        expr: lat * 2\n  - name: b\n    rules:\n      - alert: B\n        expr: histogram_count(lat:double) == 8\n";
+        let (clock, svc) = sim_service(src);
+        let store = crate::source::embedded::SharedStore::default();
+        {
+            let mut w = store.0.write().unwrap();
+            let id = w.get_or_create(&Labels::from_pairs([("__name__", "lat")]));
+            for i in 0..=4 {
+                let h = crate::tsdb::histogram::parse("{{schema:0 sum:5 count:4 buckets:[1 2 1]}}").unwrap();
+                w.append_histogram_id(id, i * 60_000, h);
+            }
+        }
+        let mut s = setup();
+        s.source = std::sync::Arc::new(store);
+        svc.reload(s, groups(src), None);
+        for i in 1..=3 {
+            clock.set(i * 60_000);
+            svc.run_due(i * 60_000);
+        }
+        let snaps = svc.snapshots.read().unwrap();
+        assert_eq!(snaps["g.yaml;b"].rules[0].alerts.len(), 1, "{:?}", snaps["g.yaml;b"]);
+        assert!(
+            snaps["g.yaml;a"].rules[0].last_error.is_none(),
+            "{:?}",
+            snaps["g.yaml;a"]
+        );
     }
 }

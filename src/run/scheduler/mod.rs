@@ -73,25 +73,33 @@ impl Queryable for RulesView {
             .select(matchers, mint, maxt)
     }
 
-    // Rule outputs are floats: native histograms come from the source alone.
     fn select_histograms(
         &self,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
     ) -> Result<Vec<crate::promql::HistogramSeriesData>, SourceError> {
-        self.source()?.source.select_histograms(matchers, mint, maxt)
+        let setup = self.source()?;
+        self.0
+            .evaluation
+            .with_published(&*setup.source)
+            .select_histograms(matchers, mint, maxt)
     }
 
     fn has_histograms(&self) -> bool {
-        self.source().is_ok_and(|s| s.source.has_histograms())
+        self.source()
+            .is_ok_and(|s| self.0.evaluation.with_published(&*s.source).has_histograms())
     }
 
     fn pushdown_parts(&self) -> bool {
         self.source().is_ok_and(|s| s.source.pushdown_parts())
     }
 
-    fn pushdown(&self, expr: &crate::promql::Expr, t: i64) -> Option<Result<Vec<(Labels, f64)>, SourceError>> {
+    fn pushdown(
+        &self,
+        expr: &crate::promql::Expr,
+        t: i64,
+    ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         match self.source() {
             Ok(setup) => self.0.evaluation.with_published(&*setup.source).pushdown(expr, t),
             Err(e) => Some(Err(e)),

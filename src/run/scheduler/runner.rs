@@ -3,7 +3,6 @@
 //! alert state a reload carries over.
 
 use crate::rules::{AlertState, Group, GroupRule};
-use crate::source::Queryable;
 use crate::tsdb::Store;
 
 use super::snapshot::{AlertSnapshot, GroupSnapshot, RuleSnapshot};
@@ -141,13 +140,7 @@ impl GroupRunner {
 /// A copy of `s` with the samples from `mint` on (bounds the history rule outputs keep).
 pub(super) fn trim_store(s: &Store, mint: i64) -> Store {
     let mut out = Store::new();
-    if let Ok(all) = s.select(&[], mint, i64::MAX) {
-        for series in all {
-            for (t, v) in series.samples {
-                out.append(&series.labels, t, v);
-            }
-        }
-    }
+    s.copy_range_into(&mut out, mint, i64::MAX);
     out
 }
 

@@ -166,7 +166,15 @@ fn walk(expr: &Expr, accepts: bool, out: &mut HashSet<usize>) {
             for (i, a) in c.args.args.iter().enumerate() {
                 // quantile_over_time's range is its second argument, every other's the first.
                 let range_i = usize::from(c.func.name == "quantile_over_time");
+                // Functions that change only labels or order hand histograms on to the caller.
+                let passes_on = i == 0
+                    && accepts
+                    && matches!(
+                        c.func.name,
+                        "label_replace" | "label_join" | "sort_by_label" | "sort_by_label_desc" | "info"
+                    );
                 let arg_accepts = hist_arg == Some(i)
+                    || passes_on
                     || (i == range_i && ranges && matches!(strip(a), Expr::MatrixSelector(_) | Expr::Subquery(_)));
                 walk(a, arg_accepts, out);
             }

@@ -352,6 +352,9 @@ impl Evaluation {
         if let Ok(mut st) = to.state.lock() {
             if let Err(e) = st.save_group(&runner.key, &saved) {
                 tracing::error!("saving alert state of {}: {e}", runner.key);
+                if let Ok(mut m) = to.metrics.lock() {
+                    m.state_failed(ts, "saving alert state", &e);
+                }
             }
         }
 
@@ -428,6 +431,7 @@ impl Evaluation {
         sources: &Mutex<BTreeMap<String, SourceHealth>>,
         delivery_failing: bool,
         dead_letters: Option<BTreeMap<String, String>>,
+        state_failing: Option<String>,
     ) -> Vec<Condition> {
         let (no_sources, no_failures) = (BTreeMap::new(), BTreeMap::new());
         let sources = sources.lock();
@@ -439,6 +443,7 @@ impl Evaluation {
                 rule_failures: rule_failures.as_deref().unwrap_or(&no_failures),
                 delivery_failing,
                 dead_letters,
+                state_failing,
             },
         )
     }

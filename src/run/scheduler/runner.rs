@@ -39,14 +39,28 @@ impl GroupRunner {
     /// skipped slots as missed), `Err(next)` when not yet.
     pub(super) fn due(&mut self, now: i64) -> Result<i64, i64> {
         let interval = self.group.interval_ms().max(1);
-        let next = *self.next_ts.get_or_insert_with(|| {
-            let t = self.group.eval_timestamp(now);
+        let first_slot = |g: &Group| {
+            let t = g.eval_timestamp(now);
             if t == now {
                 t
             } else {
                 t + interval
             }
-        });
+        };
+        let mut next = *self.next_ts.get_or_insert_with(|| first_slot(&self.group));
+        // The next slot is never more than one interval away unless the wall clock stepped
+        // back: waiting for it would stop the group (and the re-sends that keep its alerts
+        // alive downstream) for as long as the step. Take the next slot from now instead.
+        if next - now > interval {
+            let slot = first_slot(&self.group);
+            tracing::warn!(
+                group = %self.key,
+                "the wall clock went back {} s: next evaluation at the next slot from now",
+                (next - slot) / 1000
+            );
+            next = slot;
+            self.next_ts = Some(next);
+        }
         if next > now {
             return Err(next);
         }
@@ -182,5 +196,21 @@ mod tests {
         assert_eq!(r.due(first + 3 * 60_000 + 30_000), Ok(first + 3 * 60_000));
         assert_eq!(r.iterations_missed, 2);
         assert_eq!(r.due(first + 3 * 60_000 + 30_001), Err(first + 4 * 60_000));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_takes_the_next_slot_from_now() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let start = 100 * 60_000;
+        let first = match r.due(start) {
+            Err(next) => next,
+            Ok(ts) => ts,
+        };
+        assert_eq!(r.due(first), Ok(first));
+        // Ten minutes back: the group waits at most one interval, not ten.
+        let back = first + 1_000 - 10 * 60_000;
+        assert_eq!(r.due(back), Err(first - 9 * 60_000));
+        assert_eq!(r.due(first - 9 * 60_000), Ok(first - 9 * 60_000));
+        assert_eq!(r.iterations_missed, 0);
     }
 }

@@ -14,8 +14,8 @@ mod common;
 
 use anyhow::{bail, Context, Result};
 use common::scale::{
-    self, alerts_of, percentile, rules_of, scrape, sum_of, Exporter, Prometheus, Recorder, Replica,
-    ReplicaConfig, RuleSet, Sample, Vmalert, WorkloadOptions,
+    self, alerts_of, percentile, rules_of, scrape, sum_of, Exporter, Prometheus, Recorder, Replica, ReplicaConfig,
+    RuleSet, Sample, Vmalert, WorkloadOptions,
 };
 use common::{env_nonempty, rss_mib, run_cmd};
 
@@ -273,7 +273,13 @@ impl Watched {
 
 /// Polls every watched process: first until each evaluated all its groups once (warm-up), then
 /// for `intervals` intervals.
-fn measure(cfg: &Config, what: &str, watched: &mut [Watched], groups: &[usize], alive: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+fn measure(
+    cfg: &Config,
+    what: &str,
+    watched: &mut [Watched],
+    groups: &[usize],
+    alive: &mut dyn FnMut() -> Result<()>,
+) -> Result<f64> {
     let interval = Duration::from_secs(cfg.interval_s);
     let poll = Duration::from_secs(3);
     let t0 = Instant::now();
@@ -292,7 +298,11 @@ fn measure(cfg: &Config, what: &str, watched: &mut [Watched], groups: &[usize], 
                 .zip(groups)
                 .map(|(w, g)| format!("{} {}/{g}", w.label, w.evaluated()))
                 .collect();
-            bail!("{what}: not every group evaluated after {:?}: {}", t0.elapsed(), got.join(", "));
+            bail!(
+                "{what}: not every group evaluated after {:?}: {}",
+                t0.elapsed(),
+                got.join(", ")
+            );
         }
         std::thread::sleep(poll);
     }
@@ -321,7 +331,9 @@ fn query_log(path: &Path, from_ms: i64, to_ms: i64) -> (f64, f64) {
     };
     let (mut queries, mut samples) = (0.0, 0.0);
     for line in text.lines() {
-        let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         let ts = j["ts"]
             .as_str()
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
@@ -374,7 +386,12 @@ fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Res
     prom.configure(Some(&rules.glob), Some(&log))?;
     let (groups, nrules, _) = health(prom.port, "/api/v1/rules")?;
     eprintln!("[P] Prometheus loaded {} groups, {nrules} rules", groups.len());
-    let mut watched = vec![Watched::new("prometheus".into(), prom.port, prom.guard.pid(), Kind::Prometheus)];
+    let mut watched = vec![Watched::new(
+        "prometheus".into(),
+        prom.port,
+        prom.guard.pid(),
+        Kind::Prometheus,
+    )];
     let from = now_ms();
     let mut t_start = 0;
     let guard = &mut prom.guard;
@@ -430,19 +447,37 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
     let mut replicas = Vec::new();
     for shard in 0..cfg.shards {
         for r in 0..cfg.replicas {
-            replicas.push(Replica::start(&rc, &wdir.join(format!("shard{shard}-r{r}")), shard, cfg.shards, r)?);
+            replicas.push(Replica::start(
+                &rc,
+                &wdir.join(format!("shard{shard}-r{r}")),
+                shard,
+                cfg.shards,
+                r,
+            )?);
         }
     }
     for r in replicas.iter_mut() {
         let took = r.wait_ready(Duration::from_secs(600))?;
-        eprintln!("[W] shard {}/{} replica {} ready on :{} after {:.1} s", r.shard, r.total, r.replica, r.port, took.as_secs_f64());
+        eprintln!(
+            "[W] shard {}/{} replica {} ready on :{} after {:.1} s",
+            r.shard,
+            r.total,
+            r.replica,
+            r.port,
+            took.as_secs_f64()
+        );
     }
     let mut groups = Vec::new();
     let mut watched = Vec::new();
     for r in &replicas {
         let (g, _, _) = health(r.port, "/api/v1/rules")?;
         groups.push(g.len());
-        watched.push(Watched::new(format!("shard {} r{}", r.shard, r.replica), r.port, r.pid(), Kind::Watchfire));
+        watched.push(Watched::new(
+            format!("shard {} r{}", r.shard, r.replica),
+            r.port,
+            r.pid(),
+            Kind::Watchfire,
+        ));
     }
     let delivered0 = recorder.count();
     let from = now_ms();
@@ -451,7 +486,12 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         measure(cfg, "W", &mut watched, &groups, &mut || {
             for r in reps.iter_mut() {
                 if let Some(st) = r.guard.exited() {
-                    bail!("watchfire shard {} replica {} exited: {st}:\n{}", r.shard, r.replica, common::tail(&r.log, 20));
+                    bail!(
+                        "watchfire shard {} replica {} exited: {st}:\n{}",
+                        r.shard,
+                        r.replica,
+                        common::tail(&r.log, 20)
+                    );
                 }
             }
             Ok(())
@@ -600,7 +640,11 @@ fn run() -> Result<bool> {
         &format!("{}s", cfg.interval_s),
     )?;
     let took = prom.wait_scraped(Duration::from_secs(600))?;
-    eprintln!("[prometheus] all {} targets up after {:.0} s", names.len(), took.as_secs_f64());
+    eprintln!(
+        "[prometheus] all {} targets up after {:.0} s",
+        names.len(),
+        took.as_secs_f64()
+    );
     // Two scrapes of history before the first evaluation, so that rates have two samples.
     std::thread::sleep(Duration::from_secs(cfg.scrape_s * 2));
 
@@ -699,10 +743,32 @@ fn run() -> Result<bool> {
     let mut ok = true;
     println!(
         "{:<26} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>16}",
-        "evaluator", "groups", "cyc p50", "cyc p99", "missed", "failures", "queries", "samples", "RSS MiB", "vs Prom", "targets"
+        "evaluator",
+        "groups",
+        "cyc p50",
+        "cyc p99",
+        "missed",
+        "failures",
+        "queries",
+        "samples",
+        "RSS MiB",
+        "vs Prom",
+        "targets"
     );
-    println!("{:<26} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>16}", "", "", "ms", "ms", "", "", "/interval", "/interval", "peak", "p50", "p99<1/2 / <=Prom");
-    let row = |label: &str, groups: usize, cyc: &[f64], missed: f64, failures: f64, queries: f64, samples: f64, rss: f64, vs: f64, target: &str| {
+    println!(
+        "{:<26} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>16}",
+        "", "", "ms", "ms", "", "", "/interval", "/interval", "peak", "p50", "p99<1/2 / <=Prom"
+    );
+    let row = |label: &str,
+               groups: usize,
+               cyc: &[f64],
+               missed: f64,
+               failures: f64,
+               queries: f64,
+               samples: f64,
+               rss: f64,
+               vs: f64,
+               target: &str| {
         println!(
             "{:<26} {:>9} {:>9} {:>9} {:>7.0} {:>8.0} {:>9.0} {:>10.3e} {:>8.0} {:>9} {:>16}",
             label,
@@ -767,7 +833,9 @@ fn run() -> Result<bool> {
                 }
             }
             let groups: BTreeSet<String> = ww.per_group.keys().cloned().collect();
-            let vs = prom_w.map_or(f64::NAN, |pw| percentile(&c, 50.0) / percentile(&pw.cycles(Some(&groups)), 50.0));
+            let vs = prom_w.map_or(f64::NAN, |pw| {
+                percentile(&c, 50.0) / percentile(&pw.cycles(Some(&groups)), 50.0)
+            });
             let p99 = percentile(&c, 99.0);
             let over = !(p99 < interval / 2.0) || ww.missed.1 - ww.missed.0 > 0.0;
             shard_p99_ok &= !over;
@@ -789,7 +857,9 @@ fn run() -> Result<bool> {
                 ),
             );
         }
-        let vs = prom_w.map_or(f64::NAN, |pw| percentile(&wf_total, 50.0) / percentile(&pw.cycles(None), 50.0));
+        let vs = prom_w.map_or(f64::NAN, |pw| {
+            percentile(&wf_total, 50.0) / percentile(&pw.cycles(None), 50.0)
+        });
         row(
             "watchfire 4 shards (r0s)",
             w.groups.iter().step_by(cfg.replicas).map(|g| g.len()).sum(),
@@ -812,7 +882,10 @@ fn run() -> Result<bool> {
             .map(|ph| format!(
                 "{} {} rules, {:.0} s",
                 ph.watched[0].kind.name(),
-                ph.rules.iter().step_by(if ph.name == "W" { cfg.replicas } else { 1 }).sum::<usize>(),
+                ph.rules
+                    .iter()
+                    .step_by(if ph.name == "W" { cfg.replicas } else { 1 })
+                    .sum::<usize>(),
                 ph.window_s
             ))
             .collect::<Vec<_>>()
@@ -882,7 +955,13 @@ fn run() -> Result<bool> {
                 found.join(", ")
             }
         };
-        println!("  {:<24} Prometheus: {} | watchfire: {} | vmalert: {}", i.name(), show(p), show(w), show(v));
+        println!(
+            "  {:<24} Prometheus: {} | watchfire: {} | vmalert: {}",
+            i.name(),
+            show(p),
+            show(w),
+            show(v)
+        );
     }
     for ph in [p, w, v].into_iter().flatten() {
         let firing = ph.alerts.values().filter(|s| *s == "firing").count();

@@ -161,7 +161,10 @@ fn shards_keep_a_group_with_the_groups_whose_outputs_it_reads() {
         (a.union(&b).cloned().collect::<BTreeSet<_>>() == want).then_some((a, b))
     });
     assert!(a.is_disjoint(&b), "{a:?} {b:?}");
-    assert!(!a.is_empty() && !b.is_empty(), "the pairs still spread over both shards: {a:?} {b:?}");
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "the pairs still spread over both shards: {a:?} {b:?}"
+    );
     // Each shard holds both groups of its pairs.
     for port in [p0, p1] {
         let v = common::get_json(port, "/api/v1/rules").unwrap();

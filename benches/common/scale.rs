@@ -115,13 +115,24 @@ enum Val {
     Absent,
     Const(f64),
     /// `start + rate * t`: a counter.
-    Counter { start: f64, rate: f64 },
+    Counter {
+        start: f64,
+        rate: f64,
+    },
     /// A counter that stopped when its incident switched on (`start + rate * t_switch`).
-    Frozen { start: f64, rate: f64 },
+    Frozen {
+        start: f64,
+        rate: f64,
+    },
     /// Unix time now, seconds (a timestamp gauge kept current).
     Now,
     /// `base + amp * sin(2 pi t / period + phase)`: a gauge.
-    Wave { base: f64, amp: f64, period: f64, phase: f64 },
+    Wave {
+        base: f64,
+        amp: f64,
+        period: f64,
+        phase: f64,
+    },
 }
 
 impl Val {
@@ -327,7 +338,14 @@ fn cdf(i: usize) -> f64 {
 fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     let mut b = Builder::new(name);
     let region = if ci % 2 == 0 { "us-west-2" } else { "us-east-1" };
-    let node_name = |k: usize| format!("ip-10-{}-{}-{}.{region}.compute.internal", ci % 250, k / 200, k % 200 + 10);
+    let node_name = |k: usize| {
+        format!(
+            "ip-10-{}-{}-{}.{region}.compute.internal",
+            ci % 250,
+            k / 200,
+            k % 200 + 10
+        )
+    };
     let n_nodes = size.gpu_nodes + size.cpu_nodes;
     let nodes: Vec<String> = (0..n_nodes).map(node_name).collect();
     let ip = |k: usize| format!("10.{}.{}.{}", ci % 250, k / 200, k % 200 + 10);
@@ -353,13 +371,21 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         let (owner, pod, priority) = if class == "serving" {
             let dep = format!("{}-{}", if ns == 2 { "chat" } else { "embed" }, g / 12);
             *deployments.entry((ns, dep.clone())).or_default() += 1;
-            (("ReplicaSet", format!("{dep}-7d9f8c6b5")), format!("{dep}-7d9f8c6b5-{g:05x}"), "serving-critical")
+            (
+                ("ReplicaSet", format!("{dep}-7d9f8c6b5")),
+                format!("{dep}-7d9f8c6b5-{g:05x}"),
+                "serving-critical",
+            )
         } else {
             let job = format!("{}-run-{}", NAMESPACES[ns].0, g / 4);
             if !jobs.iter().any(|(n, j)| *n == ns && *j == job) {
                 jobs.push((ns, job.clone()));
             }
-            let prio = if class == "training" { "training-high" } else { "batch-low" };
+            let prio = if class == "training" {
+                "training-high"
+            } else {
+                "batch-low"
+            };
             (("Job", job.clone()), format!("{job}-worker-{}", g % 4), prio)
         };
         pods.push(Pod {
@@ -491,8 +517,15 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             let inst = format!("{}:9400", ip(k));
             let pod = &pods[gpu_pod[&k]];
             for g in 0..t.gpus {
-                let uuid = format!("GPU-{ci:04x}{k:04x}-{g:04x}-4e2b-9c1d-7a3f{:08x}", ci * 131 + k * 17 + g);
-                let (gs, dev, pci) = (g.to_string(), format!("nvidia{g}"), format!("00000000:{:02X}:00.0", 0x10 + g * 0x10));
+                let uuid = format!(
+                    "GPU-{ci:04x}{k:04x}-{g:04x}-4e2b-9c1d-7a3f{:08x}",
+                    ci * 131 + k * 17 + g
+                );
+                let (gs, dev, pci) = (
+                    g.to_string(),
+                    format!("nvidia{g}"),
+                    format!("00000000:{:02X}:00.0", 0x10 + g * 0x10),
+                );
                 let labels = [
                     ("gpu", gs.as_str()),
                     ("UUID", uuid.as_str()),
@@ -528,7 +561,13 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     b.family("node_probe_nvml_up", "gauge");
     for k in 0..size.gpu_nodes {
         let inst = format!("{}:9101", ip(k));
-        b.s("node_probe_nvml_up", "node-probe", &inst, &[("node", &nodes[k]), ("model", GPU_TYPES[k % 3].model)], Val::Const(1.0));
+        b.s(
+            "node_probe_nvml_up",
+            "node-probe",
+            &inst,
+            &[("node", &nodes[k]), ("model", GPU_TYPES[k % 3].model)],
+            Val::Const(1.0),
+        );
     }
     for metric in [
         "node_probe_gpu_power_watts",
@@ -541,9 +580,17 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             let t = &GPU_TYPES[k % 3];
             let inst = format!("{}:9101", ip(k));
             for g in 0..t.gpus {
-                let uuid = format!("GPU-{ci:04x}{k:04x}-{g:04x}-4e2b-9c1d-7a3f{:08x}", ci * 131 + k * 17 + g);
+                let uuid = format!(
+                    "GPU-{ci:04x}{k:04x}-{g:04x}-4e2b-9c1d-7a3f{:08x}",
+                    ci * 131 + k * 17 + g
+                );
                 let gs = g.to_string();
-                let base = [("node", nodes[k].as_str()), ("gpu", gs.as_str()), ("uuid", uuid.as_str()), ("model", t.model)];
+                let base = [
+                    ("node", nodes[k].as_str()),
+                    ("gpu", gs.as_str()),
+                    ("uuid", uuid.as_str()),
+                    ("model", t.model),
+                ];
                 match metric {
                     "node_probe_gpu_power_watts" => {
                         let v = b.wave(t.tdp * 0.75, t.tdp * 0.1);
@@ -584,7 +631,13 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             for m in CPU_MODES {
                 let rate = if m == "idle" { 0.6 } else { 0.05 };
                 let v = b.counter(rate);
-                b.s("node_cpu_seconds_total", "node-exporter", &inst, &[("cpu", &cs), ("mode", m)], v);
+                b.s(
+                    "node_cpu_seconds_total",
+                    "node-exporter",
+                    &inst,
+                    &[("cpu", &cs), ("mode", m)],
+                    v,
+                );
             }
         }
     }
@@ -614,9 +667,23 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         b.family(metric, "gauge");
         for k in 0..n_nodes {
             let inst = format!("{}:9100", ip(k));
-            for (dev, mp) in [("/dev/nvme0n1p1", "/"), ("/dev/nvme1n1", "/var/lib/kubelet"), ("/dev/md0", "/scratch")] {
-                let v = if metric.ends_with("size_bytes") { Val::Const(1e12) } else { b.wave(6e11, 5e10) };
-                b.s(metric, "node-exporter", &inst, &[("device", dev), ("fstype", "xfs"), ("mountpoint", mp)], v);
+            for (dev, mp) in [
+                ("/dev/nvme0n1p1", "/"),
+                ("/dev/nvme1n1", "/var/lib/kubelet"),
+                ("/dev/md0", "/scratch"),
+            ] {
+                let v = if metric.ends_with("size_bytes") {
+                    Val::Const(1e12)
+                } else {
+                    b.wave(6e11, 5e10)
+                };
+                b.s(
+                    metric,
+                    "node-exporter",
+                    &inst,
+                    &[("device", dev), ("fstype", "xfs"), ("mountpoint", mp)],
+                    v,
+                );
             }
         }
     }
@@ -633,7 +700,17 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     b.family("node_uname_info", "gauge");
     for k in 0..n_nodes {
         let inst = format!("{}:9100", ip(k));
-        b.s("node_uname_info", "node-exporter", &inst, &[("nodename", &nodes[k]), ("release", "6.1.102-111.182.amzn2023.x86_64"), ("sysname", "Linux")], Val::Const(1.0));
+        b.s(
+            "node_uname_info",
+            "node-exporter",
+            &inst,
+            &[
+                ("nodename", &nodes[k]),
+                ("release", "6.1.102-111.182.amzn2023.x86_64"),
+                ("sysname", "Linux"),
+            ],
+            Val::Const(1.0),
+        );
     }
 
     // ---- kubelet, per node
@@ -695,7 +772,13 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         let inst = format!("{}:10250", ip(k));
         for code in ["200", "201", "404", "409"] {
             let v = b.counter(if code.starts_with('2') { 2.0 } else { 0.01 });
-            b.s("rest_client_requests_total", "kubelet", &inst, &[("code", code), ("host", "api.eks.internal:443"), ("method", "GET")], v);
+            b.s(
+                "rest_client_requests_total",
+                "kubelet",
+                &inst,
+                &[("code", code), ("host", "api.eks.internal:443"), ("method", "GET")],
+                v,
+            );
         }
     }
     // Volumes: one PVC per GPU pod (checkpoint scratch), on the node of the pod.
@@ -723,7 +806,13 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                 "kubelet_volume_stats_inodes_free" => Val::Const(6.0e7),
                 _ => Val::Const(5.0e6),
             };
-            b.s(metric, "kubelet", &inst, &[("namespace", NAMESPACES[*ns].0), ("persistentvolumeclaim", pvc)], v);
+            b.s(
+                metric,
+                "kubelet",
+                &inst,
+                &[("namespace", NAMESPACES[*ns].0), ("persistentvolumeclaim", pvc)],
+                v,
+            );
         }
     }
 
@@ -748,7 +837,11 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                     None => pod_id.clone(),
                 };
                 let (container, image, cname) = match c {
-                    Some(c) => (*c, format!("123456789012.dkr.ecr.{region}.amazonaws.com/{c}:1.4.2"), format!("k8s_{c}_{}", p.name)),
+                    Some(c) => (
+                        *c,
+                        format!("123456789012.dkr.ecr.{region}.amazonaws.com/{c}:1.4.2"),
+                        format!("k8s_{c}_{}", p.name),
+                    ),
                     None => ("", String::new(), String::new()),
                 };
                 let mut l = vec![
@@ -765,7 +858,11 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                 let heavy = if p.gpus > 0 { 10.0 } else { 0.2 };
                 let v = match kind {
                     "counter" => {
-                        let r = if metric.contains("throttled") { heavy * 0.5 } else { heavy };
+                        let r = if metric.contains("throttled") {
+                            heavy * 0.5
+                        } else {
+                            heavy
+                        };
                         b.counter(r)
                     }
                     _ if metric == "container_memory_swap" => Val::Const(0.0),
@@ -789,7 +886,13 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         }
         ksm_s(&mut b, "kube_namespace_labels", &l, Val::Const(1.0));
     }
-    for metric in ["kube_node_info", "kube_node_labels", "kube_node_role", "kube_node_spec_unschedulable", "kube_node_spec_taint"] {
+    for metric in [
+        "kube_node_info",
+        "kube_node_labels",
+        "kube_node_role",
+        "kube_node_spec_unschedulable",
+        "kube_node_spec_taint",
+    ] {
         b.family(metric, "gauge");
         for k in 0..n_nodes {
             let gpu = k < size.gpu_nodes;
@@ -800,22 +903,49 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             match metric {
                 "kube_node_info" => {
                     let pid = format!("aws:///{zone}/i-0{ci:03x}{k:013x}");
-                    let l = [("node", n), ("kubelet_version", "v1.30.4-eks-a737599"), ("os_image", "Amazon Linux 2023.5.20240916"), ("container_runtime_version", "containerd://1.7.20"), ("internal_ip", &ip(k)), ("provider_id", &pid)];
+                    let l = [
+                        ("node", n),
+                        ("kubelet_version", "v1.30.4-eks-a737599"),
+                        ("os_image", "Amazon Linux 2023.5.20240916"),
+                        ("container_runtime_version", "containerd://1.7.20"),
+                        ("internal_ip", &ip(k)),
+                        ("provider_id", &pid),
+                    ];
                     ksm_s(&mut b, metric, &l, Val::Const(1.0));
                 }
                 "kube_node_labels" => {
-                    let l = [("node", n), ("label_topology_kubernetes_io_zone", &zone), ("label_node_kubernetes_io_instance_type", itype), ("label_karpenter_sh_capacity_type", "on-demand")];
+                    let l = [
+                        ("node", n),
+                        ("label_topology_kubernetes_io_zone", &zone),
+                        ("label_node_kubernetes_io_instance_type", itype),
+                        ("label_karpenter_sh_capacity_type", "on-demand"),
+                    ];
                     ksm_s(&mut b, metric, &l, Val::Const(1.0));
                 }
                 "kube_node_role" => {
-                    ksm_s(&mut b, metric, &[("node", n), ("role", if gpu { "gpu" } else { "system" })], Val::Const(1.0));
+                    ksm_s(
+                        &mut b,
+                        metric,
+                        &[("node", n), ("role", if gpu { "gpu" } else { "system" })],
+                        Val::Const(1.0),
+                    );
                 }
                 "kube_node_spec_unschedulable" => {
                     ksm_s(&mut b, metric, &[("node", n)], Val::Const(0.0));
                 }
                 _ => {
                     if gpu {
-                        ksm_s(&mut b, metric, &[("node", n), ("key", "nvidia.com/gpu"), ("value", "true"), ("effect", "NoSchedule")], Val::Const(1.0));
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[
+                                ("node", n),
+                                ("key", "nvidia.com/gpu"),
+                                ("value", "true"),
+                                ("effect", "NoSchedule"),
+                            ],
+                            Val::Const(1.0),
+                        );
                     }
                 }
             }
@@ -824,28 +954,60 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     for metric in ["kube_node_status_capacity", "kube_node_status_allocatable"] {
         b.family(metric, "gauge");
         for k in 0..n_nodes {
-            let gpus = if k < size.gpu_nodes { GPU_TYPES[k % 3].gpus as f64 } else { 0.0 };
-            for (res, unit, v) in [("cpu", "core", 96.0), ("memory", "byte", 1.0e12), ("pods", "integer", 110.0), ("nvidia_com_gpu", "integer", gpus)] {
+            let gpus = if k < size.gpu_nodes {
+                GPU_TYPES[k % 3].gpus as f64
+            } else {
+                0.0
+            };
+            for (res, unit, v) in [
+                ("cpu", "core", 96.0),
+                ("memory", "byte", 1.0e12),
+                ("pods", "integer", 110.0),
+                ("nvidia_com_gpu", "integer", gpus),
+            ] {
                 if res == "nvidia_com_gpu" && gpus == 0.0 {
                     continue;
                 }
-                ksm_s(&mut b, metric, &[("node", &nodes[k]), ("resource", res), ("unit", unit)], Val::Const(v));
+                ksm_s(
+                    &mut b,
+                    metric,
+                    &[("node", &nodes[k]), ("resource", res), ("unit", unit)],
+                    Val::Const(v),
+                );
             }
         }
     }
     b.family("kube_node_status_condition", "gauge");
     for k in 0..n_nodes {
-        let mut conds = vec!["Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"];
+        let mut conds = vec![
+            "Ready",
+            "MemoryPressure",
+            "DiskPressure",
+            "PIDPressure",
+            "NetworkUnavailable",
+        ];
         if k < size.gpu_nodes {
             conds.push("AcceleratedHardwareReady");
         }
         for cond in conds {
             let healthy = matches!(cond, "Ready" | "AcceleratedHardwareReady");
             for status in ["true", "false", "unknown"] {
-                let v = if (status == "true") == healthy && status != "unknown" { 1.0 } else { 0.0 };
-                let i = ksm_s(&mut b, "kube_node_status_condition", &[("node", &nodes[k]), ("condition", cond), ("status", status)], Val::Const(v));
+                let v = if (status == "true") == healthy && status != "unknown" {
+                    1.0
+                } else {
+                    0.0
+                };
+                let i = ksm_s(
+                    &mut b,
+                    "kube_node_status_condition",
+                    &[("node", &nodes[k]), ("condition", cond), ("status", status)],
+                    Val::Const(v),
+                );
                 if ci == 1 && k == size.gpu_nodes && cond == "MemoryPressure" && status != "unknown" {
-                    b.lines[i].alt = Some((Incident::NodeMemoryPressure, Val::Const(if status == "true" { 1.0 } else { 0.0 })));
+                    b.lines[i].alt = Some((
+                        Incident::NodeMemoryPressure,
+                        Val::Const(if status == "true" { 1.0 } else { 0.0 }),
+                    ));
                 }
             }
         }
@@ -866,14 +1028,36 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         b.family(metric, "gauge");
         for (pi, p) in pods.iter().enumerate() {
             let ns = NAMESPACES[p.ns].0;
-            let base = [("namespace", ns), ("pod", p.name.as_str()), ("uid", &format!("{ci:04x}{pi:04x}-1c2d-4e5f-8a9b-0c1d2e3f4a5b"))];
+            let base = [
+                ("namespace", ns),
+                ("pod", p.name.as_str()),
+                ("uid", &format!("{ci:04x}{pi:04x}-1c2d-4e5f-8a9b-0c1d2e3f4a5b")),
+            ];
             match metric {
                 "kube_pod_info" => {
-                    let l = [base[0], base[1], base[2], ("node", nodes[p.node].as_str()), ("host_ip", &ip(p.node)), ("pod_ip", &format!("10.{}.{}.{}", 100 + ci % 100, pi / 250, pi % 250)), ("created_by_kind", p.owner.0), ("created_by_name", p.owner.1.as_str()), ("priority_class", p.priority), ("host_network", "false")];
+                    let l = [
+                        base[0],
+                        base[1],
+                        base[2],
+                        ("node", nodes[p.node].as_str()),
+                        ("host_ip", &ip(p.node)),
+                        ("pod_ip", &format!("10.{}.{}.{}", 100 + ci % 100, pi / 250, pi % 250)),
+                        ("created_by_kind", p.owner.0),
+                        ("created_by_name", p.owner.1.as_str()),
+                        ("priority_class", p.priority),
+                        ("host_network", "false"),
+                    ];
                     ksm_s(&mut b, metric, &l, Val::Const(1.0));
                 }
                 "kube_pod_owner" => {
-                    let l = [base[0], base[1], base[2], ("owner_kind", p.owner.0), ("owner_name", p.owner.1.as_str()), ("owner_is_controller", "true")];
+                    let l = [
+                        base[0],
+                        base[1],
+                        base[2],
+                        ("owner_kind", p.owner.0),
+                        ("owner_name", p.owner.1.as_str()),
+                        ("owner_is_controller", "true"),
+                    ];
                     ksm_s(&mut b, metric, &l, Val::Const(1.0));
                 }
                 "kube_pod_created" | "kube_pod_start_time" => {
@@ -881,17 +1065,38 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                 }
                 "kube_pod_status_phase" => {
                     for ph in phases {
-                        ksm_s(&mut b, metric, &[base[0], base[1], base[2], ("phase", ph)], Val::Const(if ph == "Running" { 1.0 } else { 0.0 }));
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[base[0], base[1], base[2], ("phase", ph)],
+                            Val::Const(if ph == "Running" { 1.0 } else { 0.0 }),
+                        );
                     }
                 }
                 "kube_pod_status_ready" | "kube_pod_status_scheduled" => {
                     for c in ["true", "false", "unknown"] {
-                        ksm_s(&mut b, metric, &[base[0], base[1], base[2], ("condition", c)], Val::Const(if c == "true" { 1.0 } else { 0.0 }));
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[base[0], base[1], base[2], ("condition", c)],
+                            Val::Const(if c == "true" { 1.0 } else { 0.0 }),
+                        );
                     }
                 }
                 "kube_pod_status_reason" => {
-                    for r in ["Evicted", "NodeAffinity", "NodeLost", "Shutdown", "UnexpectedAdmissionError"] {
-                        ksm_s(&mut b, metric, &[base[0], base[1], base[2], ("reason", r)], Val::Const(0.0));
+                    for r in [
+                        "Evicted",
+                        "NodeAffinity",
+                        "NodeLost",
+                        "Shutdown",
+                        "UnexpectedAdmissionError",
+                    ] {
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[base[0], base[1], base[2], ("reason", r)],
+                            Val::Const(0.0),
+                        );
                     }
                 }
                 _ => {}
@@ -911,11 +1116,29 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         for (pi, p) in pods.iter().enumerate() {
             let ns = NAMESPACES[p.ns].0;
             for c in &p.containers {
-                let base = [("namespace", ns), ("pod", p.name.as_str()), ("uid", &format!("{ci:04x}{pi:04x}-1c2d-4e5f-8a9b-0c1d2e3f4a5b")), ("container", *c)];
+                let base = [
+                    ("namespace", ns),
+                    ("pod", p.name.as_str()),
+                    ("uid", &format!("{ci:04x}{pi:04x}-1c2d-4e5f-8a9b-0c1d2e3f4a5b")),
+                    ("container", *c),
+                ];
                 match metric {
                     "kube_pod_container_info" => {
                         let img = format!("123456789012.dkr.ecr.{region}.amazonaws.com/{c}:1.4.2");
-                        ksm_s(&mut b, metric, &[base[0], base[1], base[2], base[3], ("image", &img), ("image_id", "sha256:4f1c8e"), ("container_id", &format!("containerd://{ci:04x}{pi:08x}"))], Val::Const(1.0));
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[
+                                base[0],
+                                base[1],
+                                base[2],
+                                base[3],
+                                ("image", &img),
+                                ("image_id", "sha256:4f1c8e"),
+                                ("container_id", &format!("containerd://{ci:04x}{pi:08x}")),
+                            ],
+                            Val::Const(1.0),
+                        );
                     }
                     "kube_pod_container_status_restarts_total" => {
                         ksm_s(&mut b, metric, &base, Val::Const(0.0));
@@ -928,19 +1151,46 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                     }
                     "kube_pod_container_status_waiting_reason" => {
                         // kube-state-metrics exposes the reason only while a container waits.
-                        if ci == 0 && p.ns == 0 && *c == "main" && p.gpus > 0 && !pods[..pi].iter().any(|q| q.ns == 0 && q.gpus > 0) {
-                            let i = ksm_s(&mut b, metric, &[base[0], base[1], base[2], base[3], ("reason", "ImagePullBackOff")], Val::Absent);
+                        if ci == 0
+                            && p.ns == 0
+                            && *c == "main"
+                            && p.gpus > 0
+                            && !pods[..pi].iter().any(|q| q.ns == 0 && q.gpus > 0)
+                        {
+                            let i = ksm_s(
+                                &mut b,
+                                metric,
+                                &[base[0], base[1], base[2], base[3], ("reason", "ImagePullBackOff")],
+                                Val::Absent,
+                            );
                             b.lines[i].alt = Some((Incident::ArtifactBlocked, Val::Const(1.0)));
                         }
                     }
                     _ => {
                         let node = nodes[p.node].as_str();
                         let main = *c == "main";
-                        for (res, unit, v) in [("cpu", "core", if main { 32.0 } else { 0.25 }), ("memory", "byte", if main { 5e11 } else { 2.5e8 }), ("nvidia_com_gpu", "integer", p.gpus as f64)] {
+                        for (res, unit, v) in [
+                            ("cpu", "core", if main { 32.0 } else { 0.25 }),
+                            ("memory", "byte", if main { 5e11 } else { 2.5e8 }),
+                            ("nvidia_com_gpu", "integer", p.gpus as f64),
+                        ] {
                             if res == "nvidia_com_gpu" && (!main || p.gpus == 0) {
                                 continue;
                             }
-                            ksm_s(&mut b, metric, &[base[0], base[1], base[2], base[3], ("node", node), ("resource", res), ("unit", unit)], Val::Const(v));
+                            ksm_s(
+                                &mut b,
+                                metric,
+                                &[
+                                    base[0],
+                                    base[1],
+                                    base[2],
+                                    base[3],
+                                    ("node", node),
+                                    ("resource", res),
+                                    ("unit", unit),
+                                ],
+                                Val::Const(v),
+                            );
                         }
                     }
                 }
@@ -963,7 +1213,11 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             let nsn = NAMESPACES[*ns].0;
             let r = *replicas as f64;
             // The first serving deployment of the first cluster, scaled to 8 replicas, loses 6.
-            let incident = ci == 0 && i == deployments.keys().position(|(n, _)| NAMESPACES[*n].1 == Some("serving")).unwrap_or(usize::MAX);
+            let incident = ci == 0
+                && i == deployments
+                    .keys()
+                    .position(|(n, _)| NAMESPACES[*n].1 == Some("serving"))
+                    .unwrap_or(usize::MAX);
             let (v, alt) = match metric {
                 "kube_deployment_spec_replicas" => (r, None),
                 "kube_deployment_status_replicas_available" => (r, Some((r * 0.25).floor())),
@@ -973,13 +1227,28 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                 _ => {
                     for (cond, st) in [("Available", "true"), ("Progressing", "true")] {
                         for s in ["true", "false", "unknown"] {
-                            ksm_s(&mut b, metric, &[("namespace", nsn), ("deployment", dep), ("condition", cond), ("status", s)], Val::Const(if s == st { 1.0 } else { 0.0 }));
+                            ksm_s(
+                                &mut b,
+                                metric,
+                                &[
+                                    ("namespace", nsn),
+                                    ("deployment", dep),
+                                    ("condition", cond),
+                                    ("status", s),
+                                ],
+                                Val::Const(if s == st { 1.0 } else { 0.0 }),
+                            );
                         }
                     }
                     continue;
                 }
             };
-            let line = ksm_s(&mut b, metric, &[("namespace", nsn), ("deployment", dep)], Val::Const(v));
+            let line = ksm_s(
+                &mut b,
+                metric,
+                &[("namespace", nsn), ("deployment", dep)],
+                Val::Const(v),
+            );
             if let (true, Some(a)) = (incident, alt) {
                 b.lines[line].alt = Some((Incident::ServingReplicasDown, Val::Const(a)));
             }
@@ -990,8 +1259,26 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     }
     b.family("kube_replicaset_owner", "gauge");
     for (ns, dep) in &rs_owner {
-        let rs = format!("{dep}-{}", if dep.starts_with("chat") || dep.starts_with("embed-") && !dep.starts_with("embed-cpu") { "7d9f8c6b5" } else { "5c8d7f9b4" });
-        ksm_s(&mut b, "kube_replicaset_owner", &[("namespace", ns), ("replicaset", &rs), ("owner_kind", "Deployment"), ("owner_name", dep), ("owner_is_controller", "true")], Val::Const(1.0));
+        let rs = format!(
+            "{dep}-{}",
+            if dep.starts_with("chat") || dep.starts_with("embed-") && !dep.starts_with("embed-cpu") {
+                "7d9f8c6b5"
+            } else {
+                "5c8d7f9b4"
+            }
+        );
+        ksm_s(
+            &mut b,
+            "kube_replicaset_owner",
+            &[
+                ("namespace", ns),
+                ("replicaset", &rs),
+                ("owner_kind", "Deployment"),
+                ("owner_name", dep),
+                ("owner_is_controller", "true"),
+            ],
+            Val::Const(1.0),
+        );
     }
     // Daemonsets
     for metric in [
@@ -1005,7 +1292,12 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         for (ds, ns, gpu_only) in daemonsets {
             let n = if gpu_only { size.gpu_nodes } else { n_nodes } as f64;
             let v = if metric.ends_with("misscheduled") { 0.0 } else { n };
-            ksm_s(&mut b, metric, &[("namespace", NAMESPACES[ns].0), ("daemonset", ds)], Val::Const(v));
+            ksm_s(
+                &mut b,
+                metric,
+                &[("namespace", NAMESPACES[ns].0), ("daemonset", ds)],
+                Val::Const(v),
+            );
         }
     }
     // Statefulsets (the monitoring stack), PDBs, HPAs, quotas
@@ -1018,18 +1310,43 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     ] {
         b.family(metric, "gauge");
         for ss in ["prometheus-agent", "watchfire"] {
-            ksm_s(&mut b, metric, &[("namespace", "monitoring"), ("statefulset", ss)], Val::Const(2.0));
+            ksm_s(
+                &mut b,
+                metric,
+                &[("namespace", "monitoring"), ("statefulset", ss)],
+                Val::Const(2.0),
+            );
         }
     }
-    for metric in ["kube_statefulset_status_current_revision", "kube_statefulset_status_update_revision"] {
+    for metric in [
+        "kube_statefulset_status_current_revision",
+        "kube_statefulset_status_update_revision",
+    ] {
         b.family(metric, "gauge");
         for ss in ["prometheus-agent", "watchfire"] {
-            ksm_s(&mut b, metric, &[("namespace", "monitoring"), ("statefulset", ss), ("revision", &format!("{ss}-6b7c8d9f"))], Val::Const(1.0));
+            ksm_s(
+                &mut b,
+                metric,
+                &[
+                    ("namespace", "monitoring"),
+                    ("statefulset", ss),
+                    ("revision", &format!("{ss}-6b7c8d9f")),
+                ],
+                Val::Const(1.0),
+            );
         }
     }
-    for metric in ["kube_poddisruptionbudget_status_current_healthy", "kube_poddisruptionbudget_status_desired_healthy"] {
+    for metric in [
+        "kube_poddisruptionbudget_status_current_healthy",
+        "kube_poddisruptionbudget_status_desired_healthy",
+    ] {
         b.family(metric, "gauge");
-        ksm_s(&mut b, metric, &[("namespace", "kube-system"), ("poddisruptionbudget", "coredns")], Val::Const(1.0));
+        ksm_s(
+            &mut b,
+            metric,
+            &[("namespace", "kube-system"), ("poddisruptionbudget", "coredns")],
+            Val::Const(1.0),
+        );
     }
     for metric in [
         "kube_horizontalpodautoscaler_spec_min_replicas",
@@ -1043,18 +1360,44 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
             m if m.ends_with("max_replicas") => 16.0,
             _ => 4.0,
         };
-        ksm_s(&mut b, metric, &[("namespace", "serve-embed"), ("horizontalpodautoscaler", "embed-cpu")], Val::Const(v));
+        ksm_s(
+            &mut b,
+            metric,
+            &[("namespace", "serve-embed"), ("horizontalpodautoscaler", "embed-cpu")],
+            Val::Const(v),
+        );
     }
     b.family("kube_resourcequota", "gauge");
     for (ns, _, _) in &NAMESPACES[..6] {
-        for (res, hard, used) in [("requests.nvidia.com/gpu", 256.0, 96.0), ("requests.cpu", 4000.0, 900.0), ("requests.memory", 3e13, 8e12)] {
+        for (res, hard, used) in [
+            ("requests.nvidia.com/gpu", 256.0, 96.0),
+            ("requests.cpu", 4000.0, 900.0),
+            ("requests.memory", 3e13, 8e12),
+        ] {
             for (t, v) in [("hard", hard), ("used", used)] {
-                ksm_s(&mut b, "kube_resourcequota", &[("namespace", ns), ("resourcequota", "team-quota"), ("resource", res), ("type", t)], Val::Const(v));
+                ksm_s(
+                    &mut b,
+                    "kube_resourcequota",
+                    &[
+                        ("namespace", ns),
+                        ("resourcequota", "team-quota"),
+                        ("resource", res),
+                        ("type", t),
+                    ],
+                    Val::Const(v),
+                );
             }
         }
     }
     // Jobs
-    for metric in ["kube_job_status_start_time", "kube_job_status_active", "kube_job_failed", "kube_job_owner", "kube_job_spec_completions", "kube_job_status_succeeded"] {
+    for metric in [
+        "kube_job_status_start_time",
+        "kube_job_status_active",
+        "kube_job_failed",
+        "kube_job_owner",
+        "kube_job_spec_completions",
+        "kube_job_status_succeeded",
+    ] {
         b.family(metric, "gauge");
         for (i, (ns, job)) in jobs.iter().enumerate() {
             let nsn = NAMESPACES[*ns].0;
@@ -1069,7 +1412,18 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                     }
                 }
                 "kube_job_owner" => {
-                    ksm_s(&mut b, metric, &[l[0], l[1], ("owner_kind", "<none>"), ("owner_name", "<none>"), ("owner_is_controller", "<none>")], Val::Const(1.0));
+                    ksm_s(
+                        &mut b,
+                        metric,
+                        &[
+                            l[0],
+                            l[1],
+                            ("owner_kind", "<none>"),
+                            ("owner_name", "<none>"),
+                            ("owner_is_controller", "<none>"),
+                        ],
+                        Val::Const(1.0),
+                    );
                 }
                 "kube_job_status_succeeded" => {
                     ksm_s(&mut b, metric, &l, Val::Const(0.0));
@@ -1081,14 +1435,28 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         }
     }
     // PVCs and PVs
-    for metric in ["kube_persistentvolumeclaim_info", "kube_persistentvolumeclaim_status_phase", "kube_persistentvolumeclaim_access_mode", "kube_persistentvolumeclaim_labels", "kube_persistentvolume_status_phase"] {
+    for metric in [
+        "kube_persistentvolumeclaim_info",
+        "kube_persistentvolumeclaim_status_phase",
+        "kube_persistentvolumeclaim_access_mode",
+        "kube_persistentvolumeclaim_labels",
+        "kube_persistentvolume_status_phase",
+    ] {
         b.family(metric, "gauge");
         for (i, (ns, pvc, _)) in pvcs.iter().enumerate() {
-            let l = [("namespace", NAMESPACES[*ns].0), ("persistentvolumeclaim", pvc.as_str())];
+            let l = [
+                ("namespace", NAMESPACES[*ns].0),
+                ("persistentvolumeclaim", pvc.as_str()),
+            ];
             let pv = format!("pvc-{ci:04x}{i:04x}-7e8f-4a1b-9c2d");
             match metric {
                 "kube_persistentvolumeclaim_info" => {
-                    ksm_s(&mut b, metric, &[l[0], l[1], ("storageclass", "gp3"), ("volumename", &pv)], Val::Const(1.0));
+                    ksm_s(
+                        &mut b,
+                        metric,
+                        &[l[0], l[1], ("storageclass", "gp3"), ("volumename", &pv)],
+                        Val::Const(1.0),
+                    );
                 }
                 "kube_persistentvolumeclaim_status_phase" => {
                     for ph in ["Bound", "Lost", "Pending"] {
@@ -1100,14 +1468,24 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                     }
                 }
                 "kube_persistentvolumeclaim_access_mode" => {
-                    ksm_s(&mut b, metric, &[l[0], l[1], ("access_mode", "ReadWriteOnce")], Val::Const(1.0));
+                    ksm_s(
+                        &mut b,
+                        metric,
+                        &[l[0], l[1], ("access_mode", "ReadWriteOnce")],
+                        Val::Const(1.0),
+                    );
                 }
                 "kube_persistentvolumeclaim_labels" => {
                     ksm_s(&mut b, metric, &l, Val::Const(1.0));
                 }
                 _ => {
                     for ph in ["Available", "Bound", "Failed", "Pending", "Released"] {
-                        ksm_s(&mut b, metric, &[("persistentvolume", &pv), ("phase", ph)], Val::Const(if ph == "Bound" { 1.0 } else { 0.0 }));
+                        ksm_s(
+                            &mut b,
+                            metric,
+                            &[("persistentvolume", &pv), ("phase", ph)],
+                            Val::Const(if ph == "Bound" { 1.0 } else { 0.0 }),
+                        );
                     }
                 }
             }
@@ -1117,7 +1495,16 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     // ---- API server (two instances), control plane
     let api_inst = [format!("{}:443", ip(1000)), format!("{}:443", ip(1001))];
     b.family("apiserver_request_total", "counter");
-    let resources = ["pods", "jobs", "nodes", "configmaps", "deployments", "pytorchjobs", "workloads", "leases"];
+    let resources = [
+        "pods",
+        "jobs",
+        "nodes",
+        "configmaps",
+        "deployments",
+        "pytorchjobs",
+        "workloads",
+        "leases",
+    ];
     for inst in &api_inst {
         for res in resources {
             let group = match res {
@@ -1134,10 +1521,38 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
                     if (code == "201") != (verb == "POST") && ok {
                         continue;
                     }
-                    let rate = if ok { 5.0 } else if code.starts_with('5') { 0.001 } else { 0.02 };
+                    let rate = if ok {
+                        5.0
+                    } else if code.starts_with('5') {
+                        0.001
+                    } else {
+                        0.02
+                    };
                     let v = b.counter(rate);
-                    let scope = if res == "nodes" { "cluster" } else if verb == "LIST" { "namespace" } else { "resource" };
-                    b.s("apiserver_request_total", "apiserver", inst, &[("code", code), ("component", "apiserver"), ("dry_run", ""), ("group", group), ("resource", res), ("scope", scope), ("subresource", ""), ("verb", verb), ("version", "v1")], v);
+                    let scope = if res == "nodes" {
+                        "cluster"
+                    } else if verb == "LIST" {
+                        "namespace"
+                    } else {
+                        "resource"
+                    };
+                    b.s(
+                        "apiserver_request_total",
+                        "apiserver",
+                        inst,
+                        &[
+                            ("code", code),
+                            ("component", "apiserver"),
+                            ("dry_run", ""),
+                            ("group", group),
+                            ("resource", res),
+                            ("scope", scope),
+                            ("subresource", ""),
+                            ("verb", verb),
+                            ("version", "v1"),
+                        ],
+                        v,
+                    );
                 }
             }
         }
@@ -1146,28 +1561,101 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     for inst in &api_inst {
         for res in ["pods", "jobs", "nodes", "configmaps"] {
             for verb in ["GET", "LIST", "POST", "PUT", "PATCH", "DELETE"] {
-                let scope = if res == "nodes" { "cluster" } else if verb == "LIST" { "namespace" } else { "resource" };
-                let base = [("component", "apiserver"), ("group", ""), ("resource", res), ("scope", scope), ("subresource", ""), ("verb", verb), ("version", "v1")];
+                let scope = if res == "nodes" {
+                    "cluster"
+                } else if verb == "LIST" {
+                    "namespace"
+                } else {
+                    "resource"
+                };
+                let base = [
+                    ("component", "apiserver"),
+                    ("group", ""),
+                    ("resource", res),
+                    ("scope", scope),
+                    ("subresource", ""),
+                    ("verb", verb),
+                    ("version", "v1"),
+                ];
                 for (i, le) in LE.iter().enumerate() {
                     let mut l = base.to_vec();
                     l.push(("le", le));
                     let v = b.counter(5.0 * cdf(i));
-                    b.s("apiserver_request_sli_duration_seconds_bucket", "apiserver", inst, &l, v);
+                    b.s(
+                        "apiserver_request_sli_duration_seconds_bucket",
+                        "apiserver",
+                        inst,
+                        &l,
+                        v,
+                    );
                 }
                 let v = b.counter(5.0);
-                b.s("apiserver_request_sli_duration_seconds_count", "apiserver", inst, &base, v);
+                b.s(
+                    "apiserver_request_sli_duration_seconds_count",
+                    "apiserver",
+                    inst,
+                    &base,
+                    v,
+                );
                 let v = b.counter(0.4);
-                b.s("apiserver_request_sli_duration_seconds_sum", "apiserver", inst, &base, v);
+                b.s(
+                    "apiserver_request_sli_duration_seconds_sum",
+                    "apiserver",
+                    inst,
+                    &base,
+                    v,
+                );
             }
         }
     }
     for (metric, kind, labels, v) in [
-        ("apiserver_request_terminations_total", "counter", vec![("code", "429"), ("component", "apiserver"), ("resource", "pods"), ("verb", "LIST")], Val::Const(0.0)),
-        ("apiserver_client_certificate_expiration_seconds_count", "counter", vec![], Val::Const(120.0)),
-        ("aggregator_unavailable_apiservice", "gauge", vec![("name", "v1beta1.metrics.k8s.io")], Val::Const(0.0)),
-        ("aggregator_unavailable_apiservice_total", "counter", vec![("name", "v1beta1.metrics.k8s.io"), ("reason", "FailedDiscoveryCheck")], Val::Const(0.0)),
-        ("kubernetes_build_info", "gauge", vec![("git_version", "v1.30.5-eks-ce1d5eb"), ("major", "1"), ("minor", "30+")], Val::Const(1.0)),
-        ("apiserver_admission_webhook_rejection_count", "counter", vec![("name", "vpod.kb.io"), ("operation", "CREATE"), ("error_type", "calling_webhook_error"), ("rejection_code", "500"), ("type", "validating")], Val::Const(0.0)),
+        (
+            "apiserver_request_terminations_total",
+            "counter",
+            vec![
+                ("code", "429"),
+                ("component", "apiserver"),
+                ("resource", "pods"),
+                ("verb", "LIST"),
+            ],
+            Val::Const(0.0),
+        ),
+        (
+            "apiserver_client_certificate_expiration_seconds_count",
+            "counter",
+            vec![],
+            Val::Const(120.0),
+        ),
+        (
+            "aggregator_unavailable_apiservice",
+            "gauge",
+            vec![("name", "v1beta1.metrics.k8s.io")],
+            Val::Const(0.0),
+        ),
+        (
+            "aggregator_unavailable_apiservice_total",
+            "counter",
+            vec![("name", "v1beta1.metrics.k8s.io"), ("reason", "FailedDiscoveryCheck")],
+            Val::Const(0.0),
+        ),
+        (
+            "kubernetes_build_info",
+            "gauge",
+            vec![("git_version", "v1.30.5-eks-ce1d5eb"), ("major", "1"), ("minor", "30+")],
+            Val::Const(1.0),
+        ),
+        (
+            "apiserver_admission_webhook_rejection_count",
+            "counter",
+            vec![
+                ("name", "vpod.kb.io"),
+                ("operation", "CREATE"),
+                ("error_type", "calling_webhook_error"),
+                ("rejection_code", "500"),
+                ("type", "validating"),
+            ],
+            Val::Const(0.0),
+        ),
     ] {
         b.family(metric, kind);
         for inst in &api_inst {
@@ -1178,15 +1666,31 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     for inst in &api_inst {
         for le in ["86400", "604800", "2592000", "+Inf"] {
             let v = if le == "86400" || le == "604800" { 0.0 } else { 120.0 };
-            b.s("apiserver_client_certificate_expiration_seconds_bucket", "apiserver", inst, &[("le", le)], Val::Const(v));
+            b.s(
+                "apiserver_client_certificate_expiration_seconds_bucket",
+                "apiserver",
+                inst,
+                &[("le", le)],
+                Val::Const(v),
+            );
         }
     }
     let sched_inst = format!("{}:10259", ip(1000));
-    for hist in ["scheduler_scheduling_attempt_duration_seconds", "scheduler_pod_scheduling_sli_duration_seconds", "scheduler_scheduling_algorithm_duration_seconds"] {
+    for hist in [
+        "scheduler_scheduling_attempt_duration_seconds",
+        "scheduler_pod_scheduling_sli_duration_seconds",
+        "scheduler_scheduling_algorithm_duration_seconds",
+    ] {
         b.family(hist, "histogram");
         for (i, le) in LE.iter().enumerate() {
             let v = b.counter(0.5 * cdf(i));
-            b.s(&format!("{hist}_bucket"), "kube-scheduler", &sched_inst, &[("le", le), ("profile", "default-scheduler"), ("result", "scheduled")], v);
+            b.s(
+                &format!("{hist}_bucket"),
+                "kube-scheduler",
+                &sched_inst,
+                &[("le", le), ("profile", "default-scheduler"), ("result", "scheduled")],
+                v,
+            );
         }
     }
 
@@ -1201,59 +1705,144 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     ] {
         b.family(metric, kind);
         for exp in ["prometheusremotewrite/amp", "awsxray"] {
-            let v = if kind == "counter" && rate > 0.0 { b.counter(rate) } else { Val::Const(rate) };
-            b.s(metric, "otel-collector", &otel, &[("exporter", exp), ("service_instance_id", "8c4f2a1e"), ("service_name", "otelcol-contrib")], v);
+            let v = if kind == "counter" && rate > 0.0 {
+                b.counter(rate)
+            } else {
+                Val::Const(rate)
+            };
+            b.s(
+                metric,
+                "otel-collector",
+                &otel,
+                &[
+                    ("exporter", exp),
+                    ("service_instance_id", "8c4f2a1e"),
+                    ("service_name", "otelcol-contrib"),
+                ],
+                v,
+            );
         }
     }
-    for (metric, rate) in [("otelcol_receiver_accepted_metric_points_total", 20000.0), ("otelcol_receiver_refused_metric_points_total", 0.0)] {
+    for (metric, rate) in [
+        ("otelcol_receiver_accepted_metric_points_total", 20000.0),
+        ("otelcol_receiver_refused_metric_points_total", 0.0),
+    ] {
         b.family(metric, "counter");
         let v = if rate > 0.0 { b.counter(rate) } else { Val::Const(0.0) };
-        b.s(metric, "otel-collector", &otel, &[("receiver", "prometheus"), ("transport", "http")], v);
+        b.s(
+            metric,
+            "otel-collector",
+            &otel,
+            &[("receiver", "prometheus"), ("transport", "http")],
+            v,
+        );
     }
     b.family("otelcol_process_uptime_total", "counter");
     let v = b.counter(1.0);
-    b.s("otelcol_process_uptime_total", "otel-collector", &otel, &[("service_name", "otelcol-contrib")], v);
-    for (metric, rate) in [("prometheus_remote_storage_samples_total", 15000.0), ("prometheus_remote_storage_samples_failed_total", 0.0)] {
+    b.s(
+        "otelcol_process_uptime_total",
+        "otel-collector",
+        &otel,
+        &[("service_name", "otelcol-contrib")],
+        v,
+    );
+    for (metric, rate) in [
+        ("prometheus_remote_storage_samples_total", 15000.0),
+        ("prometheus_remote_storage_samples_failed_total", 0.0),
+    ] {
         b.family(metric, "counter");
         let v = if rate > 0.0 { b.counter(rate) } else { Val::Const(0.0) };
-        b.s(metric, "prometheus-agent", &otel, &[("remote_name", "amp"), ("url", "https://aps-workspaces.amazonaws.com")], v);
+        b.s(
+            metric,
+            "prometheus-agent",
+            &otel,
+            &[("remote_name", "amp"), ("url", "https://aps-workspaces.amazonaws.com")],
+            v,
+        );
     }
     let karp = format!("{}:8000", ip(n_nodes - 1));
     b.family("karpenter_interruption_received_messages_total", "counter");
     for mt in ["spot_interrupted", "instance_stopping", "scheduled_change"] {
-        b.s("karpenter_interruption_received_messages_total", "karpenter", &karp, &[("message_type", mt)], Val::Const(0.0));
+        b.s(
+            "karpenter_interruption_received_messages_total",
+            "karpenter",
+            &karp,
+            &[("message_type", mt)],
+            Val::Const(0.0),
+        );
     }
     b.family("karpenter_cloudprovider_errors_total", "counter");
-    b.s("karpenter_cloudprovider_errors_total", "karpenter", &karp, &[("controller", "nodeclaim.lifecycle"), ("error", "InsufficientCapacityError"), ("method", "Create"), ("provider", "aws")], Val::Const(0.0));
+    b.s(
+        "karpenter_cloudprovider_errors_total",
+        "karpenter",
+        &karp,
+        &[
+            ("controller", "nodeclaim.lifecycle"),
+            ("error", "InsufficientCapacityError"),
+            ("method", "Create"),
+            ("provider", "aws"),
+        ],
+        Val::Const(0.0),
+    );
 
     // ---- model servers (vLLM) on the serving pods, training callbacks on the training pods
     let hist_names = ["vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds"];
-    for (pi, p) in pods.iter().enumerate().filter(|(_, p)| p.gpus > 0 && NAMESPACES[p.ns].1 == Some("serving")) {
+    for (pi, p) in pods
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.gpus > 0 && NAMESPACES[p.ns].1 == Some("serving"))
+    {
         let ns = NAMESPACES[p.ns].0;
         let inst = format!("10.{}.{}.{}:8000", 100 + ci % 100, pi / 250, pi % 250);
-        let model = if p.ns == 2 { "llama-3-70b-instruct" } else { "e5-mistral-7b" };
-        let l = [("namespace", ns), ("pod", p.name.as_str()), ("model_name", model), ("engine", "0")];
+        let model = if p.ns == 2 {
+            "llama-3-70b-instruct"
+        } else {
+            "e5-mistral-7b"
+        };
+        let l = [
+            ("namespace", ns),
+            ("pod", p.name.as_str()),
+            ("model_name", model),
+            ("engine", "0"),
+        ];
         for h in hist_names {
             for (i, le) in LE.iter().enumerate() {
                 let v = b.counter(4.0 * cdf(i));
-                b.s(&format!("{h}_bucket"), "vllm", &inst, &[l[0], l[1], l[2], l[3], ("le", le)], v);
+                b.s(
+                    &format!("{h}_bucket"),
+                    "vllm",
+                    &inst,
+                    &[l[0], l[1], l[2], l[3], ("le", le)],
+                    v,
+                );
             }
             let v = b.counter(4.0);
             b.s(&format!("{h}_count"), "vllm", &inst, &l, v);
             let v = b.counter(1.0);
             b.s(&format!("{h}_sum"), "vllm", &inst, &l, v);
         }
-        for (g, base) in [("vllm:num_requests_waiting", 2.0), ("vllm:num_requests_running", 24.0), ("vllm:kv_cache_usage_perc", 0.6)] {
+        for (g, base) in [
+            ("vllm:num_requests_waiting", 2.0),
+            ("vllm:num_requests_running", 24.0),
+            ("vllm:kv_cache_usage_perc", 0.6),
+        ] {
             let v = b.wave(base, base * 0.2);
             b.s(g, "vllm", &inst, &l, v);
         }
     }
-    for (pi, p) in pods.iter().enumerate().filter(|(_, p)| p.gpus > 0 && NAMESPACES[p.ns].1 == Some("training")) {
+    for (pi, p) in pods
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.gpus > 0 && NAMESPACES[p.ns].1 == Some("training"))
+    {
         let ns = NAMESPACES[p.ns].0;
         let inst = format!("10.{}.{}.{}:9090", 100 + ci % 100, pi / 250, pi % 250);
         let job = p.owner.1.as_str();
         let l = [("namespace", ns), ("pod", p.name.as_str()), ("job_name", job)];
-        let stall = ci == 2 && pods[..pi].iter().all(|q| !(q.gpus > 0 && NAMESPACES[q.ns].1 == Some("training")));
+        let stall = ci == 2
+            && pods[..pi]
+                .iter()
+                .all(|q| !(q.gpus > 0 && NAMESPACES[q.ns].1 == Some("training")));
         let v = b.counter(0.5);
         let i = b.s("training_steps_total", "training-metrics", &inst, &l, v);
         if let (true, Val::Counter { start, rate }) = (stall, v) {
@@ -1264,10 +1853,22 @@ fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
         b.s("training_step_seconds_total", "training-metrics", &inst, &l, v);
         let v = b.counter(0.05);
         b.s("training_data_wait_seconds_total", "training-metrics", &inst, &l, v);
-        b.s("training_checkpoint_last_success_timestamp_seconds", "training-metrics", &inst, &l, Val::Now);
+        b.s(
+            "training_checkpoint_last_success_timestamp_seconds",
+            "training-metrics",
+            &inst,
+            &l,
+            Val::Now,
+        );
         let v = b.counter(1.0 / 900.0);
         b.s("training_checkpoint_saves_total", "training-metrics", &inst, &l, v);
-        b.s("training_checkpoint_save_failures_total", "training-metrics", &inst, &l, Val::Const(0.0));
+        b.s(
+            "training_checkpoint_save_failures_total",
+            "training-metrics",
+            &inst,
+            &l,
+            Val::Const(0.0),
+        );
     }
     b.finish()
 }
@@ -1325,7 +1926,8 @@ impl Workload {
         }
         self.scrapes.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-        self.render_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.render_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -1378,7 +1980,17 @@ pub struct Exporter {
 
 /// The cluster size whose series come closest to `per_cluster` series (GPU nodes : CPU nodes = 3 : 1).
 fn size_for(per_cluster: usize) -> ClusterSize {
-    let count = |g: usize| build_cluster(0, "x", ClusterSize { gpu_nodes: g, cpu_nodes: (g / 3).max(2) }).series;
+    let count = |g: usize| {
+        build_cluster(
+            0,
+            "x",
+            ClusterSize {
+                gpu_nodes: g,
+                cpu_nodes: (g / 3).max(2),
+            },
+        )
+        .series
+    };
     let (a, b) = (count(6), count(12));
     let per_node = (b - a) as f64 / 6.0;
     let g = ((per_cluster as f64 - a as f64) / per_node + 6.0).round().max(1.0) as usize;
@@ -1419,20 +2031,18 @@ impl Exporter {
         let port = listener.local_addr()?.port();
         let stop = Arc::new(AtomicBool::new(false));
         let (w, s) = (workload.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("exporter".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    if s.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let w = w.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("exporter-conn".into())
-                        .spawn(move || serve_exporter(conn, &w));
+        std::thread::Builder::new().name("exporter".into()).spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::Relaxed) {
+                    break;
                 }
-            })?;
+                let Ok(conn) = conn else { continue };
+                let w = w.clone();
+                let _ = std::thread::Builder::new()
+                    .name("exporter-conn".into())
+                    .spawn(move || serve_exporter(conn, &w));
+            }
+        })?;
         Ok(Exporter {
             port,
             workload,
@@ -1548,7 +2158,9 @@ fn respond(conn: &mut TcpStream, status: &str, ctype: &str, body: &[u8]) {
 }
 
 fn serve_exporter(mut conn: TcpStream, w: &Workload) {
-    let Some((_, target, _)) = read_head(&mut conn) else { return };
+    let Some((_, target, _)) = read_head(&mut conn) else {
+        return;
+    };
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
     if path != "/metrics" {
         respond(&mut conn, "404 Not Found", "text/plain", b"not found\n");
@@ -1688,7 +2300,9 @@ pub fn instantiate_expr(expr: &str, cluster: &str, reads: &mut BTreeSet<String>)
                 m.value = "apiserver".into();
             }
         }
-        vs.matchers.matchers.push(Matcher::new(MatchOp::Equal, "cluster", cluster));
+        vs.matchers
+            .matchers
+            .push(Matcher::new(MatchOp::Equal, "cluster", cluster));
     }
     fn walk(e: &mut Expr, cluster: &str, reads: &mut BTreeSet<String>) {
         match e {
@@ -1765,7 +2379,8 @@ pub fn write_rules(
         if total >= target {
             break;
         }
-        let mut text = format!("# written by benches/common/scale.rs: the policy and kubernetes-mixin for {cluster}\ngroups:\n");
+        let mut text =
+            format!("# written by benches/common/scale.rs: the policy and kubernetes-mixin for {cluster}\ngroups:\n");
         set.clusters += 1;
         for g in &all {
             if total >= target {
@@ -1839,7 +2454,10 @@ pub fn rules_per_cluster(manifest: &Path, mixin_dir: &Path) -> Result<usize> {
         n += read_groups(&f, "policy")?.iter().map(|g| g.rules.len()).sum::<usize>();
     }
     for f in ["prometheus_rules.yaml", "prometheus_alerts.yaml"] {
-        n += read_groups(&mixin_dir.join(f), "mixin")?.iter().map(|g| g.rules.len()).sum::<usize>();
+        n += read_groups(&mixin_dir.join(f), "mixin")?
+            .iter()
+            .map(|g| g.rules.len())
+            .sum::<usize>();
     }
     Ok(n)
 }
@@ -2057,7 +2675,11 @@ pub fn alerts_of(port: u16, path: &str) -> Result<Vec<(String, String, String)>>
         .iter()
         .map(|a| {
             let l = |k: &str| a["labels"][k].as_str().unwrap_or_default().to_string();
-            (l("alertname"), l("cluster"), a["state"].as_str().unwrap_or_default().to_string())
+            (
+                l("alertname"),
+                l("cluster"),
+                a["state"].as_str().unwrap_or_default().to_string(),
+            )
         })
         .collect())
 }
@@ -2079,13 +2701,22 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
-    pub fn start(dir: &Path, exporter_port: u16, clusters: &[String], scrape_interval: &str, eval_interval: &str) -> Result<Prometheus> {
+    pub fn start(
+        dir: &Path,
+        exporter_port: u16,
+        clusters: &[String],
+        scrape_interval: &str,
+        eval_interval: &str,
+    ) -> Result<Prometheus> {
         std::fs::create_dir_all(dir)?;
         let port = free_port()?;
         let log_path = dir.join("prometheus.log");
         let conf = dir.join("prometheus.yml");
         let mut p = Prometheus {
-            guard: ChildGuard { name: "prometheus", child: None },
+            guard: ChildGuard {
+                name: "prometheus",
+                child: None,
+            },
             port,
             dir: dir.to_path_buf(),
             conf: conf.clone(),
@@ -2178,7 +2809,10 @@ impl Prometheus {
                     .filter_map(|t| t["lastError"].as_str().filter(|e| !e.is_empty()).map(String::from))
                     .take(3)
                     .collect();
-                bail!("only {ok} of {} targets up after {timeout:?} ({up} discovered): {errs:?}", self.clusters.len());
+                bail!(
+                    "only {ok} of {} targets up after {timeout:?} ({up} discovered): {errs:?}",
+                    self.clusters.len()
+                );
             }
             std::thread::sleep(Duration::from_secs(2));
         }
@@ -2285,7 +2919,10 @@ impl Replica {
             conf,
             log: dir.join("watchfire.log"),
             bin: cfg.bin.clone(),
-            guard: ChildGuard { name: "watchfire", child: None },
+            guard: ChildGuard {
+                name: "watchfire",
+                child: None,
+            },
         };
         r.spawn(&cfg.log_filter)?;
         Ok(r)

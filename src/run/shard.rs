@@ -101,11 +101,19 @@ fn candidates<'o, 'a>(
     outputs: &'o HashMap<&'a str, Vec<Output<'a>>>,
 ) -> Vec<(&'a str, &'o Vec<Output<'a>>)> {
     if let Some(n) = &vs.name {
-        return outputs.get_key_value(n.as_str()).map(|(k, v)| (*k, v)).into_iter().collect();
+        return outputs
+            .get_key_value(n.as_str())
+            .map(|(k, v)| (*k, v))
+            .into_iter()
+            .collect();
     }
     let name_matchers: Vec<_> = vs.matchers.matchers.iter().filter(|m| m.name == "__name__").collect();
     if let Some(m) = name_matchers.iter().find(|m| matches!(m.op, MatchOp::Equal)) {
-        return outputs.get_key_value(m.value.as_str()).map(|(k, v)| (*k, v)).into_iter().collect();
+        return outputs
+            .get_key_value(m.value.as_str())
+            .map(|(k, v)| (*k, v))
+            .into_iter()
+            .collect();
     }
     outputs
         .iter()
@@ -228,7 +236,15 @@ mod tests {
         assert!(used.len() >= 3, "12 independent clusters use most of 4 shards: {s:?}");
         // A group that feeds none and reads none keeps the plain hash of its own key.
         for (g, shard) in gs.iter().zip(&s).skip(3).step_by(4) {
-            assert!(Shard { index: *shard, total: 4 }.owns("r.yaml", g.name()), "{}", g.name());
+            assert!(
+                Shard {
+                    index: *shard,
+                    total: 4
+                }
+                .owns("r.yaml", g.name()),
+                "{}",
+                g.name()
+            );
         }
     }
 
@@ -241,7 +257,10 @@ mod tests {
              \x20 - name: d\n    rules:\n      - alert: X\n        expr: other:x{team=\"b\"} > 0\n",
         );
         let root = sets(&gs);
-        assert_eq!(root[0], root[1], "a regex over names reaches the recorded name; job is unknown, so it may match");
+        assert_eq!(
+            root[0], root[1],
+            "a regex over names reaches the recorded name; job is unknown, so it may match"
+        );
         assert_ne!(root[2], root[3], "team=\"b\" cannot match the rule's own team=\"a\"");
         assert_ne!(root[0], root[2]);
     }

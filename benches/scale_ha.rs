@@ -837,9 +837,10 @@ fn run() -> Result<bool> {
                 percentile(&c, 50.0) / percentile(&pw.cycles(Some(&groups)), 50.0)
             });
             let p99 = percentile(&c, 99.0);
-            let over = !(p99 < interval / 2.0) || ww.missed.1 - ww.missed.0 > 0.0;
+            // NaN (no cycle measured) counts as over.
+            let over = p99.is_nan() || p99 >= interval / 2.0 || ww.missed.1 - ww.missed.0 > 0.0;
             shard_p99_ok &= !over;
-            let at_most_prom = !(vs > 1.0);
+            let at_most_prom = vs.is_nan() || vs <= 1.0;
             row(
                 &format!("watchfire {}", ww.label),
                 w.groups[i].len(),

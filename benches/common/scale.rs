@@ -335,9 +335,11 @@ fn cdf(i: usize) -> f64 {
 }
 
 /// One cluster's series (everything its Prometheus agent scrapes).
+// `k` indexes the node names, GPU types and addresses together.
+#[allow(clippy::needless_range_loop)]
 fn build_cluster(ci: usize, name: &str, size: ClusterSize) -> ClusterText {
     let mut b = Builder::new(name);
-    let region = if ci % 2 == 0 { "us-west-2" } else { "us-east-1" };
+    let region = if ci.is_multiple_of(2) { "us-west-2" } else { "us-east-1" };
     let node_name = |k: usize| {
         format!(
             "ip-10-{}-{}-{}.{region}.compute.internal",
@@ -2975,10 +2977,13 @@ impl Replica {
     }
 }
 
+/// What the recorder received: (time, request target, body) of each POST.
+pub type Received = Arc<Mutex<Vec<(SystemTime, String, Vec<u8>)>>>;
+
 /// A webhook receiver on loopback that keeps every POST (time, path, body) and answers 200.
 pub struct Recorder {
     pub port: u16,
-    pub received: Arc<Mutex<Vec<(SystemTime, String, Vec<u8>)>>>,
+    pub received: Received,
     stop: Arc<AtomicBool>,
 }
 
@@ -2986,7 +2991,7 @@ impl Recorder {
     pub fn start() -> Result<Recorder> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
-        let received: Arc<Mutex<Vec<(SystemTime, String, Vec<u8>)>>> = Arc::default();
+        let received: Received = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (r, s) = (received.clone(), stop.clone());
         std::thread::Builder::new().name("recorder".into()).spawn(move || {

@@ -153,7 +153,8 @@ fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
                 .lines()
                 .find_map(|l| {
                     let l = l.to_ascii_lowercase();
-                    l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    l.strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
                 })
                 .unwrap_or(0);
             while buf.len() < end + 4 + len {
@@ -193,7 +194,8 @@ fn recorder(status: &'static str) -> Result<(u16, Received)> {
                     if let Ok(v) = serde_json::from_slice::<Json>(&body) {
                         out.lock().unwrap().push((now_ms(), v));
                     }
-                    let reply = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{{}}");
+                    let reply =
+                        format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{{}}");
                     if conn.write_all(reply.as_bytes()).is_err() {
                         return;
                     }
@@ -221,7 +223,9 @@ impl Proxy {
         let d = Arc::clone(&delay_ms);
         std::thread::spawn(move || {
             for client in l.incoming().flatten() {
-                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
                 let (c2, s2) = match (client.try_clone(), server.try_clone()) {
                     (Ok(c), Ok(s)) => (c, s),
                     _ => continue,
@@ -468,7 +472,10 @@ fn pd_account(events: &[(i64, Json)], inc: &Incident) -> (usize, usize, Option<i
     let off = inc.off.unwrap_or(i64::MAX);
     let mut open = false;
     let (mut opened, mut false_resolves, mut any) = (0, 0, None);
-    for (at, e) in events.iter().filter(|(_, e)| e["payload"]["summary"] == inc.name.as_str()) {
+    for (at, e) in events
+        .iter()
+        .filter(|(_, e)| e["payload"]["summary"] == inc.name.as_str())
+    {
         match e["event_action"].as_str() {
             Some("trigger") => {
                 any = any.or(Some(*at));
@@ -494,7 +501,10 @@ fn hook_account(events: &[(i64, Json)], inc: &Incident) -> (usize, usize) {
     let off = inc.off.unwrap_or(i64::MAX);
     let mut open = false;
     let (mut opened, mut false_resolves) = (0, 0);
-    for (at, e) in events.iter().filter(|(_, e)| e["groupLabels"]["incident"] == inc.name.as_str()) {
+    for (at, e) in events
+        .iter()
+        .filter(|(_, e)| e["groupLabels"]["incident"] == inc.name.as_str())
+    {
         match e["status"].as_str() {
             Some("firing") => {
                 if !open && *at < off {
@@ -554,7 +564,8 @@ impl Bench {
         let (clock, ft) = (self.clock_file.clone(), self.faketime.clone());
         let r = self.replica(shard, idx);
         let name = r.name();
-        r.start(&clock, ft.as_deref()).with_context(|| format!("starting {name}"))
+        r.start(&clock, ft.as_deref())
+            .with_context(|| format!("starting {name}"))
     }
 
     /// Switches on a new incident in a group of `shard`.
@@ -642,9 +653,10 @@ impl Bench {
     fn wait_evaluating(&self, timeout: Duration) -> Result<()> {
         let t0 = Instant::now();
         loop {
-            let ok = self.replicas.iter().filter(|r| r.child.is_some()).all(|r| {
-                r.evaluated_groups().len() >= self.shard_groups.get(r.shard).map_or(1, |g| g.len().max(1))
-            });
+            let ok =
+                self.replicas.iter().filter(|r| r.child.is_some()).all(|r| {
+                    r.evaluated_groups().len() >= self.shard_groups.get(r.shard).map_or(1, |g| g.len().max(1))
+                });
             if ok {
                 return Ok(());
             }
@@ -680,7 +692,9 @@ impl Tmpfs {
 
     /// Fills the file system: a file grown until the disk is full.
     fn fill(&self) -> u64 {
-        let Ok(mut f) = std::fs::File::create(self.0.join("filler")) else { return 0 };
+        let Ok(mut f) = std::fs::File::create(self.0.join("filler")) else {
+            return 0;
+        };
         let block = vec![0u8; 1 << 20];
         let mut n = 0;
         while f.write_all(&block).is_ok() {
@@ -888,7 +902,10 @@ fn run() -> Result<Vec<Row>> {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let note = format!("shard 1's {want} groups evaluated {:.1} s after the restart", back.elapsed().as_secs_f64());
+        let note = format!(
+            "shard 1's {want} groups evaluated {:.1} s after the restart",
+            back.elapsed().as_secs_f64()
+        );
         b.start_replica(1, 0)?;
         Ok(note)
     })?);
@@ -907,13 +924,28 @@ fn run() -> Result<Vec<Row>> {
             let filled = fs.fill();
             b.sleep_intervals(2.0);
             fs.unfill();
-            let ro = fs.remount("ro");
-            b.sleep_intervals(2.0);
-            let rw = fs.remount("rw");
-            if !ro || !rw {
-                bail!("remounting the state tmpfs failed");
+            // Linux refuses to make a file system read-only while a file on it is open for
+            // writing (SQLite's): the replica is killed, the tmpfs remounted read-only and the
+            // replica started again on it.
+            b.replica(2, 0).kill9();
+            if !fs.remount("ro") {
+                bail!("remounting the state tmpfs read-only failed");
             }
-            Ok(format!("shard 2 replica 0: {} MiB filled, then read-only", filled >> 20))
+            let started = b.start_replica(2, 0);
+            b.sleep_intervals(2.0);
+            b.replica(2, 0).kill9();
+            if !fs.remount("rw") {
+                bail!("remounting the state tmpfs read-write failed");
+            }
+            b.start_replica(2, 0)?;
+            Ok(format!(
+                "shard 2 replica 0: {} MiB filled; restarted on it read-only: {}",
+                filled >> 20,
+                match started {
+                    Ok(()) => "served".to_string(),
+                    Err(e) => format!("did not start ({e:#})").replace('\n', " "),
+                }
+            ))
         })?);
     } else {
         rows.push(Row {
@@ -960,7 +992,9 @@ fn run() -> Result<Vec<Row>> {
             }
         }
     }
-    let standing: Vec<usize> = (0..b.incidents.len()).filter(|i| b.incidents[*i].off.is_none()).collect();
+    let standing: Vec<usize> = (0..b.incidents.len())
+        .filter(|i| b.incidents[*i].off.is_none())
+        .collect();
     for i in &standing {
         b.incident_off(*i);
     }

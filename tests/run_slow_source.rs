@@ -21,7 +21,9 @@ fn fake_prometheus(slow: Arc<AtomicBool>) -> u16 {
             let Ok(mut conn) = conn else { continue };
             let slow = Arc::clone(&slow);
             std::thread::spawn(move || {
-                let Some((_, body)) = common::read_request(&conn) else { return };
+                let Some((_, body)) = common::read_request(&conn) else {
+                    return;
+                };
                 if slow.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_secs(2));
                 }
@@ -33,7 +35,9 @@ fn fake_prometheus(slow: Arc<AtomicBool>) -> u16 {
                     .to_string();
                 let t = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
                 let data = if query.ends_with("%5D") || query.ends_with(']') {
-                    format!(r#"{{"resultType":"matrix","result":[{{"metric":{{"__name__":"up","job":"j"}},"values":[[{t},"1"]]}}]}}"#)
+                    format!(
+                        r#"{{"resultType":"matrix","result":[{{"metric":{{"__name__":"up","job":"j"}},"values":[[{t},"1"]]}}]}}"#
+                    )
                 } else {
                     format!(r#"{{"resultType":"vector","result":[{{"metric":{{"job":"j"}},"value":[{t},"1"]}}]}}"#)
                 };

@@ -237,7 +237,9 @@ impl Delivery {
         let mut state_errors: Vec<String> = Vec::new();
         for (e, res) in in_memory {
             let Ok(mut u) = self.unstored.lock() else { break };
-            let Some(i) = u.pending.iter().position(|p| p.id == e.id) else { continue };
+            let Some(i) = u.pending.iter().position(|p| p.id == e.id) else {
+                continue;
+            };
             match res {
                 Ok(()) => {
                     ok += 1;
@@ -319,7 +321,11 @@ impl Delivery {
                 }
             }
         }
-        let mut unremoved = if state_errors.is_empty() { Vec::new() } else { delivered_ids.clone() };
+        let mut unremoved = if state_errors.is_empty() {
+            Vec::new()
+        } else {
+            delivered_ids.clone()
+        };
         if batched {
             if let Err(e) = st.commit() {
                 tracing::error!("state: committing a delivery round failed ({e}); its delivered entries are kept out of the next rounds until they can be removed");
@@ -362,7 +368,10 @@ impl Delivery {
         }
         let ids: Vec<i64> = u.delivered.iter().copied().collect();
         st.begin().ok();
-        let res = ids.iter().try_for_each(|id| st.outbox_done(*id)).and_then(|()| st.commit());
+        let res = ids
+            .iter()
+            .try_for_each(|id| st.outbox_done(*id))
+            .and_then(|()| st.commit());
         match res {
             Ok(()) => u.delivered.clear(),
             Err(e) => {
@@ -510,8 +519,11 @@ mod tests {
     use std::io::{Read, Write};
     use std::sync::{Arc, Mutex};
 
+    /// `(alertname, status)` of every alert a receiver was sent.
+    type Got = Arc<Mutex<Vec<(String, String)>>>;
+
     /// A webhook receiver on loopback: the `(alertname, status)` of every alert it was sent.
-    fn recorder() -> (u16, Arc<Mutex<Vec<(String, String)>>>) {
+    fn recorder() -> (u16, Got) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -531,7 +543,11 @@ mod tests {
                     let Some(end) = text.find("\r\n\r\n") else { continue };
                     let len = text[..end]
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if buf.len() >= end + 4 + len {
                         break Some(buf[end + 4..end + 4 + len].to_vec());
@@ -540,7 +556,9 @@ mod tests {
                 if let Some(b) = body.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
                     for a in b["alerts"].as_array().into_iter().flatten() {
                         let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
-                        out.lock().unwrap().push((name, a["status"].as_str().unwrap_or("").to_string()));
+                        out.lock()
+                            .unwrap()
+                            .push((name, a["status"].as_str().unwrap_or("").to_string()));
                     }
                 }
                 let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
@@ -565,8 +583,17 @@ mod tests {
             crate::state::StateStore::in_memory().unwrap(),
             clock.clone(),
         );
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let sent = |name: &str| got.lock().unwrap().iter().filter(|(n, s)| n == name && s == "firing").count();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let sent = |name: &str| {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(n, s)| n == name && s == "firing")
+                .count()
+        };
         let step = |t: i64| {
             clock.set(t);
             svc.run_due(t);
@@ -599,7 +626,13 @@ mod tests {
             step(i * 60_000);
         }
         assert_eq!((sent("A"), sent("B")), (1, 1), "{:?}", got.lock().unwrap());
-        let resolved = |name: &str| got.lock().unwrap().iter().filter(|(n, s)| n == name && s == "resolved").count();
+        let resolved = |name: &str| {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(n, s)| n == name && s == "resolved")
+                .count()
+        };
         assert_eq!(resolved("WatchfireStateFailing"), 1, "{:?}", got.lock().unwrap());
         assert_eq!((resolved("A"), resolved("B")), (0, 0));
         assert_eq!(svc.outbox_depth(), 0);

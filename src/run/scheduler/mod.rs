@@ -251,10 +251,12 @@ impl Service {
             .map(|m| {
                 (
                     m.delivery_failures_in_a_row >= 2,
-                    m.state_last_error
-                        .as_ref()
-                        .filter(|(at, _)| now - at < state_window)
-                        .map(|(_, e)| e.clone()),
+                    m.state_unusable.clone().or_else(|| {
+                        m.state_last_error
+                            .as_ref()
+                            .filter(|(at, _)| now - at < state_window)
+                            .map(|(_, e)| e.clone())
+                    }),
                 )
             })
             .unwrap_or((false, None));

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub outbox_unstored: u64,
     /// Steps of the wall clock noticed.
     pub clock_steps: u64,
+    /// Why the state directory could not be opened at start (the state lives in memory).
+    pub state_unusable: Option<String>,
 }
 
 impl Metrics {

@@ -484,8 +484,9 @@ fn pd_account(events: &[(i64, Json)], inc: &Incident) -> (usize, usize, Option<i
                 }
                 open = true;
             }
+            // Counted once per incident closed (both replicas send each resolve).
             Some("resolve") => {
-                if *at < off {
+                if open && *at < off {
                     false_resolves += 1;
                 }
                 open = false;
@@ -513,7 +514,7 @@ fn hook_account(events: &[(i64, Json)], inc: &Incident) -> (usize, usize) {
                 open = true;
             }
             Some("resolved") => {
-                if *at < off {
+                if open && *at < off {
                     false_resolves += 1;
                 }
                 open = false;
@@ -636,14 +637,16 @@ impl Bench {
         // The incidents that fire throughout (switched on before the first fault): none may
         // resolve or open again during this fault.
         for inc in self.incidents.iter().filter(|i| i.off.is_none()) {
-            let in_window = |at: i64| at >= from && at < to;
-            let pd_here: Vec<(i64, Json)> = pd.iter().filter(|(at, _)| in_window(*at)).cloned().collect();
-            let hook_here: Vec<(i64, Json)> = hook.iter().filter(|(at, _)| in_window(*at)).cloned().collect();
-            let (_, false_pd, _) = pd_account(&pd_here, inc);
-            let (_, false_hook) = hook_account(&hook_here, inc);
-            row.falsely_resolved += false_pd + false_hook;
-            // A trigger after a false resolve is the duplicate: counted by the resolve already
-            // (the incident re-opens at PagerDuty), so only the resolve is counted here.
+            // What the history up to the fault's end counts, less what it counted before it.
+            let until = |ev: &[(i64, Json)], t: i64| -> Vec<(i64, Json)> {
+                ev.iter().filter(|(at, _)| *at < t).cloned().collect()
+            };
+            let (opened_to, false_pd_to, _) = pd_account(&until(&pd, to), inc);
+            let (opened_from, false_pd_from, _) = pd_account(&until(&pd, from), inc);
+            let (hook_to, false_hook_to) = hook_account(&until(&hook, to), inc);
+            let (hook_from, false_hook_from) = hook_account(&until(&hook, from), inc);
+            row.falsely_resolved += (false_pd_to - false_pd_from) + (false_hook_to - false_hook_from);
+            row.duplicates += (opened_to - opened_from) + (hook_to - hook_from);
         }
         eprintln!("[fault] {name}: {row:?}");
         Ok(row)

@@ -1025,7 +1025,8 @@ fn run() -> Result<Vec<Row>> {
             .iter()
             .any(|(_, e)| e["payload"]["summary"] == inc.name.as_str() && e["event_action"] == "resolve");
         if !resolved {
-            whole.note = format!("{} not resolved after it ended", inc.name);
+            let sep = if whole.note.is_empty() { "" } else { ", " };
+            whole.note = format!("{}{sep}{} not resolved yet", whole.note, inc.name);
         }
     }
     rows.push(whole);

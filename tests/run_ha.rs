@@ -118,3 +118,68 @@ fn shards_split_the_groups_between_replicas() {
     // The split is stable: the same config gives the same shard on a restart.
     assert_eq!(groups(p0), Some(g0));
 }
+
+/// A group that reads another group's recorded series (or its `ALERTS`) runs on that group's
+/// shard: rule outputs exist only in the replica that evaluates the rule. With the plain hash of
+/// each group's name, every pair below is split over the two shards and no alert fires.
+#[test]
+fn shards_keep_a_group_with_the_groups_whose_outputs_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut rules = String::from("groups:\n");
+    for i in 0..6 {
+        rules += &format!(
+            "  - name: inputs-{i}\n    interval: 1s\n    rules:\n      - record: wf_input\n        expr: vector(1)\n        labels: {{pair: p{i}}}\n\
+             \x20 - name: alert-{i}\n    interval: 1s\n    rules:\n      - alert: Pair{i}\n        expr: wf_input{{pair=\"p{i}\"}} > 0\n"
+        );
+    }
+    std::fs::write(root.join("rules.yaml"), rules).unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        "route: {receiver: none}\nreceivers:\n  - name: none\n",
+    )
+    .unwrap();
+    let (p0, p1) = (common::free_port(), common::free_port());
+    let _s0 = start(&replica(root, "s0", p0), &["--shard", "0/2"]);
+    let _s1 = start(&replica(root, "s1", p1), &["--shard", "1/2"]);
+    let firing = |port: u16| -> Option<BTreeSet<String>> {
+        let v = common::get_json(port, "/api/v1/alerts")?;
+        Some(
+            v["data"]["alerts"]
+                .as_array()?
+                .iter()
+                .filter(|a| a["state"] == "firing")
+                .filter_map(|a| a["labels"]["alertname"].as_str().map(String::from))
+                // Not the built-in alerts (Watchdog, ...).
+                .filter(|n| n.starts_with("Pair"))
+                .collect(),
+        )
+    };
+    let want: BTreeSet<String> = (0..6).map(|i| format!("Pair{i}")).collect();
+    let (a, b) = common::wait_for("every pair's alert firing on one of the shards", 30, || {
+        let (a, b) = (firing(p0)?, firing(p1)?);
+        (a.union(&b).cloned().collect::<BTreeSet<_>>() == want).then_some((a, b))
+    });
+    assert!(a.is_disjoint(&b), "{a:?} {b:?}");
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "the pairs still spread over both shards: {a:?} {b:?}"
+    );
+    // Each shard holds both groups of its pairs.
+    for port in [p0, p1] {
+        let v = common::get_json(port, "/api/v1/rules").unwrap();
+        let names: BTreeSet<String> = v["data"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap_or("").to_string())
+            .collect();
+        for i in 0..6 {
+            assert_eq!(
+                names.contains(&format!("inputs-{i}")),
+                names.contains(&format!("alert-{i}")),
+                "pair {i} on :{port}: {names:?}"
+            );
+        }
+    }
+}

@@ -99,3 +99,4 @@ pub fn rss_mib(pid: impl std::fmt::Display) -> (f64, f64) {
     };
     (get("VmRSS:"), get("VmHWM:"))
 }
+pub mod scale;

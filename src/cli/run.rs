@@ -61,8 +61,19 @@ pub fn run(args: Args) -> i32 {
             StateStore::in_memory()
         }
     };
-    let state = match state {
-        Ok(s) => s,
+    // A state directory that cannot be opened (a read-only or full volume) does not stop the
+    // paging: the state lives in memory, and WatchfireStateFailing pages while it does.
+    let (state, state_unusable) = match state {
+        Ok(s) => (s, None),
+        Err(e) if cfg.state_dir.is_some() => {
+            tracing::error!(
+                "state directory unusable ({e}): alert state and the outbox live in memory until a restart"
+            );
+            match StateStore::in_memory() {
+                Ok(s) => (s, Some(e.to_string())),
+                Err(e2) => return super::fail(e2),
+            }
+        }
         Err(e) => return super::fail(e),
     };
     let svc = Arc::new(Service::new(
@@ -72,6 +83,11 @@ pub fn run(args: Args) -> i32 {
         state,
         Arc::new(SystemClock),
     ));
+    if let Some(e) = state_unusable {
+        if let Ok(mut m) = svc.metrics.lock() {
+            m.state_unusable = Some(format!("opening the state directory: {e}"));
+        }
+    }
     let auth = Arc::new(RwLock::new(Auth {
         token: cfg.http.bearer_token.clone(),
         open: cfg.http.open,

@@ -588,6 +588,13 @@ impl AlertStore {
         alert
     }
 
+    /// Stores `alert` as it is (no merge with the stored version); returns it shared.
+    pub fn replace(&mut self, fp: Fingerprint, alert: Alert) -> Arc<Alert> {
+        let alert = Arc::new(alert);
+        self.alerts.insert(fp, Arc::clone(&alert));
+        alert
+    }
+
     pub fn get(&self, fp: Fingerprint) -> Option<&Alert> {
         self.alerts.get(&fp).map(|a| &**a)
     }

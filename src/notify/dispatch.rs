@@ -140,6 +140,24 @@ impl Dispatcher {
         });
     }
 
+    /// Moves every timer by `d` (the wall clock stepped by `d`).
+    pub fn shift_timers(&mut self, d: chrono::Duration) {
+        self.timers = self.timers.iter().map(|(t, id)| (*t + d, *id)).collect();
+        for g in self.groups.values_mut() {
+            g.next_flush += d;
+        }
+        self.next_cleanup += d;
+    }
+
+    /// Puts `alert` in place of the version of it the groups hold (same fingerprint).
+    pub fn replace_alert(&mut self, fp: Fingerprint, alert: &Arc<Alert>) {
+        for g in self.groups.values_mut() {
+            if let Some(a) = g.alerts.get_mut(&fp) {
+                *a = Arc::clone(alert);
+            }
+        }
+    }
+
     /// When the next timer (a group flush or the cleanup) fires.
     pub fn next_timer(&self) -> DateTime<Utc> {
         self.timers

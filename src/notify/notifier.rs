@@ -110,6 +110,34 @@ impl Notifier {
         }
     }
 
+    /// The wall clock stepped from `from` to `to` (an NTP step, a VM resumed): no time passed
+    /// for the pipeline. Every timer, and the validity of each alert still valid at `from`,
+    /// moves with the clock, so a step forward resolves nothing and flushes nothing that was
+    /// not due, and a step back delays nothing. Silences keep their wall-clock times.
+    pub fn clock_stepped(&mut self, from: DateTime<Utc>, to: DateTime<Utc>) {
+        let d = to - from;
+        self.dispatcher.shift_timers(d);
+        self.next_maintenance += d;
+        let moved: Vec<Alert> = self
+            .store
+            .list()
+            .into_iter()
+            .filter(|a| a.ends_at.is_some_and(|e| e > from))
+            .map(|a| {
+                let mut a = a.clone();
+                a.ends_at = a.ends_at.map(|e| e + d);
+                a.updated_at += d;
+                a
+            })
+            .collect();
+        for a in moved {
+            let fp = a.fingerprint();
+            let stored = self.store.replace(fp, a);
+            self.inhibitor.observe_shared(fp, &stored);
+            self.dispatcher.replace_alert(fp, &stored);
+        }
+    }
+
     /// When something is due next.
     pub fn next_timer(&self) -> DateTime<Utc> {
         self.dispatcher.next_timer()
@@ -333,6 +361,33 @@ mod tests {
     }
 
     const CFG: &str = "receivers: [{name: w, webhook_configs: [{url: 'http://x/'}]}]\n";
+
+    #[test]
+    fn a_clock_step_resolves_nothing_and_delays_nothing() {
+        let cfg = load_str(
+            &format!("route: {{receiver: w, group_wait: 1s, group_interval: 10s, repeat_interval: 4h}}\n{CFG}"),
+            "x.yml",
+        )
+        .unwrap();
+        // Forward an hour: the alert (valid 5 minutes) stays firing, the group is not flushed
+        // once per group_interval of the hour.
+        let mut n = Notifier::new(cfg.clone(), t0());
+        post(&mut n, t0(), &[("alertname", "A")], None);
+        assert_eq!(run(&mut n, at(2_000)), [(1_000, "firing".to_string(), 1)]);
+        n.clock_stepped(at(2_000), at(3_602_000));
+        assert_eq!(run(&mut n, at(3_700_000)), [], "nothing new: no resolve, no re-send");
+        post(&mut n, at(3_700_000), &[("alertname", "A")], Some(at(3_700_000)));
+        assert_eq!(run(&mut n, at(3_710_000)), [(3_701_000, "resolved".to_string(), 1)]);
+
+        // Back an hour: the group's next flush is still 10 s away, not an hour and 10 s.
+        let mut n = Notifier::new(cfg, t0());
+        post(&mut n, t0(), &[("alertname", "A")], None);
+        assert_eq!(run(&mut n, at(2_000)), [(1_000, "firing".to_string(), 1)]);
+        n.clock_stepped(at(2_000), at(2_000 - 3_600_000));
+        post(&mut n, at(2_000 - 3_600_000), &[("alertname", "B")], None);
+        let now = 2_000 - 3_600_000;
+        assert_eq!(run(&mut n, at(now + 10_000)), [(now + 9_000, "firing".to_string(), 2)]);
+    }
 
     #[test]
     fn acceptance_test_repeat() {

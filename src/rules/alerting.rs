@@ -207,7 +207,10 @@ impl Alert {
         }
         match self.last_sent_at {
             None => true,
-            Some(l) => l.saturating_add(resend_delay) < ts,
+            // A slot before the last send: the wall clock went back. Re-send now, or the
+            // receiver's copy (valid 4 intervals from the last send) expires before the
+            // evaluations catch up with the step and the alert resolves there.
+            Some(l) => ts < l || l.saturating_add(resend_delay) < ts,
         }
     }
 

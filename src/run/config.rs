@@ -40,7 +40,8 @@
 //!   query_max_samples: 50000000 #   samples a query may load (Prometheus' defaults)
 //!   read_timeout: 10s           # headers, then body, must each arrive within it (slow clients)
 //!   max_connections: 16384      # open client connections (also kept below the fd limit)
-//! shard: 0/1                    # this replica evaluates the groups whose hash % M == N
+//! shard: 0/1                    # this replica evaluates the groups whose hash % M == N (groups
+//!                               #   reading each other's outputs go together: run/shard.rs)
 //! ```
 //!
 //! Federation: each selector is answered by the source that owns its metric name: a
@@ -93,6 +94,8 @@ impl Shard {
     }
 
     /// Whether a group (by file and name) belongs to this shard (FNV-1a, stable across builds).
+    /// `run` asks it for the first group of each set of groups that read each other's outputs
+    /// (`run::shard`).
     pub fn owns(&self, file: &str, group: &str) -> bool {
         if self.total <= 1 {
             return true;

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub(crate) mod scheduler;
+mod shard;
 pub use scheduler::{Clock, Service, SimClock, SystemClock};
 
 use std::path::Path;
@@ -113,7 +114,9 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
         .filter(|r| matches!(r, crate::rules::GroupRule::Recording(_)))
         .map(|r| r.name().to_string())
         .collect();
-    groups.retain(|g| cfg.shard.owns(&g.file().display().to_string(), g.name()));
+    // Groups that read each other's outputs stay on one shard (see `shard`).
+    let mut owned = shard::owned(&groups, cfg.shard).into_iter();
+    groups.retain(|_| owned.next().unwrap_or(false));
     let source: Arc<dyn Queryable> = Arc::new(federated.with_local_names(recorded_here));
     Ok(Loaded {
         setup: Setup {

@@ -709,6 +709,24 @@ pub fn render_metrics(svc: &Service) -> String {
         m.notifications_dead_lettered,
     );
     x.family(
+        "watchfire_state_write_errors_total",
+        "counter",
+        "Failed writes to the state database (disk full, read-only file system, I/O errors).",
+    )
+    .sample("watchfire_state_write_errors_total", &[], m.state_write_errors);
+    x.family(
+        "watchfire_clock_steps_total",
+        "counter",
+        "Steps of the wall clock noticed (the notification timers moved with them).",
+    )
+    .sample("watchfire_clock_steps_total", &[], m.clock_steps);
+    x.family(
+        "watchfire_notification_outbox_unstored",
+        "gauge",
+        "Notifications waiting for delivery in memory only, because the outbox could not store them.",
+    )
+    .sample("watchfire_notification_outbox_unstored", &[], m.outbox_unstored);
+    x.family(
         "watchfire_dead_letters",
         "gauge",
         "Dead-lettered notifications kept in the state database.",

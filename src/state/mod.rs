@@ -184,6 +184,22 @@ impl StateStore {
         Ok(())
     }
 
+    /// Makes every later write fail as on a read-only file system (or lets them through again):
+    /// for the tests of what the service does when its state directory refuses writes.
+    #[cfg(test)]
+    pub(crate) fn refuse_writes(&self, refuse: bool) {
+        self.conn
+            .execute_batch(&format!("PRAGMA query_only = {}", u8::from(refuse)))
+            .unwrap();
+    }
+
+    /// Abandons what [`StateStore::begin`] started, if anything is still open.
+    pub fn rollback(&mut self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
     /// Replaces the saved alerts of a group in one transaction.
     pub fn save_group(&mut self, group_key: &str, rules: &[RuleAlerts]) -> Result<(), StateError> {
         let tx = self.conn.transaction()?;

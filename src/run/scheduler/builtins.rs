@@ -2,7 +2,7 @@
 //! `WatchfireSourceDown{source}`, `WatchfireRuleFailing{rule_group,rule}` (for rules that fail
 //! on their own, not because their source is down), `WatchfireNotificationsFailing`,
 //! `WatchfireNotificationsDeadLettered` (a notification was given up on: see the dead
-//! letters), plus an always-firing `Watchdog` (`severity="none"`) for a dead man's switch.
+//! letters), `WatchfireStateFailing` (the state database refuses writes), plus an always-firing `Watchdog` (`severity="none"`) for a dead man's switch.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -27,6 +27,8 @@ pub(super) struct Inputs<'a> {
     pub(super) delivery_failing: bool,
     /// The annotations of `WatchfireNotificationsDeadLettered`, while it is due.
     pub(super) dead_letters: Option<Annotations>,
+    /// The last failed write to the state database, while it is recent.
+    pub(super) state_failing: Option<String>,
 }
 
 /// The built-in alert conditions at one time, in the order they are sent.
@@ -86,6 +88,20 @@ pub(super) fn conditions(setup: &Setup, inputs: Inputs<'_>) -> Vec<Condition> {
     }
     if let Some(c) = inputs.dead_letters {
         conds.push((base("WatchfireNotificationsDeadLettered", "page", &[]), c));
+    }
+    if let Some(err) = inputs.state_failing {
+        conds.push((
+            base("WatchfireStateFailing", "page", &[]),
+            BTreeMap::from([
+                (
+                    "summary".to_string(),
+                    "The state database cannot be written (disk full or read-only?): alert state and \
+                     notifications are kept in memory and still delivered, but a restart now would lose them"
+                        .to_string(),
+                ),
+                ("description".to_string(), err),
+            ]),
+        ));
     }
     conds
 }

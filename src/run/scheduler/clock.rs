@@ -8,6 +8,12 @@ use chrono::{DateTime, Utc};
 /// Where time comes from (ms since the epoch).
 pub trait Clock: Send + Sync {
     fn now_ms(&self) -> i64;
+
+    /// A clock that no one steps (ms from any origin), to tell steps of [`Clock::now_ms`]
+    /// from time passing; `None` where `now_ms` only moves when told to.
+    fn monotonic_ms(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// The wall clock.
@@ -17,6 +23,36 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         Utc::now().timestamp_millis()
+    }
+
+    fn monotonic_ms(&self) -> Option<i64> {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let origin = ORIGIN.get_or_init(std::time::Instant::now);
+        Some(origin.elapsed().as_millis().min(i64::MAX as u128) as i64)
+    }
+}
+
+/// Steps of the wall clock smaller than this are left alone (NTP slews those, and reading the
+/// two clocks is not one instant).
+const STEP_TOLERANCE_MS: i64 = 1_000;
+
+/// Notices steps of the wall clock: the wall time moving otherwise than the monotonic clock.
+#[derive(Debug, Default)]
+pub(crate) struct StepWatch {
+    /// The wall and monotonic times of the last look.
+    last: std::sync::Mutex<Option<(i64, i64)>>,
+}
+
+impl StepWatch {
+    /// `Some((from, to))` when the wall clock stepped since the last call: `from` is where it
+    /// would be had it followed the monotonic clock, `to` where it is.
+    pub(crate) fn observe(&self, clock: &dyn Clock) -> Option<(i64, i64)> {
+        let mut last = self.last.lock().ok()?;
+        let mono = clock.monotonic_ms()?;
+        let wall = clock.now_ms();
+        let (prev_wall, prev_mono) = last.replace((wall, mono))?;
+        let expected = prev_wall.saturating_add(mono - prev_mono);
+        (wall.saturating_sub(expected).abs() > STEP_TOLERANCE_MS).then_some((expected, wall))
     }
 }
 
@@ -50,6 +86,36 @@ pub(crate) fn ms_to_time(ms: i64) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wall clock that steps when told, over a monotonic one that moves when told.
+    struct Stepping(SimClock, SimClock);
+
+    impl Clock for Stepping {
+        fn now_ms(&self) -> i64 {
+            self.0.now_ms()
+        }
+        fn monotonic_ms(&self) -> Option<i64> {
+            Some(self.1.now_ms())
+        }
+    }
+
+    #[test]
+    fn steps_of_the_wall_clock_are_told_from_time_passing() {
+        let c = Stepping(SimClock::new(1_000_000), SimClock::new(0));
+        let w = StepWatch::default();
+        assert_eq!(w.observe(&c), None, "the first look has nothing to compare with");
+        c.0.advance(60_000);
+        c.1.advance(60_000);
+        assert_eq!(w.observe(&c), None, "a minute passed");
+        c.0.advance(500);
+        assert_eq!(w.observe(&c), None, "under the tolerance");
+        c.0.set(1_000_000);
+        assert_eq!(w.observe(&c), Some((1_060_500, 1_000_000)), "stepped back");
+        c.0.advance(3_600_000);
+        c.1.advance(10);
+        assert_eq!(w.observe(&c), Some((1_000_010, 4_600_000)), "stepped forward");
+        assert_eq!(StepWatch::default().observe(&SimClock::new(5)), None);
+    }
 
     #[test]
     fn sim_clock_moves_only_when_told() {

@@ -33,6 +33,34 @@ pub(super) struct Delivery {
     planned_wake_ms: AtomicI64,
     timers_changed: tokio::sync::Notify,
     deliverer: Deliverer,
+    /// What the state database could not take (disk full, read-only): see [`Unstored`].
+    unstored: Mutex<Unstored>,
+}
+
+/// The outbox's memory for when the state database refuses writes. Paging matters more than
+/// durability: a notification that cannot be stored is delivered from memory (lost only if
+/// the process dies before), and an entry delivered but not deletable is not sent again.
+#[derive(Debug, Default)]
+struct Unstored {
+    /// Notifications the outbox could not store, as entries with ids below zero.
+    pending: Vec<OutboxEntry>,
+    next_id: i64,
+    /// Stored entries delivered whose deletion failed: skipped until deleted.
+    delivered: std::collections::BTreeSet<i64>,
+}
+
+impl Unstored {
+    fn push(&mut self, n: crate::notify::Notification, now: i64) {
+        self.next_id -= 1;
+        self.pending.push(OutboxEntry {
+            id: self.next_id,
+            notification: n,
+            attempts: 0,
+            next_attempt_at: now,
+            last_error: None,
+            created_at: now,
+        });
+    }
 }
 
 fn resolve_timeout_ms(n: Option<&Notifier>) -> i64 {
@@ -54,6 +82,7 @@ impl Delivery {
                 },
                 ..DeliveryContext::default()
             }),
+            unstored: Mutex::new(Unstored::default()),
         }
     }
 
@@ -145,13 +174,21 @@ impl Delivery {
     ) -> (usize, usize) {
         // Every waiting entry, oldest first, so that a lane's due entries are sent only when
         // nothing older in the same lane is still waiting for its retry.
-        let due = match state.lock() {
-            Ok(st) => st.outbox_due(i64::MAX, 512).unwrap_or_else(|e| {
-                tracing::error!("outbox: {e}");
-                Vec::new()
-            }),
+        let mut due = match state.lock() {
+            Ok(mut st) => {
+                self.retry_deletions(&mut st, metrics, now);
+                st.outbox_due(i64::MAX, 512).unwrap_or_else(|e| {
+                    tracing::error!("outbox: {e}");
+                    Vec::new()
+                })
+            }
             Err(_) => Vec::new(),
         };
+        // Entries in memory are newer than any stored one: after them in their lanes.
+        if let Ok(u) = self.unstored.lock() {
+            due.retain(|e| !u.delivered.contains(&e.id));
+            due.extend(u.pending.iter().cloned());
+        }
         // Deliveries run concurrently, one lane per group and integration: a group's
         // notifications stay in order (a resolve never overtakes its firing), and a lane stops at
         // its first entry that is not due or fails, so nothing later in it is sent before that
@@ -195,8 +232,50 @@ impl Delivery {
         .await;
         let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
         let mut latencies = Vec::new();
-        let results: Vec<_> = results.into_iter().flatten().collect();
+        let (results, in_memory): (Vec<_>, Vec<_>) = results.into_iter().flatten().partition(|(e, _)| e.id >= 0);
         let Ok(mut st) = state.lock() else { return (0, 0) };
+        let mut state_errors: Vec<String> = Vec::new();
+        for (e, res) in in_memory {
+            let Ok(mut u) = self.unstored.lock() else { break };
+            let Some(i) = u.pending.iter().position(|p| p.id == e.id) else {
+                continue;
+            };
+            match res {
+                Ok(()) => {
+                    ok += 1;
+                    latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
+                    u.pending.remove(i);
+                }
+                Err(err) => {
+                    failed += 1;
+                    let now = clock.now_ms();
+                    if is_final(&err) || e.attempts + 1 >= OUTBOX_MAX_ATTEMPTS {
+                        tracing::error!(
+                            receiver = %e.notification.receiver,
+                            group_key = %e.notification.group_key,
+                            attempts = e.attempts + 1,
+                            "delivery failed, notification dead-lettered: {err}"
+                        );
+                        dead += 1;
+                        let p = u.pending.remove(i);
+                        // Kept as a dead letter where the database takes it again.
+                        if let Err(e2) = st
+                            .outbox_push(&p.notification, p.created_at)
+                            .and_then(|id| st.outbox_dead_letter(id, now, &err.to_string()))
+                        {
+                            state_errors.push(format!("dead-lettering an unstored notification: {e2}"));
+                        }
+                        continue;
+                    }
+                    tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
+                    let p = &mut u.pending[i];
+                    p.attempts += 1;
+                    p.next_attempt_at = now + outbox_backoff_ms(e.attempts);
+                    p.last_error = Some(err.to_string());
+                }
+            }
+        }
+        let mut delivered_ids = Vec::new();
         // One transaction for the round (a failed commit leaves the entries in the outbox:
         // sent again, at least once, never lost).
         let batched = !results.is_empty() && st.begin().map_err(|e| tracing::error!("state: {e}")).is_ok();
@@ -205,8 +284,10 @@ impl Delivery {
                 Ok(()) => {
                     ok += 1;
                     latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
+                    delivered_ids.push(e.id);
                     if let Err(err) = st.outbox_done(e.id) {
                         tracing::error!("outbox: {err}");
+                        state_errors.push(format!("removing a delivered notification: {err}"));
                     }
                 }
                 Err(err) => {
@@ -224,7 +305,10 @@ impl Delivery {
                         );
                         match st.outbox_dead_letter(e.id, now, &err.to_string()) {
                             Ok(_) => dead += 1,
-                            Err(err2) => tracing::error!("outbox: {err2}"),
+                            Err(err2) => {
+                                tracing::error!("outbox: {err2}");
+                                state_errors.push(format!("dead-lettering a notification: {err2}"));
+                            }
                         }
                         continue;
                     }
@@ -232,17 +316,34 @@ impl Delivery {
                     let next = now + outbox_backoff_ms(e.attempts);
                     if let Err(err2) = st.outbox_retry(e.id, next, &err.to_string()) {
                         tracing::error!("outbox: {err2}");
+                        state_errors.push(format!("scheduling a retry: {err2}"));
                     }
                 }
             }
         }
+        let mut unremoved = if state_errors.is_empty() {
+            Vec::new()
+        } else {
+            delivered_ids.clone()
+        };
         if batched {
             if let Err(e) = st.commit() {
-                tracing::error!("state: committing a delivery round failed ({e}); its entries will be sent again");
+                tracing::error!("state: committing a delivery round failed ({e}); its delivered entries are kept out of the next rounds until they can be removed");
+                state_errors.push(format!("committing a delivery round: {e}"));
+                unremoved = delivered_ids;
             }
         }
         drop(st);
+        // Delivered entries still in the database are not sent again: the receivers would
+        // get every one of them each round while the database refuses writes.
+        if let Ok(mut u) = self.unstored.lock() {
+            u.delivered.extend(unremoved);
+        }
         if let Ok(mut m) = metrics.lock() {
+            for e in &state_errors {
+                m.state_failed(now, "outbox", e);
+            }
+            m.outbox_unstored = self.unstored.lock().map_or(0, |u| u.pending.len() as u64);
             m.notifications_sent += ok as u64;
             m.notifications_failed += failed as u64;
             m.notifications_dead_lettered += dead;
@@ -258,9 +359,70 @@ impl Delivery {
     }
 }
 
+impl Delivery {
+    /// Removes the delivered entries a failed write left in the outbox.
+    fn retry_deletions(&self, st: &mut StateStore, metrics: &Mutex<Metrics>, now: i64) {
+        let Ok(mut u) = self.unstored.lock() else { return };
+        if u.delivered.is_empty() {
+            return;
+        }
+        let ids: Vec<i64> = u.delivered.iter().copied().collect();
+        st.begin().ok();
+        let res = ids
+            .iter()
+            .try_for_each(|id| st.outbox_done(*id))
+            .and_then(|()| st.commit());
+        match res {
+            Ok(()) => u.delivered.clear(),
+            Err(e) => {
+                st.rollback();
+                tracing::debug!("state: removing delivered notifications still fails: {e}");
+                if let Ok(mut m) = metrics.lock() {
+                    m.state_failed(now, "removing delivered notifications", &e);
+                }
+            }
+        }
+    }
+
+    /// Runs `n`'s timers at `now`: the notifications due go to the outbox (with `owners`'
+    /// links) and the notification log; those the outbox cannot store wait in memory.
+    pub(super) fn advance_notifier(
+        &self,
+        n: &mut Notifier,
+        state: &Mutex<StateStore>,
+        metrics: &Mutex<Metrics>,
+        owners: Option<&Owners>,
+        now: i64,
+    ) {
+        let Ok(mut unstored) = self.unstored.lock() else { return };
+        let mut errors = Vec::new();
+        advance_notifier(n, state, owners, now, &mut |note, e| {
+            errors.push(e);
+            if let Some(note) = note {
+                unstored.push(note, now);
+            }
+        });
+        let pending = unstored.pending.len() as u64;
+        drop(unstored);
+        if let Ok(mut m) = metrics.lock() {
+            for e in &errors {
+                m.state_failed(now, "outbox", e);
+            }
+            m.outbox_unstored = pending;
+        }
+    }
+}
+
 /// Runs `n`'s timers at `now`: the notifications due go to the outbox (with `owners`' links)
-/// and the notification log.
-pub(super) fn advance_notifier(n: &mut Notifier, state: &Mutex<StateStore>, owners: Option<&Owners>, now: i64) {
+/// and the notification log; each the outbox refuses goes to `unstored` with the error (a
+/// failed log write comes without a notification: the notifier's own log has it).
+fn advance_notifier(
+    n: &mut Notifier,
+    state: &Mutex<StateStore>,
+    owners: Option<&Owners>,
+    now: i64,
+    unstored: &mut dyn FnMut(Option<crate::notify::Notification>, String),
+) {
     let Ok(mut st) = state.lock() else { return };
     // One transaction for the whole round: flushing a thousand groups is a thousand
     // outbox rows and log entries, and a commit each would be most of the work.
@@ -273,26 +435,29 @@ pub(super) fn advance_notifier(n: &mut Notifier, state: &Mutex<StateStore>, owne
     };
     // Receivers get the deny-listed labels removed and the diagnostic links; the
     // notification log keeps the alerts as routed.
-    let store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
-        let sent = owners.map(|o| o.outgoing(note));
-        match st.outbox_push(sent.as_ref().unwrap_or(note), now) {
+    // Each notification is handed over: to the outbox, or to memory when the outbox refuses
+    // it (the notifier then counts it as sent, as it will be, and does not flush it again).
+    let mut store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
+        let sent = owners.map(|o| o.outgoing(note)).unwrap_or_else(|| note.clone());
+        match st.outbox_push(&sent, now) {
             Ok(_) => {
                 if let Err(e) = st.nflog_put(note) {
                     tracing::error!("notification log: {e}");
+                    unstored(None, format!("notification log: {e}"));
                 }
-                true
             }
             Err(e) => {
-                tracing::error!("outbox: {e}");
-                false
+                tracing::error!("outbox: {e}; the notification waits in memory");
+                unstored(Some(sent), e.to_string());
             }
         }
+        true
     };
     let notes = n.advance(ms_to_time(now), &mut |note| store(&mut st, note));
     if batched {
         if let Err(e) = st.commit() {
             // Rolled back: none is stored yet, while the notifier counts them as handed
-            // over. Write each on its own rather than lose them.
+            // over. Write each on its own (to memory where that fails too) rather than lose them.
             tracing::error!(
                 "state: committing {} notifications failed ({e}); writing them one by one",
                 notes.len()
@@ -306,10 +471,17 @@ pub(super) fn advance_notifier(n: &mut Notifier, state: &Mutex<StateStore>, owne
 
 /// The annotations of `WatchfireNotificationsDeadLettered` while dead letters newer than
 /// [`DEAD_LETTER_ALERT_MS`] exist; older ones past the retention are dropped here.
-pub(super) fn dead_letter_condition(state: &Mutex<StateStore>, now: i64) -> Option<BTreeMap<String, String>> {
+pub(super) fn dead_letter_condition(
+    state: &Mutex<StateStore>,
+    metrics: &Mutex<Metrics>,
+    now: i64,
+) -> Option<BTreeMap<String, String>> {
     let mut st = state.lock().ok()?;
     if let Err(e) = st.dead_letters_prune(now - DEAD_LETTER_RETENTION_MS) {
         tracing::error!("dead letters: {e}");
+        if let Ok(mut m) = metrics.lock() {
+            m.state_failed(now, "pruning dead letters", &e);
+        }
     }
     let recent = st.dead_letters_since(now - DEAD_LETTER_ALERT_MS).ok()?;
     let newest = recent.first()?;
@@ -342,7 +514,130 @@ fn is_final(e: &DeliveryError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{api_alert_names, notify_config, received, receiving_service, setup};
+    use super::super::testing::{api_alert_names, groups, notify_config, received, receiving_service, setup};
+    use super::super::{Service, SimClock};
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    /// `(alertname, status)` of every alert a receiver was sent.
+    type Got = Arc<Mutex<Vec<(String, String)>>>;
+
+    /// A webhook receiver on loopback: the `(alertname, status)` of every alert it was sent.
+    fn recorder() -> (u16, Got) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&got);
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body = loop {
+                    let Ok(n) = c.read(&mut chunk) else { break None };
+                    if n == 0 {
+                        break None;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some(end) = text.find("\r\n\r\n") else { continue };
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break Some(buf[end + 4..end + 4 + len].to_vec());
+                    }
+                };
+                if let Some(b) = body.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
+                    for a in b["alerts"].as_array().into_iter().flatten() {
+                        let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
+                        out.lock()
+                            .unwrap()
+                            .push((name, a["status"].as_str().unwrap_or("").to_string()));
+                    }
+                }
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        });
+        (port, got)
+    }
+
+    #[test]
+    fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
+        let (port, got) = recorder();
+        let routes = format!(
+            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n        send_resolved: true\n"
+        );
+        let notify = crate::notify::config::load_str(&routes, "routes.yaml").unwrap();
+        let clock = Arc::new(SimClock::new(0));
+        let rules = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n      - alert: B\n        expr: vector(1)\n        for: 2m\n";
+        let svc = Service::new(
+            setup(),
+            groups(rules),
+            Some(notify),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let sent = |name: &str| {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(n, s)| n == name && s == "firing")
+                .count()
+        };
+        let step = |t: i64| {
+            clock.set(t);
+            svc.run_due(t);
+            rt.block_on(svc.deliver_outbox());
+        };
+        // A is stored in the outbox; the database refuses writes before it is delivered: it is
+        // delivered once, though its row cannot be removed.
+        for t in [60_000, 120_000] {
+            clock.set(t);
+            svc.run_due(t);
+        }
+        assert_eq!(svc.outbox_depth(), 2, "A and the Watchdog wait in the outbox");
+        svc.state.lock().unwrap().refuse_writes(true);
+        for i in 0..3 {
+            rt.block_on(svc.deliver_outbox());
+            clock.set(120_000 + i * 100);
+        }
+        assert_eq!(sent("A"), 1, "{:?}", got.lock().unwrap());
+        // B fires while nothing can be stored: delivered from memory, once, and the failing
+        // state pages.
+        for i in 3..=6 {
+            step(i * 60_000);
+        }
+        assert_eq!((sent("A"), sent("B")), (1, 1), "{:?}", got.lock().unwrap());
+        assert_eq!(sent("WatchfireStateFailing"), 1, "{:?}", got.lock().unwrap());
+        assert!(svc.metrics.lock().unwrap().state_write_errors > 0);
+        // Writable again: the delivered rows go, nothing is sent twice, the alert resolves.
+        svc.state.lock().unwrap().refuse_writes(false);
+        for i in 7..=11 {
+            step(i * 60_000);
+        }
+        assert_eq!((sent("A"), sent("B")), (1, 1), "{:?}", got.lock().unwrap());
+        let resolved = |name: &str| {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(n, s)| n == name && s == "resolved")
+                .count()
+        };
+        assert_eq!(resolved("WatchfireStateFailing"), 1, "{:?}", got.lock().unwrap());
+        assert_eq!((resolved("A"), resolved("B")), (0, 0));
+        assert_eq!(svc.outbox_depth(), 0);
+        assert_eq!(svc.metrics.lock().unwrap().outbox_unstored, 0);
+    }
 
     #[test]
     fn a_reload_keeps_alerts_received_over_the_api() {

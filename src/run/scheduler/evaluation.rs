@@ -38,10 +38,56 @@ struct Tracking<'a> {
     ok_calls: AtomicU64,
     /// Time spent in the source (µs).
     micros: AtomicU64,
+    /// Whether a timeout fails the evaluation's later calls at once (one source: every call
+    /// would go to the one that timed out).
+    short_circuit: bool,
+    /// The first timeout of this evaluation, with `short_circuit`. A source slowed to timeouts
+    /// then costs a group one timeout, not one per rule: a cycle of many timeouts outlasts the
+    /// validity of the alerts it keeps alive downstream, and they would resolve there.
+    tripped: Mutex<Option<(String, String)>>,
+}
+
+impl Tracking<'_> {
+    fn new<'a>(inner: &'a dyn Queryable, short_circuit: bool) -> Tracking<'a> {
+        Tracking {
+            inner,
+            errors: Mutex::new(Vec::new()),
+            ok_calls: AtomicU64::new(0),
+            micros: AtomicU64::new(0),
+            short_circuit,
+            tripped: Mutex::new(None),
+        }
+    }
+
+    /// The timeout this evaluation already met, recorded again for the call that gets it.
+    fn tripped(&self) -> Option<SourceError> {
+        let (source_name, message) = self.tripped.lock().ok()?.clone()?;
+        let e = SourceError::Unavailable { source_name, message };
+        if let Ok(mut errs) = self.errors.lock() {
+            errs.push((failing_source(&e), e.to_string()));
+        }
+        Some(e)
+    }
+
+    fn failed(&self, e: &SourceError) {
+        if let Ok(mut errs) = self.errors.lock() {
+            errs.push((failing_source(e), e.to_string()));
+        }
+        if let SourceError::Unavailable { source_name, message } = e {
+            if self.short_circuit && message.contains("timed out") {
+                if let Ok(mut t) = self.tripped.lock() {
+                    t.get_or_insert_with(|| (source_name.clone(), message.clone()));
+                }
+            }
+        }
+    }
 }
 
 impl Queryable for Tracking<'_> {
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        if let Some(e) = self.tripped() {
+            return Err(e);
+        }
         let started = Instant::now();
         let res = self.inner.select(matchers, mint, maxt);
         self.micros.fetch_add(
@@ -54,9 +100,7 @@ impl Queryable for Tracking<'_> {
                 Ok(v)
             }
             Err(e) => {
-                if let Ok(mut errs) = self.errors.lock() {
-                    errs.push((failing_source(&e), e.to_string()));
-                }
+                self.failed(&e);
                 Err(e)
             }
         }
@@ -90,6 +134,9 @@ impl Queryable for Tracking<'_> {
         expr: &crate::promql::Expr,
         t: i64,
     ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+        if let Some(e) = self.tripped() {
+            return Some(Err(e));
+        }
         let started = Instant::now();
         let res = self.inner.pushdown(expr, t)?;
         self.micros.fetch_add(
@@ -100,11 +147,7 @@ impl Queryable for Tracking<'_> {
             Ok(_) => {
                 self.ok_calls.fetch_add(1, Ordering::Relaxed);
             }
-            Err(e) => {
-                if let Ok(mut errs) = self.errors.lock() {
-                    errs.push((failing_source(e), e.to_string()));
-                }
-            }
+            Err(e) => self.failed(e),
         }
         Some(res)
     }
@@ -297,13 +340,14 @@ impl Evaluation {
             base: &*setup.source,
             published: &self.published,
         };
-        let tracking = Tracking {
-            inner: &view,
-            errors: Mutex::new(Vec::new()),
-            ok_calls: AtomicU64::new(0),
-            micros: AtomicU64::new(0),
-        };
         let requests_before = setup.source.requests();
+        let one_source = requests_before
+            .iter()
+            .map(|(n, _, _)| n)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            <= 1;
+        let tracking = Tracking::new(&view, one_source);
         let mut outcome = runner
             .group
             .eval(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs);
@@ -404,6 +448,9 @@ impl Evaluation {
         if let Ok(mut st) = to.state.lock() {
             if let Err(e) = st.save_group(&runner.key, &saved) {
                 tracing::error!("saving alert state of {}: {e}", runner.key);
+                if let Ok(mut m) = to.metrics.lock() {
+                    m.state_failed(ts, "saving alert state", &e);
+                }
             }
         }
 
@@ -474,6 +521,7 @@ impl Evaluation {
         sources: &Mutex<BTreeMap<String, SourceHealth>>,
         delivery_failing: bool,
         dead_letters: Option<BTreeMap<String, String>>,
+        state_failing: Option<String>,
     ) -> Vec<Condition> {
         let (no_sources, no_failures) = (BTreeMap::new(), BTreeMap::new());
         let sources = sources.lock();
@@ -485,6 +533,7 @@ impl Evaluation {
                 rule_failures: rule_failures.as_deref().unwrap_or(&no_failures),
                 delivery_failing,
                 dead_letters,
+                state_failing,
             },
         )
     }

@@ -10,7 +10,8 @@
 //! * `delivery`: the notifier, the outbox, retries and dead letters;
 //! * `silences`: the silences, saved before they apply;
 //! * `restore`: the state rebuilt from SQLite at start;
-//! * `clock` and `snapshot`: where time comes from, and the copies readers get.
+//! * `clock` and `snapshot`: where time comes from (and its steps, which the notifier's
+//!   timers follow), and the copies readers get.
 //!
 //! Time comes from a [`Clock`]: [`SystemClock`] for `watchfire run`, [`SimClock`] for tests,
 //! which drive [`Service::run_due`] step by step.
@@ -137,6 +138,7 @@ pub struct Service {
     ingested: IngestQueue,
     delivery: Delivery,
     silence_book: SilenceBook,
+    steps: clock::StepWatch,
 }
 
 impl Service {
@@ -162,6 +164,7 @@ impl Service {
             ingested: IngestQueue::default(),
             delivery: Delivery::new(restored.notifier),
             silence_book: SilenceBook::new(restored.silences),
+            steps: clock::StepWatch::default(),
         };
         svc.evaluation.install(restored.runners, &svc.snapshots);
         svc
@@ -199,6 +202,20 @@ impl Service {
     /// while the notifier is held, so they enter it in arrival order.
     fn hub(&self) -> Option<MutexGuard<'_, Option<Notifier>>> {
         let mut hub = self.delivery.lock()?;
+        // Looked at with the notifier held, so that no timer runs between a step and its
+        // correction.
+        if let Some((from, to)) = self.steps.observe(&*self.clock) {
+            tracing::warn!(
+                "the wall clock stepped by {:+} s: notification timers and alert validity moved with it",
+                (to - from) / 1000
+            );
+            if let Ok(mut m) = self.metrics.lock() {
+                m.clock_steps += 1;
+            }
+            if let Some(n) = hub.as_mut() {
+                n.clock_stepped(ms_to_time(from), ms_to_time(to));
+            }
+        }
         while let Some((alerts, at)) = self.ingested.pop() {
             if let Some(n) = hub.as_mut() {
                 n.put_fingerprinted(alerts, ms_to_time(at));
@@ -233,15 +250,28 @@ impl Service {
     /// Built-in alerts and notification timers at `now`; notifications go to the outbox.
     fn after_eval(&self, now: i64) {
         let Some(setup) = self.current_setup() else { return };
-        let delivery_failing = self
+        // A failed state write pages while one happened in the last two intervals (at least
+        // a minute): writes happen every evaluation, so it resolves soon after they succeed.
+        let state_window = 2 * setup.interval_ms.max(30_000);
+        let (delivery_failing, state_failing) = self
             .metrics
             .lock()
-            .map(|m| m.delivery_failures_in_a_row >= 2)
-            .unwrap_or(false);
-        let dead_letters = delivery::dead_letter_condition(&self.state, now);
-        let conds = self
-            .evaluation
-            .builtin_conditions(&setup, &self.sources, delivery_failing, dead_letters);
+            .map(|m| {
+                (
+                    m.delivery_failures_in_a_row >= 2,
+                    m.state_unusable.clone().or_else(|| {
+                        m.state_last_error
+                            .as_ref()
+                            .filter(|(at, _)| now - at < state_window)
+                            .map(|(_, e)| e.clone())
+                    }),
+                )
+            })
+            .unwrap_or((false, None));
+        let dead_letters = delivery::dead_letter_condition(&self.state, &self.metrics, now);
+        let conds =
+            self.evaluation
+                .builtin_conditions(&setup, &self.sources, delivery_failing, dead_letters, state_failing);
         // The notifier is held while the built-ins change, so concurrent rounds hand them over
         // in the order they saw them.
         let Some(mut hub) = self.hub() else { return };
@@ -262,7 +292,8 @@ impl Service {
     fn advance_notifier(&self, n: &mut Notifier, now: i64) {
         let setup = self.current_setup();
         let owners = setup.as_ref().and_then(|s| s.owners.as_ref());
-        delivery::advance_notifier(n, &self.state, owners, now);
+        self.delivery
+            .advance_notifier(n, &self.state, &self.metrics, owners, now);
     }
 
     /// The built-in alerts active now.

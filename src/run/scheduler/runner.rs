@@ -15,6 +15,10 @@ pub(super) struct GroupRunner {
     pub(super) outputs: Store,
     /// The next slot to evaluate (ms); `None` before the first.
     pub(super) next_ts: Option<i64>,
+    /// How far the group's time runs ahead of a wall clock that stepped back (ms).
+    lag_ms: i64,
+    /// The wall time of the last [`GroupRunner::due`].
+    last_wall_ms: Option<i64>,
     pub(super) iterations: u64,
     pub(super) iterations_missed: u64,
     pub(super) last_duration_s: f64,
@@ -28,6 +32,8 @@ impl GroupRunner {
             key,
             outputs: Store::new(),
             next_ts: None,
+            lag_ms: 0,
+            last_wall_ms: None,
             iterations: 0,
             iterations_missed: 0,
             last_duration_s: 0.0,
@@ -36,20 +42,45 @@ impl GroupRunner {
 
     /// The slot to evaluate at `now`, or the time to wait for: `Ok(ts)` when due (counting
     /// skipped slots as missed), `Err(next)` when not yet.
+    ///
+    /// Evaluation time never goes back. After the wall clock stepped back, the group keeps its
+    /// slots and its time runs ahead of the wall clock by `lag_ms`, which shrinks by a quarter
+    /// of the wall time passing (the group evaluates at 3/4 pace) until the two meet. Going back
+    /// with the wall clock would read the source as of the step ago (an incident younger than
+    /// the step would vanish and resolve), and waiting for the next slot would stall the group
+    /// (and the re-sends that keep its alerts valid downstream) for the length of the step.
     pub(super) fn due(&mut self, now: i64) -> Result<i64, i64> {
         let interval = self.group.interval_ms().max(1);
+        if let Some(last) = self.last_wall_ms {
+            if now > last && self.lag_ms > 0 {
+                self.lag_ms = (self.lag_ms - (now - last) / 4).max(0);
+            }
+        }
+        self.last_wall_ms = Some(now);
+        let mut t = now.saturating_add(self.lag_ms);
         let next = *self.next_ts.get_or_insert_with(|| {
-            let t = self.group.eval_timestamp(now);
-            if t == now {
-                t
+            let s = self.group.eval_timestamp(t);
+            if s == t {
+                s
             } else {
-                t + interval
+                s + interval
             }
         });
-        if next > now {
-            return Err(next);
+        // The next slot is never more than one interval away unless the wall clock stepped back.
+        if next - t > interval {
+            let step = next - interval - t;
+            tracing::warn!(
+                group = %self.key,
+                "the wall clock went back {} s: the group keeps its slots and catches up at 3/4 pace",
+                step / 1000
+            );
+            self.lag_ms += step;
+            t += step;
         }
-        let missed = (now - next) / interval;
+        if next > t {
+            return Err(next - self.lag_ms);
+        }
+        let missed = (t - next) / interval;
         self.iterations_missed += missed as u64;
         let ts = next + missed * interval;
         self.next_ts = Some(ts + interval);
@@ -77,6 +108,8 @@ impl GroupRunner {
         }
         self.outputs = trim_store(&old.outputs, i64::MIN);
         self.next_ts = old.next_ts;
+        self.lag_ms = old.lag_ms;
+        self.last_wall_ms = old.last_wall_ms;
     }
 
     pub(super) fn snapshot(&self) -> GroupSnapshot {
@@ -175,5 +208,36 @@ mod tests {
         assert_eq!(r.due(first + 3 * 60_000 + 30_000), Ok(first + 3 * 60_000));
         assert_eq!(r.iterations_missed, 2);
         assert_eq!(r.due(first + 3 * 60_000 + 30_001), Err(first + 4 * 60_000));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_keeps_the_slots_and_catches_up() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let start = 100 * 60_000;
+        let first = match r.due(start) {
+            Err(next) => next,
+            Ok(ts) => ts,
+        };
+        assert_eq!(r.due(first), Ok(first));
+        // Ten minutes back: the group waits one interval, not ten, and its next slot is the
+        // one after `first` (evaluation time never goes back).
+        let back = first + 1_000 - 10 * 60_000;
+        assert_eq!(r.due(back), Err(back + 60_000));
+        // At 3/4 pace: the slot is due 80 s of wall time later.
+        assert!(r.due(back + 60_000).is_err());
+        assert_eq!(r.due(back + 80_000), Ok(first + 60_000));
+        assert_eq!(r.iterations_missed, 0);
+        // The lag shrinks until the group is back on the wall clock.
+        let mut wall = back + 80_000;
+        let mut last = first + 60_000;
+        while r.lag_ms > 0 {
+            wall += 1_000;
+            if let Ok(ts) = r.due(wall) {
+                assert!(ts > last, "evaluation time never goes back");
+                last = ts;
+            }
+        }
+        assert!(wall < back + 50 * 60_000, "caught up within four steps' time");
+        assert_eq!(r.due(last + 60_000 + 1), Ok(last + 60_000));
     }
 }

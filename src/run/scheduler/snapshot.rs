@@ -35,6 +35,24 @@ pub struct Metrics {
     pub notifications_dead_lettered: u64,
     /// Seconds from entering the outbox to delivery.
     pub delivery_latency: LatencyHistogram,
+    /// Failed writes to the state database (disk full, read-only, I/O errors).
+    pub state_write_errors: u64,
+    /// The last failed write: when (ms) and the error; `WatchfireStateFailing` reads it.
+    pub state_last_error: Option<(i64, String)>,
+    /// Notifications the outbox could not store, waiting in memory (delivered all the same).
+    pub outbox_unstored: u64,
+    /// Steps of the wall clock noticed.
+    pub clock_steps: u64,
+    /// Why the state directory could not be opened at start (the state lives in memory).
+    pub state_unusable: Option<String>,
+}
+
+impl Metrics {
+    /// Records a failed write to the state database at `now`.
+    pub(crate) fn state_failed(&mut self, now: i64, what: &str, e: &dyn std::fmt::Display) {
+        self.state_write_errors += 1;
+        self.state_last_error = Some((now, format!("{what}: {e}")));
+    }
 }
 
 /// A Prometheus histogram of delivery latencies.

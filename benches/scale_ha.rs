@@ -1,0 +1,1045 @@
+//! The scale benchmark of issue 19: 10,000 rules (the shipped policy and kubernetes-mixin per
+//! EKS cluster) over a Prometheus 2.42 scraping 500,000 series, evaluated in one run by
+//! Prometheus' own rule manager, by watchfire as 4 shards x 2 replicas, and by vmalert.
+//!
+//! `cargo bench --bench scale_ha` (see benches/README.md for the knobs and what is measured).
+//! The workload (exporter, rule files, processes) is `common::scale`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod common;
+
+use anyhow::{bail, Context, Result};
+use common::scale::{
+    self, alerts_of, percentile, rules_of, scrape, sum_of, Exporter, Prometheus, Recorder, Replica, ReplicaConfig,
+    RuleSet, Sample, Vmalert, WorkloadOptions,
+};
+use common::{env_nonempty, rss_mib, run_cmd};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("scale_ha: watchfire failed rules that Prometheus evaluates (see above)");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("scale_ha: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------ settings
+
+struct Config {
+    manifest: PathBuf,
+    mixin: PathBuf,
+    dir: PathBuf,
+    series: usize,
+    rules: usize,
+    intervals: usize,
+    interval_s: u64,
+    scrape_s: u64,
+    shards: usize,
+    replicas: usize,
+    phases: String,
+    quick: bool,
+}
+
+fn env_num<T: std::str::FromStr>(k: &str, default: T) -> Result<T>
+where
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    match env_nonempty(k) {
+        Some(s) => s.trim().replace('_', "").parse().with_context(|| k.to_string()),
+        None => Ok(default),
+    }
+}
+
+fn config() -> Result<Config> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let quick =
+        std::env::args().any(|a| a == "--quick") || env_nonempty("WATCHFIRE_SCALE_QUICK").is_some_and(|v| v != "0");
+    let dir = match env_nonempty("WATCHFIRE_BENCH_DIR") {
+        Some(d) => std::env::current_dir()?.join(d),
+        None => manifest.join("target/bench-data"),
+    }
+    .join("scale");
+    let mixin = match env_nonempty("WATCHFIRE_SCALE_MIXIN") {
+        Some(d) => PathBuf::from(d),
+        None => manifest.join("../shared/conformance/promtool/kubernetes-mixin"),
+    };
+    let c = Config {
+        manifest,
+        mixin,
+        dir,
+        series: env_num("WATCHFIRE_SCALE_SERIES", if quick { 50_000 } else { 500_000 })?,
+        rules: env_num("WATCHFIRE_SCALE_RULES", if quick { 1_000 } else { 10_000 })?,
+        intervals: env_num("WATCHFIRE_SCALE_INTERVALS", if quick { 2 } else { 5 })?,
+        interval_s: env_num("WATCHFIRE_SCALE_INTERVAL_S", if quick { 30 } else { 60 })?,
+        scrape_s: env_num("WATCHFIRE_SCALE_SCRAPE_S", 30)?,
+        shards: env_num("WATCHFIRE_SCALE_SHARDS", 4)?,
+        replicas: env_num("WATCHFIRE_SCALE_REPLICAS", 2)?,
+        phases: env_nonempty("WATCHFIRE_SCALE_PHASES").unwrap_or_else(|| "pwv".into()),
+        quick,
+    };
+    if c.series == 0 || c.rules == 0 || c.intervals == 0 || c.interval_s == 0 || c.shards == 0 || c.replicas == 0 {
+        bail!("WATCHFIRE_SCALE_{{SERIES,RULES,INTERVALS,INTERVAL_S,SHARDS,REPLICAS}} must be > 0");
+    }
+    if !c.mixin.join("prometheus_rules.yaml").is_file() {
+        bail!(
+            "kubernetes-mixin's rules not found in {} (WATCHFIRE_SCALE_MIXIN)",
+            c.mixin.display()
+        );
+    }
+    Ok(c)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+// ------------------------------------------------------------------------------------ measuring
+
+/// How an evaluator exposes each group's evaluations on its /metrics.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `prometheus_rule_group_last_evaluation_timestamp_seconds` changes at each evaluation,
+    /// `prometheus_rule_group_last_duration_seconds` is its duration.
+    Prometheus,
+    /// `watchfire_rule_group_duration_seconds_count` counts evaluations,
+    /// `watchfire_rule_group_last_duration_seconds` is the last one's duration.
+    Watchfire,
+    /// `vmalert_iteration_duration_seconds_{count,sum}`: the duration of the evaluations since
+    /// the last reading is the increase of the sum over the increase of the count.
+    Vmalert,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Prometheus => "Prometheus",
+            Kind::Watchfire => "watchfire",
+            Kind::Vmalert => "vmalert",
+        }
+    }
+
+    /// Per group: (evaluation marker, duration or cumulative seconds), and the counters
+    /// (missed iterations, failed rule evaluations).
+    fn read(self, m: &[Sample]) -> (BTreeMap<String, (f64, f64)>, f64, f64) {
+        let (marker, value, group_label, missed, failures): (&str, &str, &str, &str, &[&str]) = match self {
+            Kind::Prometheus => (
+                "prometheus_rule_group_last_evaluation_timestamp_seconds",
+                "prometheus_rule_group_last_duration_seconds",
+                "rule_group",
+                "prometheus_rule_group_iterations_missed_total",
+                &["prometheus_rule_evaluation_failures_total"],
+            ),
+            Kind::Watchfire => (
+                "watchfire_rule_group_duration_seconds_count",
+                "watchfire_rule_group_last_duration_seconds",
+                "rule_group",
+                "watchfire_rule_group_iterations_missed_total",
+                &["watchfire_rule_evaluation_failures_total"],
+            ),
+            Kind::Vmalert => (
+                "vmalert_iteration_duration_seconds_count",
+                "vmalert_iteration_duration_seconds_sum",
+                "group",
+                "vmalert_iteration_missed_total",
+                &["vmalert_execution_errors_total"],
+            ),
+        };
+        let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for s in m {
+            let Some(g) = s.labels.get(group_label) else { continue };
+            // Prometheus and watchfire write `file;name`; names are unique over the files here.
+            let g = g.rsplit_once(';').map_or(g.as_str(), |(_, n)| n).to_string();
+            if s.name == marker {
+                out.entry(g).or_default().0 = s.value;
+            } else if s.name == value {
+                out.entry(g).or_default().1 = s.value;
+            }
+        }
+        let missed = sum_of(m, missed, |_| true);
+        let failures = failures.iter().map(|f| sum_of(m, f, |_| true)).sum();
+        (out, missed, failures)
+    }
+}
+
+/// One evaluator process being measured.
+struct Watched {
+    label: String,
+    port: u16,
+    pid: u32,
+    kind: Kind,
+    last: BTreeMap<String, (f64, f64)>,
+    /// Per group, the duration (s) of each evaluation in the window.
+    per_group: BTreeMap<String, Vec<f64>>,
+    missed: (f64, f64),
+    failures: (f64, f64),
+    /// Source queries (watchfire's `watchfire_source_query_seconds_count`) at the window's ends.
+    queries: (f64, f64),
+    rss_max_mib: f64,
+    hwm_mib: f64,
+}
+
+impl Watched {
+    fn new(label: String, port: u16, pid: u32, kind: Kind) -> Self {
+        Watched {
+            label,
+            port,
+            pid,
+            kind,
+            last: BTreeMap::new(),
+            per_group: BTreeMap::new(),
+            missed: (0.0, 0.0),
+            failures: (0.0, 0.0),
+            queries: (0.0, 0.0),
+            rss_max_mib: 0.0,
+            hwm_mib: 0.0,
+        }
+    }
+
+    fn poll(&mut self, record: bool) -> Result<()> {
+        let m = scrape(self.port).with_context(|| format!("reading {}'s /metrics", self.label))?;
+        let (now, missed, failures) = self.kind.read(&m);
+        let queries = sum_of(&m, "watchfire_source_query_seconds_count", |_| true);
+        for (g, &(mark, v)) in &now {
+            let Some(&(pmark, pv)) = self.last.get(g) else { continue };
+            if mark == pmark || mark <= 0.0 {
+                continue;
+            }
+            let d = match self.kind {
+                Kind::Vmalert => (v - pv) / (mark - pmark),
+                _ => v,
+            };
+            if record {
+                self.per_group.entry(g.clone()).or_default().push(d);
+            }
+        }
+        for g in now.keys() {
+            if record {
+                self.per_group.entry(g.clone()).or_default();
+            }
+        }
+        self.last = now;
+        if record {
+            self.missed.1 = missed;
+            self.failures.1 = failures;
+            self.queries.1 = queries;
+        } else {
+            self.missed = (missed, missed);
+            self.failures = (failures, failures);
+            self.queries = (queries, queries);
+        }
+        if self.pid != 0 {
+            let (rss, hwm) = rss_mib(self.pid);
+            if rss.is_finite() {
+                self.rss_max_mib = self.rss_max_mib.max(rss);
+                self.hwm_mib = hwm;
+            }
+        }
+        Ok(())
+    }
+
+    /// Groups evaluated at least once.
+    fn evaluated(&self) -> usize {
+        self.last.values().filter(|(m, _)| *m > 0.0).count()
+    }
+
+    /// Per-interval cycles over `groups` (None: all): the k-th evaluation of each group, summed.
+    fn cycles(&self, groups: Option<&BTreeSet<String>>) -> Vec<f64> {
+        let sel: Vec<&Vec<f64>> = self
+            .per_group
+            .iter()
+            .filter(|(g, _)| groups.is_none_or(|s| s.contains(*g)))
+            .map(|(_, v)| v)
+            .collect();
+        let n = sel.iter().map(|v| v.len()).min().unwrap_or(0);
+        (0..n).map(|k| sel.iter().map(|v| v[k]).sum()).collect()
+    }
+
+    fn group_durations(&self) -> Vec<f64> {
+        self.per_group.values().flatten().copied().collect()
+    }
+}
+
+/// Polls every watched process: first until each evaluated all its groups once (warm-up), then
+/// for `intervals` intervals.
+fn measure(
+    cfg: &Config,
+    what: &str,
+    watched: &mut [Watched],
+    groups: &[usize],
+    alive: &mut dyn FnMut() -> Result<()>,
+) -> Result<f64> {
+    let interval = Duration::from_secs(cfg.interval_s);
+    let poll = Duration::from_secs(3);
+    let t0 = Instant::now();
+    loop {
+        alive()?;
+        for w in watched.iter_mut() {
+            w.poll(false)?;
+        }
+        let done = watched.iter().zip(groups).all(|(w, &g)| w.evaluated() >= g);
+        if done {
+            break;
+        }
+        if t0.elapsed() > 3 * interval + Duration::from_secs(300) {
+            let got: Vec<String> = watched
+                .iter()
+                .zip(groups)
+                .map(|(w, g)| format!("{} {}/{g}", w.label, w.evaluated()))
+                .collect();
+            bail!(
+                "{what}: not every group evaluated after {:?}: {}",
+                t0.elapsed(),
+                got.join(", ")
+            );
+        }
+        std::thread::sleep(poll);
+    }
+    eprintln!(
+        "[{what}] warm-up done after {:.0} s; measuring {} intervals of {} s",
+        t0.elapsed().as_secs_f64(),
+        cfg.intervals,
+        cfg.interval_s
+    );
+    let w0 = Instant::now();
+    let window = interval * cfg.intervals as u32;
+    while w0.elapsed() < window {
+        std::thread::sleep(poll.min(window.saturating_sub(w0.elapsed())));
+        alive()?;
+        for w in watched.iter_mut() {
+            w.poll(true)?;
+        }
+    }
+    Ok(w0.elapsed().as_secs_f64())
+}
+
+/// Samples and queries Prometheus' engine logged between two times (its query log).
+fn query_log(path: &Path, from_ms: i64, to_ms: i64) -> (f64, f64) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let (mut queries, mut samples) = (0.0, 0.0);
+    for line in text.lines() {
+        let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let ts = j["ts"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map_or(0, |t| t.timestamp_millis());
+        if ts < from_ms || ts > to_ms {
+            continue;
+        }
+        queries += 1.0;
+        samples += j["stats"]["samples"]["totalQueryableSamples"].as_f64().unwrap_or(0.0);
+    }
+    (queries, samples)
+}
+
+/// What one phase measured.
+struct Phase {
+    name: &'static str,
+    watched: Vec<Watched>,
+    window_s: f64,
+    /// Queries and samples Prometheus' engine ran per interval (all of this phase's evaluators).
+    engine_queries: f64,
+    engine_samples: f64,
+    /// Per watched process: HTTP queries per interval (watchfire's own count of source calls).
+    source_queries: Vec<f64>,
+    /// Rules not `ok` (group/rule -> error) per watched process.
+    unhealthy: Vec<BTreeMap<String, String>>,
+    /// Groups per watched process.
+    groups: Vec<BTreeSet<String>>,
+    rules: Vec<usize>,
+    /// Active alerts: (alertname, cluster) -> state.
+    alerts: BTreeMap<(String, String), String>,
+    deliveries: usize,
+}
+
+fn health(port: u16, path: &str) -> Result<(BTreeSet<String>, usize, BTreeMap<String, String>)> {
+    let r = rules_of(port, path)?;
+    Ok((r.groups, r.rules, r.unhealthy.into_iter().collect()))
+}
+
+fn alert_map(port: u16, path: &str) -> BTreeMap<(String, String), String> {
+    alerts_of(port, path)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(n, c, s)| ((n, c), s))
+        .collect()
+}
+
+fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Result<Phase> {
+    let log = cfg.dir.join("queries-p.jsonl");
+    let _ = std::fs::remove_file(&log);
+    prom.configure(Some(&rules.glob), Some(&log))?;
+    let (groups, nrules, _) = health(prom.port, "/api/v1/rules")?;
+    eprintln!("[P] Prometheus loaded {} groups, {nrules} rules", groups.len());
+    let mut watched = vec![Watched::new(
+        "prometheus".into(),
+        prom.port,
+        prom.guard.pid(),
+        Kind::Prometheus,
+    )];
+    let from = now_ms();
+    let mut t_start = 0;
+    let guard = &mut prom.guard;
+    let window_s = measure(cfg, "P", &mut watched, &[groups.len()], &mut || {
+        if t_start == 0 {
+            t_start = now_ms();
+        }
+        match guard.exited() {
+            Some(st) => bail!("prometheus exited: {st}"),
+            None => Ok(()),
+        }
+    })?;
+    let to = now_ms();
+    let from = from.max(to - (window_s * 1000.0) as i64);
+    let (groups, nrules, unhealthy) = health(prom.port, "/api/v1/rules")?;
+    let alerts = alert_map(prom.port, "/api/v1/alerts");
+    prom.configure(None, None)?;
+    let (q, s) = query_log(&log, from, to);
+    let n = cfg.intervals as f64;
+    Ok(Phase {
+        name: "P",
+        watched,
+        window_s,
+        engine_queries: q / n,
+        engine_samples: s / n,
+        source_queries: vec![f64::NAN],
+        unhealthy: vec![unhealthy],
+        groups: vec![groups],
+        rules: vec![nrules],
+        alerts,
+        deliveries: 0,
+    })
+}
+
+fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder: &Recorder) -> Result<Phase> {
+    let log = cfg.dir.join("queries-w.jsonl");
+    let _ = std::fs::remove_file(&log);
+    prom.configure(None, Some(&log))?;
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_watchfire"));
+    let rc = ReplicaConfig {
+        bin,
+        source_url: prom.url(),
+        rules_glob: rules.glob.clone(),
+        interval: format!("{}s", cfg.interval_s),
+        webhook_url: recorder.url("/hook"),
+        source_timeout: format!("{}s", cfg.interval_s),
+        log_filter: "warn".into(),
+    };
+    let wdir = cfg.dir.join("watchfire");
+    if wdir.exists() {
+        std::fs::remove_dir_all(&wdir)?;
+    }
+    let mut replicas = Vec::new();
+    for shard in 0..cfg.shards {
+        for r in 0..cfg.replicas {
+            replicas.push(Replica::start(
+                &rc,
+                &wdir.join(format!("shard{shard}-r{r}")),
+                shard,
+                cfg.shards,
+                r,
+            )?);
+        }
+    }
+    for r in replicas.iter_mut() {
+        let took = r.wait_ready(Duration::from_secs(600))?;
+        eprintln!(
+            "[W] shard {}/{} replica {} ready on :{} after {:.1} s",
+            r.shard,
+            r.total,
+            r.replica,
+            r.port,
+            took.as_secs_f64()
+        );
+    }
+    let mut groups = Vec::new();
+    let mut watched = Vec::new();
+    for r in &replicas {
+        let (g, _, _) = health(r.port, "/api/v1/rules")?;
+        groups.push(g.len());
+        watched.push(Watched::new(
+            format!("shard {} r{}", r.shard, r.replica),
+            r.port,
+            r.pid(),
+            Kind::Watchfire,
+        ));
+    }
+    let delivered0 = recorder.count();
+    let from = now_ms();
+    let window_s = {
+        let reps = &mut replicas;
+        measure(cfg, "W", &mut watched, &groups, &mut || {
+            for r in reps.iter_mut() {
+                if let Some(st) = r.guard.exited() {
+                    bail!(
+                        "watchfire shard {} replica {} exited: {st}:\n{}",
+                        r.shard,
+                        r.replica,
+                        common::tail(&r.log, 20)
+                    );
+                }
+            }
+            Ok(())
+        })?
+    };
+    let to = now_ms();
+    let from = from.max(to - (window_s * 1000.0) as i64);
+    let n = cfg.intervals as f64;
+    let mut source_queries = Vec::new();
+    let mut unhealthy = Vec::new();
+    let mut gsets = Vec::new();
+    let mut nrules = Vec::new();
+    let mut alerts = BTreeMap::new();
+    for (w, r) in watched.iter().zip(&replicas) {
+        source_queries.push((w.queries.1 - w.queries.0) / n);
+        let (g, nr, u) = health(r.port, "/api/v1/rules")?;
+        gsets.push(g);
+        nrules.push(nr);
+        unhealthy.push(u);
+        if r.replica == 0 {
+            alerts.extend(alert_map(r.port, "/api/v1/alerts"));
+        }
+    }
+    let deliveries = recorder.count() - delivered0;
+    for r in replicas.iter_mut() {
+        r.guard.stop();
+    }
+    let (q, s) = query_log(&log, from, to);
+    prom.configure(None, None)?;
+    Ok(Phase {
+        name: "W",
+        watched,
+        window_s,
+        engine_queries: q / n,
+        engine_samples: s / n,
+        source_queries,
+        unhealthy,
+        groups: gsets,
+        rules: nrules,
+        alerts,
+        deliveries,
+    })
+}
+
+fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder: &Recorder) -> Result<Phase> {
+    let log = cfg.dir.join("queries-v.jsonl");
+    let _ = std::fs::remove_file(&log);
+    prom.configure(None, Some(&log))?;
+    let mut vm = Vmalert::start(
+        &cfg.dir.join("vmalert"),
+        &rules.glob,
+        &prom.url(),
+        &recorder.url(""),
+        &format!("{}s", cfg.interval_s),
+    )?;
+    let (groups, _, _) = health(vm.port, "/api/v1/rules")?;
+    let mut watched = vec![Watched::new("vmalert".into(), vm.port, vm.guard.pid(), Kind::Vmalert)];
+    let from = now_ms();
+    let guard = &mut vm.guard;
+    let vlog = vm.log.clone();
+    let window_s = measure(cfg, "V", &mut watched, &[groups.len()], &mut || match guard.exited() {
+        Some(st) => bail!("vmalert exited: {st}:\n{}", common::tail(&vlog, 20)),
+        None => Ok(()),
+    })?;
+    let to = now_ms();
+    let from = from.max(to - (window_s * 1000.0) as i64);
+    let (groups, nrules, unhealthy) = health(vm.port, "/api/v1/rules")?;
+    let alerts = alert_map(vm.port, "/api/v1/alerts");
+    vm.guard.stop();
+    let (q, s) = query_log(&log, from, to);
+    prom.configure(None, None)?;
+    let n = cfg.intervals as f64;
+    Ok(Phase {
+        name: "V",
+        watched,
+        window_s,
+        engine_queries: q / n,
+        engine_samples: s / n,
+        source_queries: vec![q / n],
+        unhealthy: vec![unhealthy],
+        groups: vec![groups],
+        rules: vec![nrules],
+        alerts,
+        deliveries: 0,
+    })
+}
+
+// ------------------------------------------------------------------------------------ the run
+
+fn run() -> Result<bool> {
+    let cfg = config()?;
+    std::fs::create_dir_all(&cfg.dir).with_context(|| format!("creating {}", cfg.dir.display()))?;
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let per_cluster = scale::rules_per_cluster(&cfg.manifest, &cfg.mixin)?;
+    let clusters = scale::clusters_for(cfg.rules, per_cluster);
+    eprintln!(
+        "[bench] {}{} series, {} rules ({per_cluster} a cluster: {clusters} clusters), {} x {} s intervals, {} shards x {} replicas, phases {}, {cpus} CPUs, dir {}",
+        if cfg.quick { "quick: " } else { "" },
+        cfg.series,
+        cfg.rules,
+        cfg.intervals,
+        cfg.interval_s,
+        cfg.shards,
+        cfg.replicas,
+        cfg.phases,
+        cfg.dir.display()
+    );
+
+    // ---- the workload
+    let exporter = Exporter::start(&WorkloadOptions::new(clusters, cfg.series))?;
+    let names = exporter.clusters();
+    let mut render = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        bytes = exporter.render(None).len();
+        render.push(t0.elapsed().as_secs_f64());
+    }
+    let one = {
+        let t0 = Instant::now();
+        let b = exporter.render(Some(&names[0])).len();
+        (t0.elapsed().as_secs_f64(), b)
+    };
+    let rules = scale::write_rules(
+        &cfg.dir.join("rules"),
+        &cfg.manifest,
+        &cfg.mixin,
+        &names,
+        cfg.rules,
+        &format!("{}s", cfg.interval_s),
+    )?;
+    let promtool = run_cmd(
+        "promtool check rules",
+        Command::new("promtool")
+            .arg("check")
+            .arg("rules")
+            .args(&rules.files)
+            .stdout(Stdio::null()),
+    )?;
+    let recorder = Recorder::start()?;
+    let mut prom = Prometheus::start(
+        &cfg.dir.join("prometheus"),
+        exporter.port(),
+        &names,
+        &format!("{}s", cfg.scrape_s),
+        &format!("{}s", cfg.interval_s),
+    )?;
+    let took = prom.wait_scraped(Duration::from_secs(600))?;
+    eprintln!(
+        "[prometheus] all {} targets up after {:.0} s",
+        names.len(),
+        took.as_secs_f64()
+    );
+    // Two scrapes of history before the first evaluation, so that rates have two samples.
+    std::thread::sleep(Duration::from_secs(cfg.scrape_s * 2));
+
+    let mut phases = Vec::new();
+    for p in cfg.phases.chars() {
+        let phase = match p {
+            'p' => phase_prometheus(&cfg, &mut prom, &rules)?,
+            'w' => phase_watchfire(&cfg, &mut prom, &rules, &recorder)?,
+            'v' => phase_vmalert(&cfg, &mut prom, &rules, &recorder)?,
+            _ => bail!("WATCHFIRE_SCALE_PHASES: {p:?} is not one of p, w, v"),
+        };
+        phases.push(phase);
+    }
+    let (scrapes, served, mean_render) = exporter.stats();
+    let prom_rss = rss_mib(prom.guard.pid());
+    let head_series = scrape(prom.port)
+        .map(|m| sum_of(&m, "prometheus_tsdb_head_series", |_| true))
+        .unwrap_or(f64::NAN);
+    prom.guard.stop();
+
+    // ------------------------------------------------------------------------------- report
+    let ms = |v: f64| format!("{:.0}", v * 1000.0);
+    println!();
+    println!(
+        "workload: {} clusters x ({} GPU nodes + {} CPU nodes) = {} series from the exporter ({} targets, one per cluster, honor_labels, scraped every {} s); Prometheus head {:.0} series",
+        names.len(),
+        exporter.size.gpu_nodes,
+        exporter.size.cpu_nodes,
+        exporter.series(),
+        names.len(),
+        cfg.scrape_s,
+        head_series
+    );
+    println!(
+        "  why this size: the issue's floor (500,000, WATCHFIRE_SCALE_SERIES); Prometheus, 8 watchfire replicas and the exporter share {cpus} cores and {:.0} GiB here with other work, and Prometheus' head at this size already takes {:.0} MiB",
+        sys_mem_gib(),
+        prom_rss.1
+    );
+    println!(
+        "  exposition: {:.1} MB rendered in {} ms (min of 3; one cluster {:.1} MB in {} ms); {} scrapes served, {:.0} MB, mean {} ms each; series built in {:.1} s",
+        bytes as f64 / 1e6,
+        ms(render.iter().copied().fold(f64::INFINITY, f64::min)),
+        one.1 as f64 / 1e6,
+        ms(one.0),
+        scrapes,
+        served as f64 / 1e6,
+        ms(mean_render.as_secs_f64()),
+        exporter.build_time.as_secs_f64()
+    );
+    println!(
+        "  incidents on: {}",
+        exporter
+            .incidents()
+            .iter()
+            .map(|i| i.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "rules: {} ({} alerting, {} recording) in {} groups over {} clusters ({} policy + {} kubernetes-mixin a cluster, `cluster=\"...\"` on every selector and output), every group at {} s; promtool check rules: OK in {} ms",
+        rules.rules(),
+        rules.alerting,
+        rules.recording,
+        rules.groups,
+        rules.clusters,
+        rules.per_cluster.0,
+        rules.per_cluster.1,
+        cfg.interval_s,
+        ms(promtool.as_secs_f64())
+    );
+    let unread: Vec<&String> = rules
+        .reads
+        .iter()
+        .filter(|n| !rules.records.contains(*n))
+        .filter(|n| !exposes(&exporter, n))
+        .collect();
+    println!(
+        "  inputs the rules read that no exporter here writes ({}): {}",
+        unread.len(),
+        unread.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
+    );
+    println!(
+        "machine: {cpus} shared cores; the phases run one after another (only one evaluator at a time), Prometheus scrapes throughout"
+    );
+    println!(
+        "cycle (the same for every peer): the evaluation work of one interval = the sum over the evaluator's groups of one evaluation's duration (Prometheus: prometheus_rule_group_last_duration_seconds; watchfire: watchfire_rule_group_last_duration_seconds, per replica over its shard's groups; vmalert: increase of vmalert_iteration_duration_seconds_sum / _count per group); the k-th evaluation of every group makes cycle k; p50/p99 over the {} measured intervals (nearest rank: with few intervals p99 is the maximum)",
+        cfg.intervals
+    );
+    println!();
+
+    let find = |n: &str| phases.iter().find(|p| p.name == n);
+    let p = find("P");
+    let w = find("W");
+    let v = find("V");
+    let interval = cfg.interval_s as f64;
+    let mut ok = true;
+    println!(
+        "{:<26} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>16}",
+        "evaluator",
+        "groups",
+        "cyc p50",
+        "cyc p99",
+        "missed",
+        "failures",
+        "queries",
+        "samples",
+        "RSS MiB",
+        "vs Prom",
+        "targets"
+    );
+    println!(
+        "{:<26} {:>9} {:>9} {:>9} {:>7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>16}",
+        "", "", "ms", "ms", "", "", "/interval", "/interval", "peak", "p50", "p99<1/2 / <=Prom"
+    );
+    let row = |label: &str,
+               groups: usize,
+               cyc: &[f64],
+               missed: f64,
+               failures: f64,
+               queries: f64,
+               samples: f64,
+               rss: f64,
+               vs: f64,
+               target: &str| {
+        println!(
+            "{:<26} {:>9} {:>9} {:>9} {:>7.0} {:>8.0} {:>9.0} {:>10.3e} {:>8.0} {:>9} {:>16}",
+            label,
+            groups,
+            ms(percentile(cyc, 50.0)),
+            ms(percentile(cyc, 99.0)),
+            missed,
+            failures,
+            queries,
+            samples,
+            rss,
+            if vs.is_finite() { format!("{vs:.2}") } else { "-".into() },
+            target
+        );
+    };
+    let prom_w = p.map(|p| &p.watched[0]);
+    if let (Some(p), Some(pw)) = (p, prom_w) {
+        let c = pw.cycles(None);
+        row(
+            "Prometheus rule manager",
+            p.groups[0].len(),
+            &c,
+            pw.missed.1 - pw.missed.0,
+            pw.failures.1 - pw.failures.0,
+            p.engine_queries,
+            p.engine_samples,
+            pw.hwm_mib,
+            f64::NAN,
+            "",
+        );
+    }
+    if let Some(v) = v {
+        let vw = &v.watched[0];
+        let c = vw.cycles(None);
+        let vs = prom_w.map_or(f64::NAN, |pw| percentile(&c, 50.0) / percentile(&pw.cycles(None), 50.0));
+        row(
+            "vmalert 1.79.5",
+            v.groups[0].len(),
+            &c,
+            vw.missed.1 - vw.missed.0,
+            vw.failures.1 - vw.failures.0,
+            v.engine_queries,
+            v.engine_samples,
+            vw.hwm_mib,
+            vs,
+            "",
+        );
+    }
+    let mut shard_p99_ok = true;
+    let mut wf_total: Vec<f64> = Vec::new();
+    if let Some(w) = w {
+        for (i, ww) in w.watched.iter().enumerate() {
+            let c = ww.cycles(None);
+            if ww.label.ends_with("r0") {
+                if wf_total.is_empty() {
+                    wf_total = c.clone();
+                } else {
+                    for (t, x) in wf_total.iter_mut().zip(&c) {
+                        *t += x;
+                    }
+                    wf_total.truncate(c.len().min(wf_total.len()));
+                }
+            }
+            let groups: BTreeSet<String> = ww.per_group.keys().cloned().collect();
+            let vs = prom_w.map_or(f64::NAN, |pw| {
+                percentile(&c, 50.0) / percentile(&pw.cycles(Some(&groups)), 50.0)
+            });
+            let p99 = percentile(&c, 99.0);
+            // NaN (no cycle measured) counts as over.
+            let over = p99.is_nan() || p99 >= interval / 2.0 || ww.missed.1 - ww.missed.0 > 0.0;
+            shard_p99_ok &= !over;
+            let at_most_prom = vs.is_nan() || vs <= 1.0;
+            row(
+                &format!("watchfire {}", ww.label),
+                w.groups[i].len(),
+                &c,
+                ww.missed.1 - ww.missed.0,
+                ww.failures.1 - ww.failures.0,
+                w.source_queries[i],
+                w.engine_samples / w.watched.len() as f64,
+                ww.hwm_mib,
+                vs,
+                &format!(
+                    "{} / {}",
+                    if over { "MISSED" } else { "ok" },
+                    if at_most_prom { "ok" } else { "MISSED" }
+                ),
+            );
+        }
+        let vs = prom_w.map_or(f64::NAN, |pw| {
+            percentile(&wf_total, 50.0) / percentile(&pw.cycles(None), 50.0)
+        });
+        row(
+            "watchfire 4 shards (r0s)",
+            w.groups.iter().step_by(cfg.replicas).map(|g| g.len()).sum(),
+            &wf_total,
+            f64::NAN,
+            f64::NAN,
+            w.engine_queries / cfg.replicas as f64,
+            w.engine_samples / cfg.replicas as f64,
+            f64::NAN,
+            vs,
+            if vs > 1.0 { "- / MISSED" } else { "- / ok" },
+        );
+    }
+    println!();
+    println!(
+        "rules loaded and measured window: {}",
+        [p, w, v]
+            .into_iter()
+            .flatten()
+            .map(|ph| format!(
+                "{} {} rules, {:.0} s",
+                ph.watched[0].kind.name(),
+                ph.rules
+                    .iter()
+                    .step_by(if ph.name == "W" { cfg.replicas } else { 1 })
+                    .sum::<usize>(),
+                ph.window_s
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if let Some(w) = w {
+        if let Some(pw) = prom_w {
+            let pc = pw.cycles(None);
+            println!(
+                "ratios (cycle p50): watchfire (the 4 shards' first replicas summed) / Prometheus = {:.2}{}",
+                percentile(&wf_total, 50.0) / percentile(&pc, 50.0),
+                v.map_or(String::new(), |v| format!(
+                    "; watchfire / vmalert = {:.2}",
+                    percentile(&wf_total, 50.0) / percentile(&v.watched[0].cycles(None), 50.0)
+                ))
+            );
+        }
+        let pg: Vec<f64> = w.watched.iter().flat_map(|x| x.group_durations()).collect();
+        println!(
+            "watchfire per group evaluation: p50 {} ms, p99 {} ms, max {} ms over {} evaluations; webhook deliveries in the window: {}",
+            ms(percentile(&pg, 50.0)),
+            ms(percentile(&pg, 99.0)),
+            ms(percentile(&pg, 100.0)),
+            pg.len(),
+            w.deliveries
+        );
+        println!(
+            "targets: every shard's p99 cycle under half its interval ({} s) and no missed iteration: {}; watchfire's cycle at most Prometheus' for the same rules: per row above (vs Prom <= 1.00)",
+            interval / 2.0,
+            if shard_p99_ok { "met" } else { "MISSED" }
+        );
+    }
+    if let Some(pw) = prom_w {
+        let pg = pw.group_durations();
+        println!(
+            "Prometheus per group evaluation: p50 {} ms, p99 {} ms, max {} ms over {} evaluations",
+            ms(percentile(&pg, 50.0)),
+            ms(percentile(&pg, 99.0)),
+            ms(percentile(&pg, 100.0)),
+            pg.len()
+        );
+    }
+    println!(
+        "caveat: Prometheus' figure is its engine reading its own head in process; watchfire's includes each query's HTTP round trip to that same Prometheus (whose engine does part of the work: pushed-down expressions) and its SQLite writes, and both replicas of a pair query it, so Prometheus serves 2x the rules' queries in W; one run on {cpus} shared cores with other work: compare side by side, not across machines; with {} intervals the percentiles are of few samples",
+        cfg.intervals
+    );
+
+    // ---- incidents: the alerts they should make active, per evaluator
+    println!();
+    println!("incidents (on from the start) and the alerts active at the end (pending or firing):");
+    for i in exporter.incidents() {
+        let show = |ph: Option<&Phase>| -> String {
+            let Some(ph) = ph else { return "-".into() };
+            let found: Vec<String> = i
+                .alerts()
+                .iter()
+                .filter_map(|a| {
+                    ph.alerts
+                        .iter()
+                        .find(|((n, _), _)| n == a)
+                        .map(|((n, c), s)| format!("{n}{{cluster={c}}} {s}"))
+                })
+                .collect();
+            if found.is_empty() {
+                "none".into()
+            } else {
+                found.join(", ")
+            }
+        };
+        println!(
+            "  {:<24} Prometheus: {} | watchfire: {} | vmalert: {}",
+            i.name(),
+            show(p),
+            show(w),
+            show(v)
+        );
+    }
+    for ph in [p, w, v].into_iter().flatten() {
+        let firing = ph.alerts.values().filter(|s| *s == "firing").count();
+        println!(
+            "  {}: {} alerts active ({} firing)",
+            ph.watched[0].kind.name(),
+            ph.alerts.len(),
+            firing
+        );
+    }
+
+    // ---- rules watchfire fails that Prometheus evaluates
+    if let (Some(p), Some(w)) = (p, w) {
+        let prom_bad = &p.unhealthy[0];
+        let mut bad: BTreeMap<String, String> = BTreeMap::new();
+        for u in &w.unhealthy {
+            for (r, e) in u {
+                if !prom_bad.contains_key(r) {
+                    bad.insert(r.clone(), e.clone());
+                }
+            }
+        }
+        let failures: f64 = w.watched.iter().map(|x| x.failures.1 - x.failures.0).sum();
+        let prom_failures = p.watched[0].failures.1 - p.watched[0].failures.0;
+        println!();
+        println!(
+            "rules unhealthy: Prometheus {}, watchfire {} (of which Prometheus evaluates fine: {}); evaluation failures in the window: Prometheus {prom_failures:.0}, watchfire {failures:.0}",
+            prom_bad.len(),
+            w.unhealthy.iter().map(BTreeMap::len).sum::<usize>(),
+            bad.len()
+        );
+        for (r, e) in bad.iter().take(20) {
+            println!("  watchfire fails {r}: {e}");
+        }
+        for (r, e) in prom_bad.iter().take(10) {
+            println!("  Prometheus fails {r}: {e}");
+        }
+        if !bad.is_empty() || (failures > 0.0 && prom_failures == 0.0) {
+            ok = false;
+        }
+    }
+    if let Some(v) = v {
+        for (r, e) in v.unhealthy[0].iter().take(5) {
+            println!("  vmalert fails {r}: {e}");
+        }
+    }
+    Ok(ok)
+}
+
+/// Whether the exporter writes series of `name` (any cluster).
+fn exposes(exporter: &Exporter, name: &str) -> bool {
+    thread_local! {
+        static NAMES: std::cell::RefCell<Option<BTreeSet<String>>> = const { std::cell::RefCell::new(None) };
+    }
+    NAMES.with(|n| {
+        let mut n = n.borrow_mut();
+        let set = n.get_or_insert_with(|| {
+            let c = exporter.clusters();
+            let text = exporter.render(c.first().map(String::as_str));
+            String::from_utf8_lossy(&text)
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.split(['{', ' ']).next().map(String::from))
+                .collect()
+        });
+        set.contains(name)
+    })
+}
+
+fn sys_mem_gib() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0 / 1024.0)
+}

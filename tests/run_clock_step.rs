@@ -1,0 +1,140 @@
+//! `watchfire run` under libfaketime, its wall clock stepped back and forward (as an NTP step
+//! does; the monotonic clock keeps going) while an alert fires: the group keeps evaluating on
+//! its interval, and the receiver gets one page and no resolve.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// libfaketime's preload library (Debian's `faketime` package).
+fn libfaketime() -> Option<PathBuf> {
+    common::require_tool("faketime", "apt-get install faketime")?;
+    let lib = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists());
+    common::require(lib, "libfaketime.so.1", "apt-get install faketime")
+}
+
+/// The group's `lastEvaluation` values seen during `secs` seconds (each once).
+fn evaluations_during(port: u16, secs: u64) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if let Some(v) = common::get_json(port, "/api/v1/rules") {
+            if let Some(t) = v["data"]["groups"][0]["lastEvaluation"].as_str() {
+                if seen.last().map(String::as_str) != Some(t) {
+                    seen.push(t.to_string());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    seen
+}
+
+fn step_to(file: &Path, offset: &str) {
+    // Written whole and renamed, so libfaketime never reads half a line.
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, format!("{offset}\n")).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+#[test]
+fn wall_clock_steps_stall_nothing_and_resolve_nothing() {
+    let Some(lib) = libfaketime() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = l.local_addr().unwrap().port();
+    let bodies = common::record_json(l);
+    let port = common::free_port();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Up\n        expr: vector(1)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Up]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+    let clock = root.join("faketime");
+    step_to(&clock, "+0");
+    let lib = lib.display().to_string();
+    let clock_file = clock.display().to_string();
+    let _p = common::start_watchfire(
+        &root.join("watchfire.yaml"),
+        &[],
+        &[
+            ("LD_PRELOAD", lib.as_str()),
+            ("FAKETIME_TIMESTAMP_FILE", clock_file.as_str()),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let count = |b: &Mutex<Vec<serde_json::Value>>, status: &str| {
+        b.lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "Up")
+            .count()
+    };
+    common::wait_for("the page", 20, || (count(&bodies, "firing") == 1).then_some(()));
+
+    // Back two minutes, forward to the true time, forward ten minutes, back to the true time:
+    // the 1 s group evaluates throughout (it stalled for the length of a step back, and the
+    // alert's validity at the receiver ran out meanwhile), and its evaluation time never goes
+    // back (read as of two minutes ago, an incident younger than that would vanish).
+    let mut last = evaluations_during(port, 1).pop().unwrap_or_default();
+    for offset in ["-120", "+0", "+600", "+0"] {
+        step_to(&clock, offset);
+        let seen = evaluations_during(port, 6);
+        assert!(
+            seen.len() >= 3,
+            "after the step to {offset} s the group evaluated at {seen:?} only"
+        );
+        let ms = |t: &str| chrono::DateTime::parse_from_rfc3339(t).map_or(0, |d| d.timestamp_millis());
+        assert!(
+            seen.iter().all(|t| ms(t) >= ms(&last)),
+            "after the step to {offset} s evaluation time went back from {last}: {seen:?}"
+        );
+        last = seen.last().cloned().unwrap_or(last);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        (count(&bodies, "firing"), count(&bodies, "resolved")),
+        (1, 0),
+        "one page, no resolve: {:?}",
+        bodies.lock().unwrap()
+    );
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let steps: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("watchfire_clock_steps_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0);
+    assert!(steps >= 4.0, "the steps were noticed: {steps}");
+}

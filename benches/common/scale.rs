@@ -1995,7 +1995,8 @@ fn size_for(per_cluster: usize) -> ClusterSize {
     };
     let (a, b) = (count(6), count(12));
     let per_node = (b - a) as f64 / 6.0;
-    let g = ((per_cluster as f64 - a as f64) / per_node + 6.0).round().max(1.0) as usize;
+    // Rounded up: at least the series asked for.
+    let g = ((per_cluster as f64 - a as f64) / per_node + 6.0).ceil().max(1.0) as usize;
     ClusterSize {
         gpu_nodes: g,
         cpu_nodes: (g / 3).max(2),

@@ -2711,6 +2711,11 @@ impl Prometheus {
         scrape_interval: &str,
         eval_interval: &str,
     ) -> Result<Prometheus> {
+        // A fresh TSDB: an earlier run's series (its rules' outputs among them) would sit in
+        // the windows of this run's range selectors.
+        if dir.join("data").exists() {
+            std::fs::remove_dir_all(dir.join("data"))?;
+        }
         std::fs::create_dir_all(dir)?;
         let port = free_port()?;
         let log_path = dir.join("prometheus.log");
@@ -2842,6 +2847,8 @@ impl Vmalert {
             .arg(format!("-remoteWrite.url={datasource}"))
             .arg(format!("-notifier.url={notifier}"))
             .arg(format!("-evaluationInterval={interval}"))
+            // Its default queue (100,000 rows) drops recording results at 10,000 rules.
+            .arg("-remoteWrite.maxQueueSize=2000000")
             .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
             .arg("-loggerLevel=WARN")
             .stdin(Stdio::null())

@@ -1995,8 +1995,11 @@ fn size_for(per_cluster: usize) -> ClusterSize {
     };
     let (a, b) = (count(6), count(12));
     let per_node = (b - a) as f64 / 6.0;
-    // Rounded up: at least the series asked for.
-    let g = ((per_cluster as f64 - a as f64) / per_node + 6.0).ceil().max(1.0) as usize;
+    // The estimate is linear; the CPU nodes grow in steps: add GPU nodes until the size is reached.
+    let mut g = ((per_cluster as f64 - a as f64) / per_node + 6.0).ceil().max(1.0) as usize;
+    while count(g) < per_cluster {
+        g += 1;
+    }
     ClusterSize {
         gpu_nodes: g,
         cpu_nodes: (g / 3).max(2),
@@ -2011,7 +2014,7 @@ impl Exporter {
             bail!("the workload needs at least one cluster");
         }
         let t0 = Instant::now();
-        let size = size_for(opts.series_target / opts.clusters.len());
+        let size = size_for(opts.series_target.div_ceil(opts.clusters.len()));
         let clusters: Vec<ClusterText> = opts
             .clusters
             .iter()

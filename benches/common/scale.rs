@@ -1995,7 +1995,11 @@ fn size_for(per_cluster: usize) -> ClusterSize {
     };
     let (a, b) = (count(6), count(12));
     let per_node = (b - a) as f64 / 6.0;
-    let g = ((per_cluster as f64 - a as f64) / per_node + 6.0).round().max(1.0) as usize;
+    // The estimate is linear; the CPU nodes grow in steps: add GPU nodes until the size is reached.
+    let mut g = ((per_cluster as f64 - a as f64) / per_node + 6.0).ceil().max(1.0) as usize;
+    while count(g) < per_cluster {
+        g += 1;
+    }
     ClusterSize {
         gpu_nodes: g,
         cpu_nodes: (g / 3).max(2),
@@ -2010,7 +2014,7 @@ impl Exporter {
             bail!("the workload needs at least one cluster");
         }
         let t0 = Instant::now();
-        let size = size_for(opts.series_target / opts.clusters.len());
+        let size = size_for(opts.series_target.div_ceil(opts.clusters.len()));
         let clusters: Vec<ClusterText> = opts
             .clusters
             .iter()
@@ -2710,6 +2714,11 @@ impl Prometheus {
         scrape_interval: &str,
         eval_interval: &str,
     ) -> Result<Prometheus> {
+        // A fresh TSDB: an earlier run's series (its rules' outputs among them) would sit in
+        // the windows of this run's range selectors.
+        if dir.join("data").exists() {
+            std::fs::remove_dir_all(dir.join("data"))?;
+        }
         std::fs::create_dir_all(dir)?;
         let port = free_port()?;
         let log_path = dir.join("prometheus.log");
@@ -2841,6 +2850,8 @@ impl Vmalert {
             .arg(format!("-remoteWrite.url={datasource}"))
             .arg(format!("-notifier.url={notifier}"))
             .arg(format!("-evaluationInterval={interval}"))
+            // Its default queue (100,000 rows) drops recording results at 10,000 rules.
+            .arg("-remoteWrite.maxQueueSize=2000000")
             .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
             .arg("-loggerLevel=WARN")
             .stdin(Stdio::null())

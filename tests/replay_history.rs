@@ -449,3 +449,176 @@ fn a_pull_request_replay_from_prometheus_diffs_the_pages_and_fetches_only_what_t
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Native histograms: Prometheus 2.42's OpenMetrics backfill cannot carry them, its remote-write
+// receiver can (the protobuf of prompb.WriteRequest and snappy's literal framing, by hand, as
+// in tests/source_native_histograms.rs).
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field_varint(out: &mut Vec<u8>, field: u32, v: u64) {
+    varint(out, u64::from(field << 3));
+    varint(out, v);
+}
+
+fn field_double(out: &mut Vec<u8>, field: u32, v: f64) {
+    varint(out, u64::from(field << 3 | 1));
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn field_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    varint(out, u64::from(field << 3 | 2));
+    varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Snappy's block format with every byte in literals (valid, just not compressed).
+fn snappy(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + 16);
+    varint(&mut out, data.len() as u64);
+    for chunk in data.chunks(65_536) {
+        out.push(61 << 2);
+        out.extend_from_slice(&((chunk.len() - 1) as u16).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out
+}
+
+/// A schema 0 integer histogram at `t_ms` with positive buckets 0, 1, 2 holding `counts`.
+fn histogram_proto(t_ms: i64, sum: f64, counts: [u64; 3]) -> Vec<u8> {
+    let mut h = Vec::new();
+    field_varint(&mut h, 1, counts.iter().sum());
+    field_double(&mut h, 3, sum);
+    field_varint(&mut h, 4, 0);
+    field_double(&mut h, 5, 0.0);
+    field_varint(&mut h, 6, 0);
+    let mut span = Vec::new();
+    field_varint(&mut span, 1, 0);
+    field_varint(&mut span, 2, 3);
+    field_bytes(&mut h, 11, &span);
+    let mut deltas = Vec::new();
+    let mut prev = 0i64;
+    for c in counts {
+        let d = c as i64 - prev;
+        varint(&mut deltas, ((d << 1) ^ (d >> 63)) as u64);
+        prev = c as i64;
+    }
+    field_bytes(&mut h, 12, &deltas);
+    field_varint(&mut h, 15, t_ms as u64);
+    h
+}
+
+/// A recording rule keeps the rate of a native histogram (pushed down whole to Prometheus as a
+/// range query answering histograms), another reduces it to a float, an alert mixes both (so
+/// the raw histograms are fetched): the replay from Prometheus pages as the replay of the same
+/// histograms from a notation file, and a second replay from the cache sends nothing.
+#[test]
+fn native_histograms_replay_from_prometheus_as_from_a_file() {
+    if !common::prometheus_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("prometheus.yml"), "global:\n  evaluation_interval: 1m\n").unwrap();
+    let prom = common::Prometheus::start_with(
+        &root.join("tsdb"),
+        &root.join("prometheus.yml"),
+        common::free_port(),
+        &[
+            "--enable-feature=native-histograms",
+            "--web.enable-remote-write-receiver",
+        ],
+    );
+    // One sample a minute from time 0 (an empty head takes any time): 4 observations a minute,
+    // then 400 a minute from 11m. The same data in notation for the replay from a file.
+    let mut samples = Vec::new();
+    let mut notation = Vec::new();
+    for k in 0..22u64 {
+        let (c, sum) = if k < 11 {
+            (k + 1, 5.0 * (k + 1) as f64)
+        } else {
+            (100 * (k - 10), 500.0 * (k - 10) as f64)
+        };
+        samples.push(histogram_proto(k as i64 * 60_000, sum, [c, 2 * c, c]));
+        notation.push(format!(
+            "{{{{schema:0 sum:{sum} count:{} buckets:[{c} {} {c}]}}}}",
+            4 * c,
+            2 * c
+        ));
+    }
+    let mut ts = Vec::new();
+    for (n, v) in [("__name__", "lat"), ("job", "a")] {
+        let mut label = Vec::new();
+        field_bytes(&mut label, 1, n.as_bytes());
+        field_bytes(&mut label, 2, v.as_bytes());
+        field_bytes(&mut ts, 1, &label);
+    }
+    for s in &samples {
+        field_bytes(&mut ts, 4, s);
+    }
+    let mut req = Vec::new();
+    field_bytes(&mut req, 1, &ts);
+    let rt = common::runtime();
+    let resp = rt
+        .block_on(
+            reqwest::Client::new()
+                .post(format!("http://127.0.0.1:{}/api/v1/write", prom.port))
+                .header("content-encoding", "snappy")
+                .header("content-type", "application/x-protobuf")
+                .header("x-prometheus-remote-write-version", "0.1.0")
+                .body(snappy(&req))
+                .send(),
+        )
+        .expect("remote write");
+    assert_eq!(resp.status().as_u16(), 204, "remote write refused");
+    std::fs::write(
+        root.join("data.txt"),
+        format!("load 1m\n  lat{{job=\"a\"}} {}\n", notation.join(" ")),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: lat\n    interval: 1m\n    rules:\n      - record: lat:rate2m\n        expr: rate(lat[2m])\n      - record: lat:rate2m:count\n        expr: histogram_count(lat:rate2m)\n      - alert: Busy\n        expr: lat:rate2m:count > 1\n      - alert: BusyRaw\n        expr: histogram_count(rate(lat[2m])) > 1 and on (job) lat:rate2m:count > 0\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("routes.yaml"), ROUTES).unwrap();
+    write_config(root, "watchfire.yaml", &format!("http://127.0.0.1:{}", prom.port));
+    std::fs::write(
+        root.join("recorded.yaml"),
+        "sources: [{name: local, type: embedded}]\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\n",
+    )
+    .unwrap();
+
+    let window = ["--from", "60", "--to", "1800", "--format", "json"];
+    let cache = root.join("cache").display().to_string();
+    let mut args = vec!["--config", "watchfire.yaml", "--rate", "0", "--cache", &cache];
+    args.extend_from_slice(&window);
+    let (code, cold, err) = replay(root, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("native histogram"), "nothing left out: {err}");
+    assert!(err.contains("expressions evaluated at the source"), "{err}");
+    for alert in ["\"alertname\":\"Busy\"", "\"alertname\":\"BusyRaw\""] {
+        assert!(cold.contains(alert), "{alert} pages: {cold}\n{err}");
+    }
+
+    let mut args = vec!["--config", "recorded.yaml", "--data", "data.txt"];
+    args.extend_from_slice(&window);
+    let (code, recorded, err) = replay(root, &args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(cold, recorded, "replay from Prometheus and from the file differ");
+
+    // The histograms come back from the cache: the same pages, no request.
+    let mut args = vec!["--config", "watchfire.yaml", "--rate", "0", "--cache", &cache];
+    args.extend_from_slice(&window);
+    let (code, warm, err) = replay(root, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" in 0 requests"), "{err}");
+    assert_eq!(cold, warm);
+}

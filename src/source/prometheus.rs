@@ -268,14 +268,15 @@ impl PrometheusSource {
     }
 
     /// `expr` evaluated at `start`, `start + step`, ... up to `end` (ms) in one range query
-    /// (`POST /api/v1/query_range`): the same values as an instant query at each of those times.
+    /// (`POST /api/v1/query_range`): the same values as an instant query at each of those times,
+    /// the floats and the native histograms.
     pub async fn range_query(
         &self,
         expr: &str,
         start: i64,
         end: i64,
         step_ms: i64,
-    ) -> Result<Vec<SeriesData>, SourceError> {
+    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
         let body = format!(
             "query={}&start={}&end={}&step={}",
             crate::url::encode(expr),
@@ -283,15 +284,22 @@ impl PrometheusSource {
             format_time(end),
             format_time(step_ms.max(1))
         );
-        self.matrix(self.api("query_range", &body).await?)?
-            .into_iter()
-            .map(|s| {
-                if !s.histograms.is_empty() {
-                    // Replay's chunk cache holds floats only: refusing beats dropping them.
-                    return Err(self.unavailable(format!(
-                        "{expr}: native histogram results are not supported in range pushdown"
-                    )));
-                }
+        let mut floats = Vec::new();
+        let mut hists = Vec::new();
+        for s in self.matrix(self.api("query_range", &body).await?)? {
+            let labels = Labels::from_pairs(s.metric);
+            if !s.histograms.is_empty() {
+                let samples = s
+                    .histograms
+                    .iter()
+                    .map(|(ts, h)| Ok(((ts * 1000.0).round() as i64, self.histogram(h)?)))
+                    .collect::<Result<Vec<_>, SourceError>>()?;
+                hists.push(HistogramSeriesData {
+                    labels: labels.clone(),
+                    samples,
+                });
+            }
+            if !s.values.is_empty() {
                 let samples = s
                     .values
                     .into_iter()
@@ -302,12 +310,10 @@ impl PrometheusSource {
                         ))
                     })
                     .collect::<Result<Vec<_>, SourceError>>()?;
-                Ok(SeriesData {
-                    labels: Labels::from_pairs(s.metric),
-                    samples,
-                })
-            })
-            .collect()
+                floats.push(SeriesData { labels, samples });
+            }
+        }
+        Ok((floats, hists))
     }
 
     /// The series of a matrix result.
@@ -325,7 +331,7 @@ impl PrometheusSource {
         start: i64,
         end: i64,
         step_ms: i64,
-    ) -> Result<Vec<SeriesData>, SourceError> {
+    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
         self.handle.block_on(self.range_query(expr, start, end, step_ms))
     }
 

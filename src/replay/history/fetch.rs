@@ -15,11 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration as StdDuration, Instant};
 
+use std::sync::Arc;
+
 use crate::labels::Labels;
 use crate::source::federated::Federated;
-use crate::source::{Queryable, SeriesData, SourceError};
+use crate::source::{Queryable, SourceError};
+use crate::tsdb::FloatHistogram;
 
-use super::cache::Cache;
+use super::cache::{Cache, Chunk};
 use super::plan::{fallback_selectors, Plan, PushdownNeed, SelectorNeed};
 use crate::replay::output::fmt_time;
 
@@ -82,6 +85,8 @@ impl PushTable {
 #[derive(Debug, Default)]
 pub(crate) struct Fetched {
     pub series: BTreeMap<Labels, Vec<(i64, f64)>>,
+    /// Native histogram samples, by series.
+    pub histograms: BTreeMap<Labels, Vec<(i64, Arc<FloatHistogram>)>>,
     /// Selector key → the window fetched for it.
     pub covered: HashMap<String, (i64, i64)>,
     pub pushed: HashMap<String, PushTable>,
@@ -129,8 +134,6 @@ struct Shared<'a> {
     /// CloudWatch members: chunks start earlier so a gap right after a chunk boundary still
     /// gets its staleness marker (the source writes it only after a datapoint it sees).
     overlap_ms: i64,
-    /// Whether the replay already warned that native histograms are left out.
-    histograms_warned: AtomicBool,
 }
 
 const MIN_SPLIT_MS: i64 = 60_000;
@@ -185,7 +188,6 @@ pub(crate) fn fetch(
         error: Mutex::new(None),
         refused: Mutex::new(Vec::new()),
         overlap_ms: 3_600_000,
-        histograms_warned: AtomicBool::new(false),
     };
     let mut total = 0u64;
     {
@@ -239,9 +241,19 @@ pub(crate) fn fetch(
         s.sort_by_key(|x| x.0);
         s.dedup_by_key(|x| x.0);
     }
-    out.stats.series = out.series.len() as u64;
+    for s in out.histograms.values_mut() {
+        s.sort_by_key(|x| x.0);
+        s.dedup_by_key(|x| x.0);
+    }
+    out.stats.series = series_count(&out);
     out.stats.elapsed = started.elapsed();
     Ok(out)
+}
+
+/// Series held: those with floats, and those with histograms only.
+fn series_count(out: &Fetched) -> u64 {
+    let hist_only = out.histograms.keys().filter(|l| !out.series.contains_key(*l)).count();
+    (out.series.len() + hist_only) as u64
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -333,7 +345,7 @@ fn run_workers(sh: &Shared<'_>, started: Instant, progress: &(dyn Fn(&FetchStats
                     }
                     out.stats.requests = sh.requests.load(Ordering::Relaxed);
                     out.stats.samples = sh.samples.load(Ordering::Relaxed);
-                    out.stats.series = out.series.len() as u64;
+                    out.stats.series = series_count(&out);
                     out.stats.elapsed = started.elapsed();
                     out.stats
                 };
@@ -400,7 +412,7 @@ fn spend_samples(sh: &Shared<'_>, n: u64) -> Result<(), String> {
 fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
     match task {
         Task::Select { need, a, b } => {
-            let series = match sh.cache.get("select", &need.key, *a, *b) {
+            let chunk = match sh.cache.get("select", &need.key, *a, *b) {
                 Some(s) => {
                     with_stats(sh, |st| st.chunks_cached += 1);
                     s
@@ -412,8 +424,11 @@ fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
                 }
             };
             let mut out = lock(&sh.out);
-            for s in series {
+            for s in chunk.floats {
                 out.series.entry(s.labels).or_default().extend(s.samples);
+            }
+            for s in chunk.hists {
+                out.histograms.entry(s.labels).or_default().extend(s.samples);
             }
             Ok(())
         }
@@ -425,7 +440,7 @@ fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
             last,
         } => {
             let key = format!("{} step {}", need.text, need.step);
-            let series = match sh.cache.get("pushdown", &key, *a, *b) {
+            let chunk = match sh.cache.get("pushdown", &key, *a, *b) {
                 Some(s) => {
                     with_stats(sh, |st| st.chunks_cached += 1);
                     Some(s)
@@ -438,14 +453,14 @@ fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
                     s
                 }
             };
-            let Some(series) = series else {
+            let Some(chunk) = chunk else {
                 lock(&sh.refused).push(need.clone());
                 return Ok(());
             };
             let mut out = lock(&sh.out);
             let table = out.pushed.entry(need.text.clone()).or_default();
             table.runs.push((*first, *last, need.step));
-            for s in series {
+            for s in chunk.floats {
                 for (t, v) in s.samples {
                     table
                         .values
@@ -454,13 +469,22 @@ fn run_task(sh: &Shared<'_>, task: &Task) -> Result<(), String> {
                         .push(crate::promql::PushedSample::float(s.labels.clone(), v));
                 }
             }
+            for s in chunk.hists {
+                for (t, h) in s.samples {
+                    table.values.entry(t).or_default().push(crate::promql::PushedSample {
+                        labels: s.labels.clone(),
+                        v: 0.0,
+                        h: Some(h),
+                    });
+                }
+            }
             Ok(())
         }
     }
 }
 
 /// The members a selector reads: CloudWatch ones need the overlap.
-fn select_split(sh: &Shared<'_>, need: &SelectorNeed, a: i64, b: i64) -> Result<Vec<SeriesData>, String> {
+fn select_split(sh: &Shared<'_>, need: &SelectorNeed, a: i64, b: i64) -> Result<Chunk, String> {
     let members = sh.fed.members_for(&need.matchers);
     let overlap = if members.iter().any(|&i| sh.fed.is_cloudwatch(i)) {
         sh.overlap_ms
@@ -469,45 +493,34 @@ fn select_split(sh: &Shared<'_>, need: &SelectorNeed, a: i64, b: i64) -> Result<
     };
     spend_request(sh)?;
     acquire(sh, &members);
-    let res = sh.fed.select(&need.matchers, a - overlap, b);
-    // The same answer's histograms (kept by the source, no second request): replays from the
-    // sources carry floats only, so say what is left out rather than drop it unseen.
-    if res.is_ok() {
-        if let Ok(h) = sh.fed.select_histograms(&need.matchers, a - overlap, b) {
-            if !h.is_empty() && !sh.histograms_warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    selector = %need.key,
-                    series = h.len(),
-                    "native histogram samples are not replayed from the sources yet; only float samples are"
-                );
-            }
-        }
-    }
+    // The histograms come with the same answer (kept by the source, no second request).
+    let res = sh.fed.select(&need.matchers, a - overlap, b).and_then(|floats| {
+        let hists = if sh.fed.has_histograms() {
+            sh.fed.select_histograms(&need.matchers, a - overlap, b)?
+        } else {
+            Vec::new()
+        };
+        Ok(Chunk { floats, hists })
+    });
     release(sh, &members);
     match res {
-        Ok(series) => {
-            let kept: Vec<SeriesData> = series
-                .into_iter()
-                .map(|mut s| {
-                    s.samples.retain(|x| x.0 >= a && x.0 <= b);
-                    s
-                })
-                .filter(|s| !s.samples.is_empty())
-                .collect();
-            spend_samples(sh, kept.iter().map(|s| s.samples.len() as u64).sum())?;
-            Ok(kept)
+        Ok(mut chunk) => {
+            for s in &mut chunk.floats {
+                s.samples.retain(|x| x.0 >= a && x.0 <= b);
+            }
+            chunk.floats.retain(|s| !s.samples.is_empty());
+            for s in &mut chunk.hists {
+                s.samples.retain(|x| x.0 >= a && x.0 <= b);
+            }
+            chunk.hists.retain(|s| !s.samples.is_empty());
+            spend_samples(sh, chunk.samples())?;
+            Ok(chunk)
         }
         Err(e) if too_large(&e) && b - a >= 2 * MIN_SPLIT_MS => {
             tracing::info!("{}: splitting {} .. {} ({e})", need.key, fmt_time(a), fmt_time(b));
             let mid = a + (b - a) / 2;
             let mut left = select_split(sh, need, a, mid)?;
-            let right = select_split(sh, need, mid + 1, b)?;
-            for r in right {
-                match left.iter_mut().find(|l| l.labels == r.labels) {
-                    Some(l) => l.samples.extend(r.samples),
-                    None => left.push(r),
-                }
-            }
+            left.merge(select_split(sh, need, mid + 1, b)?);
             Ok(left)
         }
         Err(e) => Err(format!(
@@ -520,7 +533,7 @@ fn select_split(sh: &Shared<'_>, need: &SelectorNeed, a: i64, b: i64) -> Result<
 }
 
 /// `None`: the source refused the expression (`bad_data`); it is evaluated locally.
-fn push_split(sh: &Shared<'_>, need: &PushdownNeed, first: i64, last: i64) -> Result<Option<Vec<SeriesData>>, String> {
+fn push_split(sh: &Shared<'_>, need: &PushdownNeed, first: i64, last: i64) -> Result<Option<Chunk>, String> {
     let members: Vec<usize> = sh.fed.pushdown_target(&need.expr).into_iter().collect();
     spend_request(sh)?;
     acquire(sh, &members);
@@ -528,9 +541,10 @@ fn push_split(sh: &Shared<'_>, need: &PushdownNeed, first: i64, last: i64) -> Re
     release(sh, &members);
     match res {
         None => Ok(None),
-        Some(Ok(series)) => {
-            spend_samples(sh, series.iter().map(|s| s.samples.len() as u64).sum())?;
-            Ok(Some(series))
+        Some(Ok((floats, hists))) => {
+            let chunk = Chunk { floats, hists };
+            spend_samples(sh, chunk.samples())?;
+            Ok(Some(chunk))
         }
         Some(Err(e)) if too_large(&e) && last - first >= 2 * need.step.max(MIN_SPLIT_MS) => {
             let steps = (last - first) / need.step;
@@ -541,12 +555,7 @@ fn push_split(sh: &Shared<'_>, need: &PushdownNeed, first: i64, last: i64) -> Re
             let Some(right) = push_split(sh, need, mid + need.step, last)? else {
                 return Ok(None);
             };
-            for r in right {
-                match left.iter_mut().find(|l| l.labels == r.labels) {
-                    Some(l) => l.samples.extend(r.samples),
-                    None => left.push(r),
-                }
-            }
+            left.merge(right);
             Ok(Some(left))
         }
         Some(Err(e)) => Err(format!(

@@ -21,11 +21,12 @@ pub use fetch::{FetchStats, Limits};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::labels::Matcher;
 use crate::promql::Expr;
 use crate::source::federated::Federated;
-use crate::source::{Queryable, SeriesData, SourceError};
+use crate::source::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::tsdb::Store;
 
 use super::Setup;
@@ -87,6 +88,12 @@ impl History {
                 store.append_id(id, t, v);
             }
         }
+        for (labels, samples) in &fetched.histograms {
+            let id = store.get_or_create(labels);
+            for (t, h) in samples {
+                store.append_histogram_shared(id, *t, Arc::clone(h));
+            }
+        }
         Ok(History {
             fed,
             store,
@@ -110,9 +117,12 @@ impl History {
         self.late_requests.load(Ordering::Relaxed)
     }
 
-    /// Series and samples held.
+    /// Series and samples (floats and native histograms) held.
     pub fn size(&self) -> (usize, u64) {
-        (self.store.num_series(), self.store.num_samples())
+        (
+            self.store.num_series(),
+            self.store.num_samples() + self.store.num_histograms(),
+        )
     }
 }
 
@@ -148,6 +158,31 @@ impl Queryable for History {
         }
         self.late_requests.fetch_add(1, Ordering::Relaxed);
         self.fed.select(matchers, mint, maxt)
+    }
+
+    /// Like `select`: from what was fetched where it covers the range, else the source's
+    /// answer to the `select` just sent (already counted as a late request).
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        let maxt = maxt.min(self.now.load(Ordering::Relaxed));
+        if maxt < mint || self.fed.members_for(matchers).is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = plan::selector_key(matchers);
+        if let Some(&(a, b)) = self.covered.get(&key) {
+            if a <= mint && maxt <= b {
+                return self.store.select_histograms(matchers, mint, maxt);
+            }
+        }
+        self.fed.select_histograms(matchers, mint, maxt)
+    }
+
+    fn has_histograms(&self) -> bool {
+        self.store.has_histograms() || self.fed.has_histograms()
     }
 
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {

@@ -173,7 +173,7 @@ impl Federated {
         start: i64,
         end: i64,
         step_ms: i64,
-    ) -> Option<Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError>> {
+    ) -> Option<Result<super::prometheus::MatrixAnswer, SourceError>> {
         self.remote(expr, |p, text| p.range_query_blocking(text, start, end, step_ms))
     }
 

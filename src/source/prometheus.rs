@@ -36,6 +36,9 @@ use crate::labels::{Labels, Matcher};
 use crate::promql::PushedSample;
 use crate::tsdb::FloatHistogram;
 
+/// A matrix answer: its float series and its native histogram series.
+pub(crate) type MatrixAnswer = (Vec<SeriesData>, Vec<HistogramSeriesData>);
+
 /// How many raw fetches' histograms are kept for the `select_histograms` that follows each.
 const KEPT_HISTOGRAM_FETCHES: usize = 64;
 
@@ -197,12 +200,7 @@ impl PrometheusSource {
 
     /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms): the floats, and
     /// the native histograms.
-    pub async fn select_async(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
+    pub async fn select_async(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<MatrixAnswer, SourceError> {
         if matchers.is_empty() || matchers.iter().all(Matcher::matches_empty) {
             return Err(SourceError::Limit(
                 "a selector needs at least one matcher that does not match the empty string".into(),
@@ -276,7 +274,7 @@ impl PrometheusSource {
         start: i64,
         end: i64,
         step_ms: i64,
-    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
+    ) -> Result<MatrixAnswer, SourceError> {
         let body = format!(
             "query={}&start={}&end={}&step={}",
             crate::url::encode(expr),
@@ -331,7 +329,7 @@ impl PrometheusSource {
         start: i64,
         end: i64,
         step_ms: i64,
-    ) -> Result<(Vec<SeriesData>, Vec<HistogramSeriesData>), SourceError> {
+    ) -> Result<MatrixAnswer, SourceError> {
         self.handle.block_on(self.range_query(expr, start, end, step_ms))
     }
 

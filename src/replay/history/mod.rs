@@ -10,7 +10,9 @@
 //! * Whatever the plan did not foresee (a template's `query`, `@ start()` in a pushed-down
 //!   expression, a window wider than planned) is asked from the source during the replay, at
 //!   that evaluation, and counted: never answered from data that is not there.
-//! * Samples after the evaluation being replayed are hidden.
+//! * Native histograms travel with the floats: raw fetches and range answers keep them, the
+//!   cache stores them, and `select_histograms` answers from them.
+//! * Samples after the evaluation being replayed are hidden (floats and histograms).
 
 mod cache;
 mod fetch;

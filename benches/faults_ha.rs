@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::Value as Json;
 
 use common::{env_nonempty, free_port, tail, ChildGuard};
@@ -263,20 +263,9 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Option<Arc<AtomicU64>>) {
 // ---------------------------------------------------------------------------------------------
 // Prometheus and the watchfire replicas.
 
+/// GET with short timeouts: a replica or source under a fault must not hold the bench up.
 fn http_get(port: u16, path: &str) -> Result<(u16, Vec<u8>)> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let at = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow!("GET {path}: bad HTTP response"))?;
-    let head = String::from_utf8_lossy(&buf[..at]);
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Ok((status, buf[at + 4..].to_vec()))
+    common::http_req(port, "GET", path, None, Duration::from_secs(10))
 }
 
 fn get_json(port: u16, path: &str) -> Result<Json> {

@@ -29,8 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::{BufWriter, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -38,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 mod common;
 
 use anyhow::{anyhow, bail, Context, Result};
-use common::{env_nonempty, free_port, run_cmd, tail, ChildGuard};
+use common::{env_nonempty, free_port, get_json, http_get, run_cmd, scrape, sum_of, tail, ChildGuard, Sample};
 use serde_json::Value as Json;
 use watchfire::replay::demo::{self, ScaleOptions};
 
@@ -174,37 +173,6 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 
 // ------------------------------------------------------------------------------------------- http
 
-/// GET over HTTP/1.0 on loopback: status and body.
-fn http_get(port: u16, path: &str) -> Result<(u16, Vec<u8>)> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(120)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let at = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow!("GET {path}: bad HTTP response"))?;
-    let head = String::from_utf8_lossy(&buf[..at]);
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("GET {path}: bad status line"))?;
-    let body = buf[at + 4..].to_vec();
-    // Prometheus and axum answer HTTP/1.0 requests without chunking.
-    Ok((status, body))
-}
-
-fn get_json(port: u16, path: &str) -> Result<Json> {
-    let (st, body) = http_get(port, path)?;
-    if st != 200 {
-        bail!("GET {path}: HTTP {st}: {}", String::from_utf8_lossy(&body));
-    }
-    serde_json::from_slice(&body).with_context(|| format!("GET {path}"))
-}
-
 fn wait_ready(port: u16, child: &mut ChildGuard, log: &Path, timeout: Duration) -> Result<Duration> {
     let t0 = Instant::now();
     loop {
@@ -219,95 +187,6 @@ fn wait_ready(port: u16, child: &mut ChildGuard, log: &Path, timeout: Duration) 
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// One sample of Prometheus' text exposition format.
-struct MetricSample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// Parses the text exposition format (enough for Prometheus' and watchfire's /metrics).
-fn parse_metrics(text: &str) -> Vec<MetricSample> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (name, rest) = match line.find(['{', ' ']) {
-            Some(i) => (&line[..i], &line[i..]),
-            None => continue,
-        };
-        let mut labels = BTreeMap::new();
-        let mut rest = rest;
-        if let Some(r) = rest.strip_prefix('{') {
-            // name="value" pairs; values may hold escaped quotes.
-            let mut chars = r.char_indices().peekable();
-            let mut end = r.len();
-            loop {
-                while chars.peek().is_some_and(|(_, c)| *c == ',' || *c == ' ') {
-                    chars.next();
-                }
-                match chars.peek() {
-                    Some((i, '}')) => {
-                        end = *i;
-                        break;
-                    }
-                    None => break,
-                    _ => {}
-                }
-                let mut k = String::new();
-                for (_, c) in chars.by_ref() {
-                    if c == '=' {
-                        break;
-                    }
-                    k.push(c);
-                }
-                chars.next(); // the opening quote
-                let mut v = String::new();
-                while let Some((_, c)) = chars.next() {
-                    match c {
-                        '\\' => match chars.next() {
-                            Some((_, 'n')) => v.push('\n'),
-                            Some((_, c)) => v.push(c),
-                            None => break,
-                        },
-                        '"' => break,
-                        c => v.push(c),
-                    }
-                }
-                labels.insert(k.trim().to_string(), v);
-            }
-            rest = r.get(end + 1..).unwrap_or("");
-        }
-        let Some(value) = rest.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
-        out.push(MetricSample {
-            name: name.to_string(),
-            labels,
-            value,
-        });
-    }
-    out
-}
-
-fn scrape(port: u16) -> Result<Vec<MetricSample>> {
-    let (st, body) = http_get(port, "/metrics")?;
-    if st != 200 {
-        bail!("GET /metrics: HTTP {st}");
-    }
-    Ok(parse_metrics(&String::from_utf8_lossy(&body)))
-}
-
-/// Sum of a metric's samples whose labels pass `keep`.
-fn sum_of(m: &[MetricSample], name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> f64 {
-    m.iter()
-        .filter(|s| s.name == name && keep(&s.labels))
-        .map(|s| s.value)
-        .sum()
 }
 
 /// The group name from a `rule_group` label (`file;name`).
@@ -726,8 +605,8 @@ fn measure_prometheus(cfg: &Config, data: &Data) -> Result<PromRun> {
         marker: "prometheus_rule_group_last_evaluation_timestamp_seconds",
         last_duration: "prometheus_rule_group_last_duration_seconds",
     };
-    let evals = |m: &[MetricSample]| sum_of(m, "prometheus_rule_evaluations_total", |_| true);
-    let fails = |m: &[MetricSample]| sum_of(m, "prometheus_rule_evaluation_failures_total", |_| true);
+    let evals = |m: &[Sample]| sum_of(m, "prometheus_rule_evaluations_total", |_| true);
+    let fails = |m: &[Sample]| sum_of(m, "prometheus_rule_evaluation_failures_total", |_| true);
     let mut before = (0.0, 0.0, 0);
     let mut after = (0.0, 0.0, 0);
     let cycles = measure_cycles(
@@ -835,7 +714,7 @@ fn measure_watchfire(cfg: &Config, data: &Data) -> Result<WfRun> {
         last_duration: "watchfire_rule_group_last_duration_seconds",
     };
     let api = |l: &BTreeMap<String, String>| l.get("handler").is_some_and(|h| h.starts_with("/api/"));
-    let requests = |m: &[MetricSample]| -> BTreeMap<String, f64> {
+    let requests = |m: &[Sample]| -> BTreeMap<String, f64> {
         let mut out = BTreeMap::new();
         for s in m
             .iter()
@@ -845,8 +724,8 @@ fn measure_watchfire(cfg: &Config, data: &Data) -> Result<WfRun> {
         }
         out
     };
-    let bytes = |m: &[MetricSample]| sum_of(m, "prometheus_http_response_size_bytes_sum", api);
-    let wf_counts = |m: &[MetricSample]| {
+    let bytes = |m: &[Sample]| sum_of(m, "prometheus_http_response_size_bytes_sum", api);
+    let wf_counts = |m: &[Sample]| {
         (
             sum_of(m, "watchfire_source_query_seconds_count", |_| true),
             sum_of(m, "watchfire_source_query_seconds_sum", |_| true),

@@ -23,10 +23,11 @@
 //!   [`alerts_of`], [`percentile`].
 #![allow(dead_code)]
 
+pub use super::{get_json, http_get, http_post, scrape, sum_of, Sample};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -2470,51 +2471,6 @@ pub fn rules_per_cluster(manifest: &Path, mixin_dir: &Path) -> Result<usize> {
 
 // ============================================================================== HTTP
 
-/// GET over HTTP/1.0 on loopback: status and body.
-pub fn http_get(port: u16, path: &str) -> Result<(u16, Vec<u8>)> {
-    http_req(port, "GET", path, None, Duration::from_secs(120))
-}
-
-/// POST `body` (JSON) over HTTP/1.0 on loopback.
-pub fn http_post(port: u16, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
-    http_req(port, "POST", path, Some(body), Duration::from_secs(60))
-}
-
-fn http_req(port: u16, method: &str, path: &str, body: Option<&[u8]>, timeout: Duration) -> Result<(u16, Vec<u8>)> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(timeout))?;
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n")?;
-    if let Some(b) = body {
-        write!(s, "Content-Type: application/json\r\nContent-Length: {}\r\n", b.len())?;
-    }
-    s.write_all(b"\r\n")?;
-    if let Some(b) = body {
-        s.write_all(b)?;
-    }
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let at = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow!("{method} {path}: bad HTTP response"))?;
-    let head = String::from_utf8_lossy(&buf[..at]);
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("{method} {path}: bad status line"))?;
-    Ok((status, buf[at + 4..].to_vec()))
-}
-
-pub fn get_json(port: u16, path: &str) -> Result<serde_json::Value> {
-    let (st, body) = http_get(port, path)?;
-    if st != 200 {
-        bail!("GET {path}: HTTP {st}: {}", String::from_utf8_lossy(&body));
-    }
-    serde_json::from_slice(&body).with_context(|| format!("GET {path}"))
-}
-
 /// Waits until `GET path` answers 200 (the child still running).
 pub fn wait_http(port: u16, path: &str, child: &mut ChildGuard, log: &Path, timeout: Duration) -> Result<Duration> {
     let t0 = Instant::now();
@@ -2530,93 +2486,6 @@ pub fn wait_http(port: u16, path: &str, child: &mut ChildGuard, log: &Path, time
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-/// One sample of the text exposition format.
-#[derive(Clone, Debug)]
-pub struct Sample {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub value: f64,
-}
-
-/// Parses the text exposition format (enough for Prometheus', vmalert's and watchfire's /metrics).
-pub fn parse_metrics(text: &str) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let Some(i) = line.find(['{', ' ']) else { continue };
-        let (name, mut rest) = (&line[..i], &line[i..]);
-        let mut labels = BTreeMap::new();
-        if let Some(r) = rest.strip_prefix('{') {
-            let mut chars = r.char_indices().peekable();
-            let mut end = r.len();
-            loop {
-                while chars.peek().is_some_and(|(_, c)| *c == ',' || *c == ' ') {
-                    chars.next();
-                }
-                match chars.peek() {
-                    Some((i, '}')) => {
-                        end = *i;
-                        break;
-                    }
-                    None => break,
-                    _ => {}
-                }
-                let mut k = String::new();
-                for (_, c) in chars.by_ref() {
-                    if c == '=' {
-                        break;
-                    }
-                    k.push(c);
-                }
-                chars.next();
-                let mut v = String::new();
-                while let Some((_, c)) = chars.next() {
-                    match c {
-                        '\\' => match chars.next() {
-                            Some((_, 'n')) => v.push('\n'),
-                            Some((_, c)) => v.push(c),
-                            None => break,
-                        },
-                        '"' => break,
-                        c => v.push(c),
-                    }
-                }
-                labels.insert(k.trim().to_string(), v);
-            }
-            rest = r.get(end + 1..).unwrap_or("");
-        }
-        let Some(value) = rest.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
-        out.push(Sample {
-            name: name.to_string(),
-            labels,
-            value,
-        });
-    }
-    out
-}
-
-/// `GET /metrics` of a process, parsed.
-pub fn scrape(port: u16) -> Result<Vec<Sample>> {
-    let (st, body) = http_get(port, "/metrics")?;
-    if st != 200 {
-        bail!("GET /metrics: HTTP {st}");
-    }
-    Ok(parse_metrics(&String::from_utf8_lossy(&body)))
-}
-
-/// Sum of a metric's samples whose labels pass `keep`.
-pub fn sum_of(m: &[Sample], name: &str, keep: impl Fn(&BTreeMap<String, String>) -> bool) -> f64 {
-    m.iter()
-        .filter(|s| s.name == name && keep(&s.labels))
-        .map(|s| s.value)
-        .sum()
 }
 
 /// Per value of `label`, the sum of a metric's samples.

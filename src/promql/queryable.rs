@@ -42,7 +42,7 @@ pub struct StartTimestampSeriesData {
     pub starts: Vec<(i64, i64)>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("source {source_name} unavailable: {message}")]
     Unavailable { source_name: String, message: String },
@@ -105,6 +105,20 @@ pub trait Queryable: Send + Sync {
     /// as its samples, a scalar as one sample with empty labels.
     fn pushdown(&self, _expr: &super::Expr, _t: i64) -> Option<Result<Vec<PushedSample>, SourceError>> {
         None
+    }
+
+    /// [`Queryable::pushdown`] for several whole expressions at `t`, answered together: one
+    /// answer per expression, in order. A remote source runs them concurrently, up to
+    /// [`Queryable::pushdown_concurrency`]; the default asks one by one.
+    fn pushdown_many(&self, exprs: &[&super::Expr], t: i64) -> Vec<Option<Result<Vec<PushedSample>, SourceError>>> {
+        exprs.iter().map(|e| self.pushdown(e, t)).collect()
+    }
+
+    /// How many whole expressions [`Queryable::pushdown_many`] is worth handing over at once:
+    /// 1 (the default) means it gains nothing over asking one by one. Wrappers forward it with
+    /// `pushdown`.
+    fn pushdown_concurrency(&self) -> usize {
+        1
     }
 
     /// Whether [`Queryable::pushdown`] may also be asked for parts of a query (its

@@ -23,6 +23,12 @@ pub struct SigV4Config {
     pub service: String,
 }
 
+/// Queries of one group in flight at once by default: Prometheus' own default for concurrent
+/// rule evaluation (`--rules.max-concurrent-evals`).
+pub(crate) const DEFAULT_QUERY_CONCURRENCY: usize = 4;
+/// The most `query_concurrency` may say.
+pub(crate) const MAX_QUERY_CONCURRENCY: usize = 64;
+
 /// One data source.
 #[derive(Clone, Debug)]
 pub struct SourceConfig {
@@ -31,6 +37,8 @@ pub struct SourceConfig {
     pub url: String,
     pub timeout: StdDuration,
     pub retries: u32,
+    /// Most of one rule group's whole-expression queries in flight at once (`prometheus`).
+    pub query_concurrency: usize,
     pub headers: Vec<(String, String)>,
     pub sigv4: Option<SigV4Config>,
     /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
@@ -51,6 +59,7 @@ impl Default for SourceConfig {
             url: String::new(),
             timeout: StdDuration::from_secs(30),
             retries: 2,
+            query_concurrency: DEFAULT_QUERY_CONCURRENCY,
             headers: Vec::new(),
             sigv4: None,
             metrics: Vec::new(),
@@ -70,6 +79,7 @@ impl PartialEq for SourceConfig {
             && self.url == o.url
             && self.timeout == o.timeout
             && self.retries == o.retries
+            && self.query_concurrency == o.query_concurrency
             && self.headers == o.headers
             && self.sigv4 == o.sigv4
             && res(&self.metrics) == res(&o.metrics)
@@ -91,6 +101,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
             "url",
             "timeout",
             "retries",
+            "query_concurrency",
             "headers",
             "sigv4",
             "metrics",
@@ -154,6 +165,19 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                     .filter(|n| *n <= 10)
                     .ok_or_else(|| r.err(v.pos(), "retries must be a whole number from 0 to 10"))?;
             }
+            "query_concurrency" => {
+                let s = r.string(v, "query_concurrency")?;
+                sc.query_concurrency = s
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_QUERY_CONCURRENCY).contains(n))
+                    .ok_or_else(|| {
+                        r.err(
+                            v.pos(),
+                            format!("query_concurrency must be a whole number from 1 to {MAX_QUERY_CONCURRENCY}"),
+                        )
+                    })?;
+            }
             "headers" => {
                 for (hk, _, hv) in r.map(v, "headers", &[])? {
                     sc.headers.push((hk, r.string(hv, "a header value")?));
@@ -200,7 +224,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
     let (type_name, allowed): (&str, &[&str]) = match sc.kind {
         SourceKind::Prometheus => (
             "prometheus",
-            &["url", "timeout", "retries", "headers", "sigv4", "metrics"],
+            &["url", "timeout", "retries", "query_concurrency", "headers", "sigv4", "metrics"],
         ),
         SourceKind::CloudWatch => ("cloudwatch", &["region", "endpoint", "mapping_file", "timeout"]),
         SourceKind::Embedded => ("embedded", &[]),

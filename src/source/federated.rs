@@ -185,6 +185,14 @@ impl Federated {
         expr: &Expr,
         call: impl FnOnce(&PrometheusSource, &str) -> Result<T, SourceError>,
     ) -> Option<Result<T, SourceError>> {
+        let (i, p, text) = self.remote_plan(expr)?;
+        let res = call(p, &text);
+        self.remote_answer(i, text, res)
+    }
+
+    /// The member, its source and the text `expr` is sent as, when it is sent whole (counted
+    /// as a pushdown).
+    fn remote_plan(&self, expr: &Expr) -> Option<(usize, &PrometheusSource, String)> {
         let i = self.pushdown_target(expr)?;
         let MemberSource::Prometheus(p) = &self.members[i].source else {
             return None;
@@ -194,7 +202,13 @@ impl Federated {
             return None;
         }
         self.members[i].pushdowns.fetch_add(1, Ordering::Relaxed);
-        match call(p, &text) {
+        Some((i, p, text))
+    }
+
+    /// What member `i` answered for `text`: `None` (evaluate locally, and from now on) when it
+    /// rejected the expression as `bad_data`.
+    fn remote_answer<T>(&self, i: usize, text: String, res: Result<T, SourceError>) -> Option<Result<T, SourceError>> {
+        match res {
             Err(SourceError::Unavailable { message, .. }) if message.contains("bad_data") => {
                 tracing::info!(
                     "source {}: cannot run {text:?} remotely ({message}); evaluating it locally",
@@ -482,6 +496,56 @@ impl Queryable for Federated {
 
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
+    }
+
+    /// The expressions a member answers whole are sent at once, at most that member's
+    /// `query_concurrency` in flight (a group's independent rules cost one round trip's
+    /// latency per window, not one per rule); the others are `None`, for local evaluation.
+    fn pushdown_many(&self, exprs: &[&Expr], t: i64) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
+        let plans: Vec<Option<(usize, &PrometheusSource, String)>> = exprs.iter().map(|e| self.remote_plan(e)).collect();
+        let mut answers: Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> =
+            exprs.iter().map(|_| None).collect();
+        let Some(first) = plans.iter().flatten().next() else {
+            return answers;
+        };
+        let handle = first.1.handle().clone();
+        let limit = plans
+            .iter()
+            .flatten()
+            .map(|(_, p, _)| p.query_concurrency())
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        let asked = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(k, plan)| plan.as_ref().map(|(_, p, text)| (k, *p, text.as_str())));
+        let results: Vec<(usize, Result<Vec<crate::promql::PushedSample>, SourceError>)> = handle.block_on(async {
+            use futures_util::stream::StreamExt;
+            futures_util::stream::iter(asked)
+                .map(|(k, p, text)| async move { (k, p.instant_query(text, t).await) })
+                .buffer_unordered(limit)
+                .collect()
+                .await
+        });
+        let mut plans = plans;
+        for (k, res) in results {
+            if let Some((i, _, text)) = plans[k].take() {
+                answers[k] = self.remote_answer(i, text, res);
+            }
+        }
+        answers
+    }
+
+    fn pushdown_concurrency(&self) -> usize {
+        self.members
+            .iter()
+            .filter_map(|m| match &m.source {
+                MemberSource::Prometheus(p) => Some(p.query_concurrency()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1)
     }
 
     fn pushdown_parts(&self) -> bool {

@@ -143,13 +143,43 @@ impl Queryable for Tracking<'_> {
             started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
             Ordering::Relaxed,
         );
-        match &res {
+        self.account(&res);
+        Some(res)
+    }
+
+    fn pushdown_many(
+        &self,
+        exprs: &[&crate::promql::Expr],
+        t: i64,
+    ) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
+        if let Some(e) = self.tripped() {
+            return exprs.iter().map(|_| Some(Err(e.clone()))).collect();
+        }
+        let started = Instant::now();
+        let answers = self.inner.pushdown_many(exprs, t);
+        self.micros.fetch_add(
+            started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            Ordering::Relaxed,
+        );
+        for res in answers.iter().flatten() {
+            self.account(res);
+        }
+        answers
+    }
+
+    fn pushdown_concurrency(&self) -> usize {
+        self.inner.pushdown_concurrency()
+    }
+}
+
+impl Tracking<'_> {
+    fn account(&self, res: &Result<Vec<crate::promql::PushedSample>, SourceError>) {
+        match res {
             Ok(_) => {
                 self.ok_calls.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => self.failed(e),
         }
-        Some(res)
     }
 }
 
@@ -224,6 +254,18 @@ impl Queryable for WithPublished<'_> {
         t: i64,
     ) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.base.pushdown(expr, t)
+    }
+
+    fn pushdown_many(
+        &self,
+        exprs: &[&crate::promql::Expr],
+        t: i64,
+    ) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
+        self.base.pushdown_many(exprs, t)
+    }
+
+    fn pushdown_concurrency(&self) -> usize {
+        self.base.pushdown_concurrency()
     }
 }
 

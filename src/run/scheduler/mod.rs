@@ -106,6 +106,21 @@ impl Queryable for RulesView {
             Err(e) => Some(Err(e)),
         }
     }
+
+    fn pushdown_many(
+        &self,
+        exprs: &[&crate::promql::Expr],
+        t: i64,
+    ) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
+        match self.source() {
+            Ok(setup) => self.0.evaluation.with_published(&*setup.source).pushdown_many(exprs, t),
+            Err(e) => exprs.iter().map(|_| Some(Err(e.clone()))).collect(),
+        }
+    }
+
+    fn pushdown_concurrency(&self) -> usize {
+        self.source().map_or(1, |s| s.source.pushdown_concurrency())
+    }
 }
 
 /// What the scheduler was built from (replaced as a whole on reload).

@@ -17,7 +17,7 @@ use common::scale::{
     self, alerts_of, percentile, rules_of, scrape, sum_of, Exporter, Prometheus, Recorder, Replica, ReplicaConfig,
     RuleSet, Sample, Vmalert, WorkloadOptions,
 };
-use common::{env_nonempty, rss_mib, run_cmd};
+use common::{cpu_seconds, env_nonempty, rss_mib, run_cmd};
 
 fn main() -> ExitCode {
     match run() {
@@ -188,6 +188,8 @@ struct Watched {
     queries: (f64, f64),
     rss_max_mib: f64,
     hwm_mib: f64,
+    /// CPU seconds used (user + system) at the window's ends.
+    cpu: (f64, f64),
 }
 
 impl Watched {
@@ -204,6 +206,7 @@ impl Watched {
             queries: (0.0, 0.0),
             rss_max_mib: 0.0,
             hwm_mib: 0.0,
+            cpu: (f64::NAN, f64::NAN),
         }
     }
 
@@ -234,10 +237,13 @@ impl Watched {
             self.missed.1 = missed;
             self.failures.1 = failures;
             self.queries.1 = queries;
+            self.cpu.1 = cpu_seconds(self.pid);
         } else {
             self.missed = (missed, missed);
             self.failures = (failures, failures);
             self.queries = (queries, queries);
+            let c = cpu_seconds(self.pid);
+            self.cpu = (c, c);
         }
         if self.pid != 0 {
             let (rss, hwm) = rss_mib(self.pid);
@@ -289,14 +295,16 @@ impl Watched {
 }
 
 /// Polls every watched process: first until each evaluated all its groups once (warm-up), then
-/// for `intervals` intervals.
+/// for `intervals` intervals. Returns the window (s) and the CPU seconds `others` (processes
+/// not watched, e.g. the Prometheus answering the evaluator's queries) used in it.
 fn measure(
     cfg: &Config,
     what: &str,
     watched: &mut [Watched],
     groups: &[usize],
+    others: &[u32],
     alive: &mut dyn FnMut() -> Result<()>,
-) -> Result<f64> {
+) -> Result<(f64, f64)> {
     let interval = Duration::from_secs(cfg.interval_s);
     let poll = Duration::from_secs(3);
     let t0 = Instant::now();
@@ -330,6 +338,8 @@ fn measure(
         cfg.interval_s
     );
     let w0 = Instant::now();
+    let others_cpu = |pids: &[u32]| pids.iter().map(|&p| cpu_seconds(p)).sum::<f64>();
+    let others0 = others_cpu(others);
     let window = interval * cfg.intervals as u32;
     while w0.elapsed() < window {
         std::thread::sleep(poll.min(window.saturating_sub(w0.elapsed())));
@@ -338,7 +348,7 @@ fn measure(
             w.poll(true)?;
         }
     }
-    Ok(w0.elapsed().as_secs_f64())
+    Ok((w0.elapsed().as_secs_f64(), others_cpu(others) - others0))
 }
 
 /// Samples and queries Prometheus' engine logged between two times (its query log).
@@ -371,6 +381,9 @@ struct Phase {
     window_s: f64,
     /// Queries and samples Prometheus' engine ran per interval (all of this phase's evaluators).
     engine_queries: f64,
+    /// CPU seconds the Prometheus answering the evaluator used in the window (NaN in P, where
+    /// Prometheus is the evaluator and watched itself).
+    source_cpu_s: f64,
     engine_samples: f64,
     /// Per watched process: HTTP queries per interval (watchfire's own count of source calls).
     source_queries: Vec<f64>,
@@ -412,7 +425,7 @@ fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Res
     let from = now_ms();
     let mut t_start = 0;
     let guard = &mut prom.guard;
-    let window_s = measure(cfg, "P", &mut watched, &[groups.len()], &mut || {
+    let (window_s, _) = measure(cfg, "P", &mut watched, &[groups.len()], &[], &mut || {
         if t_start == 0 {
             t_start = now_ms();
         }
@@ -432,6 +445,7 @@ fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Res
         name: "P",
         watched,
         window_s,
+        source_cpu_s: f64::NAN,
         engine_queries: q / n,
         engine_samples: s / n,
         source_queries: vec![f64::NAN],
@@ -498,9 +512,10 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
     }
     let delivered0 = recorder.count();
     let from = now_ms();
-    let window_s = {
+    let prom_pid = prom.guard.pid();
+    let (window_s, source_cpu_s) = {
         let reps = &mut replicas;
-        measure(cfg, "W", &mut watched, &groups, &mut || {
+        measure(cfg, "W", &mut watched, &groups, &[prom_pid], &mut || {
             for r in reps.iter_mut() {
                 if let Some(st) = r.guard.exited() {
                     bail!(
@@ -542,6 +557,7 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         name: "W",
         watched,
         window_s,
+        source_cpu_s,
         engine_queries: q / n,
         engine_samples: s / n,
         source_queries,
@@ -569,10 +585,18 @@ fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder:
     let from = now_ms();
     let guard = &mut vm.guard;
     let vlog = vm.log.clone();
-    let window_s = measure(cfg, "V", &mut watched, &[groups.len()], &mut || match guard.exited() {
-        Some(st) => bail!("vmalert exited: {st}:\n{}", common::tail(&vlog, 20)),
-        None => Ok(()),
-    })?;
+    let prom_pid = prom.guard.pid();
+    let (window_s, source_cpu_s) = measure(
+        cfg,
+        "V",
+        &mut watched,
+        &[groups.len()],
+        &[prom_pid],
+        &mut || match guard.exited() {
+            Some(st) => bail!("vmalert exited: {st}:\n{}", common::tail(&vlog, 20)),
+            None => Ok(()),
+        },
+    )?;
     let to = now_ms();
     let from = from.max(to - (window_s * 1000.0) as i64);
     let (groups, nrules, unhealthy) = health(vm.port, "/api/v1/rules")?;
@@ -585,6 +609,7 @@ fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder:
         name: "V",
         watched,
         window_s,
+        source_cpu_s,
         engine_queries: q / n,
         engine_samples: s / n,
         source_queries: vec![q / n],
@@ -965,6 +990,42 @@ fn run() -> Result<bool> {
             ms(percentile(&pg, 99.0)),
             ms(percentile(&pg, 100.0)),
             pg.len()
+        );
+    }
+    // Work is wall time; what the machine paid is CPU time. Concurrent queries shorten a
+    // group's wall time without making its queries cheaper, so both are printed.
+    let per_interval = |cpu: f64| cpu / cfg.intervals as f64;
+    let cpu_of = |w: &Watched| w.cpu.1 - w.cpu.0;
+    let mut cpu_parts = Vec::new();
+    if let Some(pw) = prom_w {
+        cpu_parts.push(format!(
+            "P: Prometheus (scraping + its rule manager) {:.1}",
+            per_interval(cpu_of(pw))
+        ));
+    }
+    if let Some(w) = w {
+        let reps: f64 = w.watched.iter().map(cpu_of).sum();
+        cpu_parts.push(format!(
+            "W: the {} watchfire replicas {:.1} + Prometheus (scraping + answering them) {:.1} = {:.1}",
+            w.watched.len(),
+            per_interval(reps),
+            per_interval(w.source_cpu_s),
+            per_interval(reps + w.source_cpu_s)
+        ));
+    }
+    if let Some(v) = v {
+        let vm = cpu_of(&v.watched[0]);
+        cpu_parts.push(format!(
+            "V: vmalert {:.1} + Prometheus {:.1} = {:.1}",
+            per_interval(vm),
+            per_interval(v.source_cpu_s),
+            per_interval(vm + v.source_cpu_s)
+        ));
+    }
+    if !cpu_parts.is_empty() {
+        println!(
+            "CPU seconds per interval (user + system, /proc): {}; Prometheus scrapes the same targets in every phase, so the differences are the rules' cost; in W both replicas of each shard evaluate",
+            cpu_parts.join("; ")
         );
     }
     println!(

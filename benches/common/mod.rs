@@ -102,6 +102,24 @@ pub fn rss_mib(pid: impl std::fmt::Display) -> (f64, f64) {
     };
     (get("VmRSS:"), get("VmHWM:"))
 }
+/// CPU time (user + system, s) the process has used so far, from `/proc/PID/stat`; NaN when gone.
+pub fn cpu_seconds(pid: impl std::fmt::Display) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces: fields are counted after its closing paren.
+    let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    match (ticks(11), ticks(12)) {
+        (Some(u), Some(st)) if hz > 0.0 => (u + st) / hz,
+        _ => f64::NAN,
+    }
+}
+
 /// GET over HTTP/1.0 on loopback: status and body.
 pub fn http_get(port: u16, path: &str) -> Result<(u16, Vec<u8>)> {
     http_req(port, "GET", path, None, Duration::from_secs(120))

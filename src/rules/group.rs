@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::labels::Labels;
-use crate::promql::{stale_nan, Engine, Expr, Queryable, SourceError};
+use crate::promql::{stale_nan, Engine, Expr, Queryable};
 use crate::tsdb::Store;
 
 use super::alerting::{Alert, AlertingRule, DEFAULT_RESEND_DELAY_MS};
@@ -288,25 +288,25 @@ impl Group {
         let query_offset = self.query_offset_ms;
         let qt = ts.saturating_sub(query_offset);
         // Rules the source answers whole and that read nothing this group writes are asked
-        // together, a window at a time (answers held for one window only): the group then
-        // waits one round trip per window, not one per rule. Results are applied in file
-        // order, so outputs, alert state and errors are those of one-by-one evaluation.
-        let window = Layered::new(source, outputs).until(source_until).pushdown_concurrency();
-        let mut ahead: Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> = Vec::new();
+        // together up front, a few in flight at a time (the source's `pushdown_concurrency`):
+        // the group then waits about one round trip per that many rules, not one per rule.
+        // Results are applied in file order, so outputs, alert state and errors are those of
+        // one-by-one evaluation.
+        let view = Layered::new(source, outputs).until(source_until);
+        let mut ahead = if view.pushdown_concurrency() > 1 {
+            let exprs: Vec<&Expr> = self.rules.iter().map(GroupRule::expr).collect();
+            view.pushdown_many(&exprs, qt)
+        } else {
+            Vec::new()
+        }
+        .into_iter();
         for i in 0..self.rules.len() {
-            if window > 1 && i % window == 0 {
-                let end = (i + window).min(self.rules.len());
-                let exprs: Vec<&Expr> = self.rules[i..end].iter().map(GroupRule::expr).collect();
-                ahead = Layered::new(source, outputs)
-                    .until(source_until)
-                    .pushdown_many(&exprs, qt);
-                ahead.reverse();
-            }
-            let answer = ahead.pop().flatten();
+            let answer = ahead.next().flatten();
             let result = {
-                let view = Layered::new(source, outputs)
-                    .until(source_until)
-                    .with_answer(self.rules[i].expr(), qt, answer);
+                let view =
+                    Layered::new(source, outputs)
+                        .until(source_until)
+                        .with_answer(self.rules[i].expr(), qt, answer);
                 let ctx = EvalContext {
                     engine,
                     source: &view,
@@ -406,19 +406,27 @@ mod tests {
     }
 
     /// A Prometheus stand-in: every instant query is answered after `delay` with one series
-    /// `{q="<the form body>"}` of value 1; it counts the most requests it held at once.
-    fn slow_prometheus(delay: std::time::Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    /// `{q="<the form body>"}` of value 1; it counts the most requests it held at once, and
+    /// all requests.
+    fn slow_prometheus(
+        delay: std::time::Duration,
+    ) -> (
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use std::io::{Read, Write};
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Arc;
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let peak_seen = peak.clone();
+        let (peak_seen, hits) = (peak.clone(), Arc::new(AtomicUsize::new(0)));
+        let hits_seen = hits.clone();
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(mut c) = conn else { continue };
-                let (now, peak) = (now.clone(), peak.clone());
+                let (now, peak, hits) = (now.clone(), peak.clone(), hits.clone());
                 std::thread::spawn(move || {
                     let mut req = Vec::new();
                     let mut buf = [0u8; 4096];
@@ -432,17 +440,26 @@ mod tests {
                         if let Some((head, body)) = text.split_once("\r\n\r\n") {
                             let len = head
                                 .lines()
-                                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                })
                                 .unwrap_or(0);
                             if body.len() >= len {
                                 break body.to_string();
                             }
                         }
                     };
+                    hits.fetch_add(1, Ordering::SeqCst);
                     let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
                     peak.fetch_max(in_flight, Ordering::SeqCst);
                     std::thread::sleep(delay);
-                    let q = body.split('&').find_map(|kv| kv.strip_prefix("query=")).unwrap_or("").replace('"', "");
+                    let q = body
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("query="))
+                        .unwrap_or("")
+                        .replace('"', "");
                     let answer = format!(
                         r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"q":"{q}"}},"value":[0,"1"]}}]}}}}"#
                     );
@@ -455,7 +472,7 @@ mod tests {
                 });
             }
         });
-        (url, peak_seen)
+        (url, peak_seen, hits_seen)
     }
 
     #[test]
@@ -472,7 +489,7 @@ mod tests {
         let src = "groups:\n  - name: g\n    rules:\n      - record: recorded\n        expr: up{i=\"0\"}\n      - record: r1\n        expr: up{i=\"1\"}\n      - record: r2\n        expr: up{i=\"2\"}\n      - record: r3\n        expr: up{i=\"3\"}\n      - alert: ReadsEarlier\n        expr: sum(recorded) > 0\n      - record: r5\n        expr: up{i=\"5\"}\n      - record: r6\n        expr: up{i=\"6\"}\n      - alert: Remote\n        expr: up{i=\"7\"} > 0\n";
         let mut seen = Vec::new();
         for concurrency in [1, 4] {
-            let (url, peak) = slow_prometheus(std::time::Duration::from_millis(100));
+            let (url, peak, _) = slow_prometheus(std::time::Duration::from_millis(100));
             let cfg = SourceConfig {
                 name: "p".into(),
                 url,
@@ -480,7 +497,9 @@ mod tests {
                 ..SourceConfig::default()
             };
             let names = ["recorded", "r1", "r2", "r3", "r5", "r6"].map(String::from);
-            let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap().with_local_names(names);
+            let fed = Federated::from_configs(&[cfg], rt.handle())
+                .unwrap()
+                .with_local_names(names);
             let mut g = group(src);
             let mut out = Store::new();
             let engine = Engine::default();
@@ -490,13 +509,55 @@ mod tests {
             assert_eq!(peak.load(std::sync::atomic::Ordering::SeqCst), concurrency);
             let empty = Store::new();
             let read = |q: &str| query(&engine, &empty, &out, q, 0);
-            assert_eq!(read("recorded"), vec![("recorded{q=\"up%7Bi%3D%220%22%7D\"}".into(), 1.0)]);
-            assert_eq!(g.rules()[4].as_alerting().unwrap().active_alerts().count(), 1, "rule 4 read rule 0's output");
+            assert_eq!(
+                read("recorded"),
+                vec![("recorded{q=\"up%7Bi%3D%220%22%7D\"}".into(), 1.0)]
+            );
+            assert_eq!(
+                g.rules()[4].as_alerting().unwrap().active_alerts().count(),
+                1,
+                "rule 4 read rule 0's output"
+            );
             assert_eq!(g.rules()[7].as_alerting().unwrap().active_alerts().count(), 1);
             seen.push(read("{__name__=~\".+\"}"));
         }
         assert_eq!(seen[0], seen[1], "the same outputs as one-by-one evaluation");
         assert_eq!(seen[1].len(), 10, "{:?}", seen[1]);
+    }
+
+    #[test]
+    fn a_source_timing_out_costs_the_group_one_timeout() {
+        use crate::source::config::SourceConfig;
+        use crate::source::federated::Federated;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (url, _, hits) = slow_prometheus(std::time::Duration::from_secs(2));
+        let cfg = SourceConfig {
+            name: "p".into(),
+            url,
+            timeout: std::time::Duration::from_millis(200),
+            retries: 0,
+            query_concurrency: 2,
+            ..SourceConfig::default()
+        };
+        let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
+        let rules: String = (0..8)
+            .map(|i| format!("      - alert: A{i}\n        expr: up{{i=\"{i}\"}} > 0\n"))
+            .collect();
+        let mut g = group(&format!("groups:\n  - name: g\n    rules:\n{rules}"));
+        let mut out = Store::new();
+        let o = g.eval(0, &Engine::default(), &fed, i64::MAX, &mut out);
+        assert_eq!(o.errors.len(), 8, "every rule fails on the source: {:?}", o.errors);
+        assert!(
+            o.errors.iter().all(|(_, e)| e.to_string().contains("timed out")),
+            "{:?}",
+            o.errors
+        );
+        // The first two in flight time out; the six not yet sent fail with that timeout.
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -508,15 +508,23 @@ mod tests {
         assert_eq!(e.pos.line, 3);
         let e = load("sources:\n  - {name: a, type: prometheus}\n").unwrap_err();
         assert!(e.message.contains("needs a url"), "{e}");
-        let e = load("sources:\n  - name: a\n    type: prometheus\n    url: http://x\n    query_concurrency: 0\n").unwrap_err();
+        let e = load("sources:\n  - name: a\n    type: prometheus\n    url: http://x\n    query_concurrency: 0\n")
+            .unwrap_err();
         assert_eq!((e.pos.line, e.pos.col), (5, 24), "{e}");
-        assert!(e.message.contains("query_concurrency must be a whole number from 1 to 64"), "{e}");
+        assert!(
+            e.message
+                .contains("query_concurrency must be a whole number from 1 to 64"),
+            "{e}"
+        );
         let e = load("sources:\n  - {name: a, type: embedded, query_concurrency: 2}\n").unwrap_err();
         assert!(e.message.contains("type embedded takes no query_concurrency"), "{e}");
         let c = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', query_concurrency: 16}\n").unwrap();
         assert_eq!(c.sources[0].query_concurrency, 16);
         let c = load("sources:\n  - {name: a, type: prometheus, url: 'http://x'}\n").unwrap();
-        assert_eq!(c.sources[0].query_concurrency, 4, "Prometheus' default for concurrent rule evaluation");
+        assert_eq!(
+            c.sources[0].query_concurrency, 4,
+            "Prometheus' default for concurrent rule evaluation"
+        );
     }
 
     #[test]

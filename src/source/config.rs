@@ -224,7 +224,15 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
     let (type_name, allowed): (&str, &[&str]) = match sc.kind {
         SourceKind::Prometheus => (
             "prometheus",
-            &["url", "timeout", "retries", "query_concurrency", "headers", "sigv4", "metrics"],
+            &[
+                "url",
+                "timeout",
+                "retries",
+                "query_concurrency",
+                "headers",
+                "sigv4",
+                "metrics",
+            ],
         ),
         SourceKind::CloudWatch => ("cloudwatch", &["region", "endpoint", "mapping_file", "timeout"]),
         SourceKind::Embedded => ("embedded", &[]),

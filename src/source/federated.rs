@@ -22,7 +22,7 @@
 //! Prometheus source, the expression is sent to that source as one instant query. Expressions the remote rejects as `bad_data` (e.g. functions Prometheus 2.x
 //! lacks) fall back to local evaluation, and are not sent again.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -498,13 +498,20 @@ impl Queryable for Federated {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
 
-    /// The expressions a member answers whole are sent at once, at most that member's
-    /// `query_concurrency` in flight (a group's independent rules cost one round trip's
-    /// latency per window, not one per rule); the others are `None`, for local evaluation.
-    fn pushdown_many(&self, exprs: &[&Expr], t: i64) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
-        let plans: Vec<Option<(usize, &PrometheusSource, String)>> = exprs.iter().map(|e| self.remote_plan(e)).collect();
-        let mut answers: Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> =
-            exprs.iter().map(|_| None).collect();
+    /// The expressions a member answers whole are sent together, at most the members'
+    /// `query_concurrency` in flight (a group's independent rules cost a round trip per that
+    /// many rules, not one per rule); the others are `None`, for local evaluation. Once a
+    /// member timed out, its queries not yet sent fail with that timeout: a source slowed to
+    /// timeouts costs the batch one timeout, not one per window.
+    fn pushdown_many(
+        &self,
+        exprs: &[&Expr],
+        t: i64,
+    ) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
+        type Answer = Result<Vec<crate::promql::PushedSample>, SourceError>;
+        let mut plans: Vec<Option<(usize, &PrometheusSource, String)>> =
+            exprs.iter().map(|e| self.remote_plan(e)).collect();
+        let mut answers: Vec<Option<Answer>> = exprs.iter().map(|_| None).collect();
         let Some(first) = plans.iter().flatten().next() else {
             return answers;
         };
@@ -516,19 +523,34 @@ impl Queryable for Federated {
             .min()
             .unwrap_or(1)
             .max(1);
+        let timed_out: Mutex<HashMap<usize, SourceError>> = Mutex::new(HashMap::new());
         let asked = plans
             .iter()
             .enumerate()
-            .filter_map(|(k, plan)| plan.as_ref().map(|(_, p, text)| (k, *p, text.as_str())));
-        let results: Vec<(usize, Result<Vec<crate::promql::PushedSample>, SourceError>)> = handle.block_on(async {
+            .filter_map(|(k, plan)| plan.as_ref().map(|(i, p, text)| (k, *i, *p, text.as_str())));
+        let timed_out_ref = &timed_out;
+        let results: Vec<(usize, Answer)> = handle.block_on(async {
             use futures_util::stream::StreamExt;
             futures_util::stream::iter(asked)
-                .map(|(k, p, text)| async move { (k, p.instant_query(text, t).await) })
+                .map(|(k, i, p, text)| async move {
+                    let earlier = timed_out_ref.lock().ok().and_then(|m| m.get(&i).cloned());
+                    if let Some(e) = earlier {
+                        return (k, Err(e));
+                    }
+                    let res = p.instant_query(text, t).await;
+                    if let Err(e @ SourceError::Unavailable { message, .. }) = &res {
+                        if message.contains("timed out") {
+                            if let Ok(mut m) = timed_out_ref.lock() {
+                                m.entry(i).or_insert_with(|| e.clone());
+                            }
+                        }
+                    }
+                    (k, res)
+                })
                 .buffer_unordered(limit)
                 .collect()
                 .await
         });
-        let mut plans = plans;
         for (k, res) in results {
             if let Some((i, _, text)) = plans[k].take() {
                 answers[k] = self.remote_answer(i, text, res);

@@ -84,7 +84,7 @@ fn config() -> Result<Config> {
         scrape_s: env_num("WATCHFIRE_SCALE_SCRAPE_S", 30)?,
         shards: env_num("WATCHFIRE_SCALE_SHARDS", 4)?,
         replicas: env_num("WATCHFIRE_SCALE_REPLICAS", 2)?,
-        phases: env_nonempty("WATCHFIRE_SCALE_PHASES").unwrap_or_else(|| "pwv".into()),
+        phases: env_nonempty("WATCHFIRE_SCALE_PHASES").unwrap_or_else(|| "pwpv".into()),
         quick,
     };
     if c.series == 0 || c.rules == 0 || c.intervals == 0 || c.interval_s == 0 || c.shards == 0 || c.replicas == 0 {
@@ -397,6 +397,58 @@ struct Phase {
     deliveries: usize,
 }
 
+/// Phases run more than once (`pwp`: Prometheus before and after watchfire) merged into one,
+/// in order: each group's evaluations one after the other (cycles and percentiles span both
+/// runs), counters and CPU time summed, rates weighted by window. Prometheus' head grows through
+/// the run, so a query over `[1h]` or `[1d]` reads more samples later: a peer measured only
+/// before another has an edge, one measured before and after has none on average.
+fn merge_repeated(phases: Vec<Phase>) -> Vec<Phase> {
+    let mut out: Vec<Phase> = Vec::new();
+    for ph in phases {
+        match out
+            .iter_mut()
+            .find(|o| o.name == ph.name && o.watched.len() == ph.watched.len())
+        {
+            Some(o) => o.absorb(ph),
+            None => out.push(ph),
+        }
+    }
+    out
+}
+
+impl Phase {
+    fn absorb(&mut self, later: Phase) {
+        let (a, b) = (self.window_s, later.window_s);
+        let weigh = |x: f64, y: f64| (x * a + y * b) / (a + b);
+        self.engine_queries = weigh(self.engine_queries, later.engine_queries);
+        self.engine_samples = weigh(self.engine_samples, later.engine_samples);
+        for (q, lq) in self.source_queries.iter_mut().zip(&later.source_queries) {
+            *q = weigh(*q, *lq);
+        }
+        self.source_cpu_s += later.source_cpu_s;
+        self.window_s = a + b;
+        for (w, lw) in self.watched.iter_mut().zip(later.watched) {
+            for (g, v) in lw.per_group {
+                w.per_group.entry(g).or_default().extend(v);
+            }
+            let add = |x: &mut (f64, f64), y: (f64, f64)| x.1 += y.1 - y.0;
+            add(&mut w.missed, lw.missed);
+            add(&mut w.failures, lw.failures);
+            add(&mut w.queries, lw.queries);
+            add(&mut w.cpu, lw.cpu);
+            w.rss_max_mib = w.rss_max_mib.max(lw.rss_max_mib);
+            w.hwm_mib = w.hwm_mib.max(lw.hwm_mib);
+            w.last = lw.last;
+        }
+        // What is loaded and active at the end of the run.
+        self.unhealthy = later.unhealthy;
+        self.groups = later.groups;
+        self.rules = later.rules;
+        self.alerts = later.alerts;
+        self.deliveries += later.deliveries;
+    }
+}
+
 fn health(port: u16, path: &str) -> Result<(BTreeSet<String>, usize, BTreeMap<String, String>)> {
     let r = rules_of(port, path)?;
     Ok((r.groups, r.rules, r.unhealthy.into_iter().collect()))
@@ -700,6 +752,7 @@ fn run() -> Result<bool> {
         };
         phases.push(phase);
     }
+    let phases = merge_repeated(phases);
     let (scrapes, served, mean_render) = exporter.stats();
     let prom_rss = rss_mib(prom.guard.pid());
     let head_series = scrape(prom.port)
@@ -994,13 +1047,13 @@ fn run() -> Result<bool> {
     }
     // Work is wall time; what the machine paid is CPU time. Concurrent queries shorten a
     // group's wall time without making its queries cheaper, so both are printed.
-    let per_interval = |cpu: f64| cpu / cfg.intervals as f64;
+    let per_interval = |cpu: f64, ph: &Phase| cpu / (ph.window_s / interval);
     let cpu_of = |w: &Watched| w.cpu.1 - w.cpu.0;
     let mut cpu_parts = Vec::new();
-    if let Some(pw) = prom_w {
+    if let (Some(p), Some(pw)) = (p, prom_w) {
         cpu_parts.push(format!(
             "P: Prometheus (scraping + its rule manager) {:.1}",
-            per_interval(cpu_of(pw))
+            per_interval(cpu_of(pw), p)
         ));
     }
     if let Some(w) = w {
@@ -1008,18 +1061,18 @@ fn run() -> Result<bool> {
         cpu_parts.push(format!(
             "W: the {} watchfire replicas {:.1} + Prometheus (scraping + answering them) {:.1} = {:.1}",
             w.watched.len(),
-            per_interval(reps),
-            per_interval(w.source_cpu_s),
-            per_interval(reps + w.source_cpu_s)
+            per_interval(reps, w),
+            per_interval(w.source_cpu_s, w),
+            per_interval(reps + w.source_cpu_s, w)
         ));
     }
     if let Some(v) = v {
         let vm = cpu_of(&v.watched[0]);
         cpu_parts.push(format!(
             "V: vmalert {:.1} + Prometheus {:.1} = {:.1}",
-            per_interval(vm),
-            per_interval(v.source_cpu_s),
-            per_interval(vm + v.source_cpu_s)
+            per_interval(vm, v),
+            per_interval(v.source_cpu_s, v),
+            per_interval(vm + v.source_cpu_s, v)
         ));
     }
     if !cpu_parts.is_empty() {

@@ -771,3 +771,29 @@ fn run_config_is_validated_without_its_secrets() {
     assert_eq!(d[0].code, "config/mapping");
     assert!(d[0].file.ends_with("mapping.yaml") && d[0].line == 5, "{d:?}");
 }
+
+#[test]
+fn syntax_prometheus_reads_only_behind_a_feature_flag() {
+    let src = rules(&alert("A", "limitk(2, rate(x_total[5m+1m])) > 0", ""));
+    let d = diags(&src);
+    let found: Vec<(&str, usize, usize)> = d
+        .iter()
+        .filter(|d| d.code == "compat/feature-flag")
+        .map(|d| (d.message.as_str(), d.line, d.col))
+        .collect();
+    assert_eq!(found.len(), 2, "{d:?}");
+    assert!(
+        found[0].0.contains("`limitk()`") && found[0].0.contains("promql-experimental-functions"),
+        "{found:?}"
+    );
+    assert_eq!((found[0].1, found[0].2), (5, 12), "at `limitk`");
+    assert!(
+        found[1].0.contains("--enable-feature=promql-duration-expr"),
+        "{found:?}"
+    );
+    assert_eq!((found[1].1, found[1].2), (5, 35), "at `5m+1m`");
+    assert!(d
+        .iter()
+        .all(|d| d.code != "compat/feature-flag" || d.severity == watchfire::check::Severity::Warning));
+    assert!(!has(GOOD, "compat/feature-flag"));
+}

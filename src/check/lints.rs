@@ -564,6 +564,26 @@ fn lint_rule(
 
     let Some(ast) = &r.expr_ast else { return };
 
+    // Syntax Prometheus and promtool read only with a feature flag: the file would not load there.
+    for u in crate::promql::flagged_syntax(&r.expr.value, ast) {
+        out.push(
+            ctx.diag(
+                loc,
+                Some(&u.needle),
+                Severity::Warning,
+                "compat/feature-flag",
+                format!(
+                    "{} is experimental in Prometheus: Prometheus and promtool refuse this rule unless they run with `--enable-feature={}`",
+                    u.what, u.flag
+                ),
+            )
+            .with_suggestion(format!(
+                "turn `{}` on wherever else these rules load, or write the rule without it",
+                u.flag
+            )),
+        );
+    }
+
     let mut has_comparison = false;
     let mut has_absent_or_set = false;
     walk(ast, false, 0, &mut |n, _| match n {

@@ -8,6 +8,7 @@ mod error;
 mod eval;
 mod extended;
 mod fastpath;
+mod features;
 mod functions;
 mod histogram;
 mod info;
@@ -24,6 +25,7 @@ mod trim;
 mod value;
 
 pub use error::Error;
+pub use features::{flagged_syntax, FlaggedUse};
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;

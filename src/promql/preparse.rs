@@ -52,6 +52,9 @@ pub(crate) struct Rewritten<'a> {
     pub(crate) info_marker: bool,
     /// The trim operators `</` and `>/` read (rewritten to comparisons, see [`TrimOp`]).
     pub(crate) trims: Vec<TrimOp>,
+    /// Byte offsets (in the original) of the duration expressions read (`[5m+1m]`,
+    /// `offset (1h / 2)`): Prometheus reads them only with `promql-duration-expr`.
+    pub(crate) durations: Vec<usize>,
 }
 
 /// Prometheus' extended range selectors (`promql-extended-range-selectors`).
@@ -181,6 +184,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
     let mut bad_label_name = None;
     let mut info_marker = false;
     let mut trims = Vec::new();
+    let mut durations = Vec::new();
     let mut comparisons = 0usize;
     let mut brace_depth = 0usize;
     let mut i = 0;
@@ -211,7 +215,9 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
                     comparisons += 1;
                 }
                 "[" if brace_depth == 0 => {
+                    let before = edits.len();
                     i = bracket(expr, &toks, i, times, &mut edits)?;
+                    durations.extend(edits[before..].iter().map(|e| e.0));
                     continue;
                 }
                 _ => {}
@@ -228,7 +234,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             continue;
         }
         if text.eq_ignore_ascii_case("offset") && i > 0 && ends_modified(expr, &toks[i - 1]) {
-            i = offset(expr, &toks, i, times, &mut edits)?;
+            i = offset(expr, &toks, i, times, &mut edits, &mut durations)?;
             continue;
         }
         let modifier = if text.eq_ignore_ascii_case("anchored") {
@@ -283,6 +289,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
             bad_label_name,
             info_marker,
             trims,
+            durations,
         });
     }
     let mut out = String::with_capacity(expr.len());
@@ -302,6 +309,7 @@ pub(crate) fn preparse<'a>(expr: &'a str, times: &QueryTimes) -> Result<Rewritte
         bad_label_name,
         info_marker,
         trims,
+        durations,
     })
 }
 
@@ -479,6 +487,7 @@ fn offset(
     at: usize,
     times: &QueryTimes,
     edits: &mut Vec<(usize, usize, String)>,
+    durations: &mut Vec<usize>,
 ) -> Result<usize, PreparseError> {
     let mut p = DurParser::new(expr, toks, at + 1, times);
     let first = at + 1;
@@ -492,7 +501,11 @@ fn offset(
     let span_end = toks[last - 1].end;
     if ms == 0 {
         edits.push((toks[at - 1].end, span_end, String::new()));
-    } else if !plain {
+    }
+    if !plain {
+        durations.push(toks[first].start);
+    }
+    if ms != 0 && !plain {
         let lit = display_duration(&Duration::from_millis(ms.unsigned_abs()));
         let text = if ms < 0 { format!("-{lit}") } else { lit };
         edits.push((toks[first].start, span_end, text));

@@ -27,3 +27,32 @@ fn promql_parser_panic_is_a_positioned_error() {
     let text = errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n");
     assert!(text.contains("r.yaml:5:"), "{text}");
 }
+
+/// `scripts/fuzz series_notation` timed out (more than 10 s on one 4 KiB input): a repetition
+/// count is capped per item (10 M, as real test files use `0x10000000`), but nothing bounded a
+/// line of several such items, a histogram expanded millions of times (each step a histogram
+/// addition), or a file of hundreds of such lines. Each is now an error at once: a line expands
+/// to at most 16.8 M points (131,072 of them histograms) and a file's lines to 67 M in all.
+#[test]
+fn series_notation_expansion_is_bounded() {
+    use watchfire::tsdb::{parse_series_line, PointBudget};
+    let h = "{{schema:0 count:1 sum:1 buckets:[1]}}";
+    let err = parse_series_line(&format!("m {h}+{h}x9999999")).unwrap_err();
+    assert!(err.contains("native histogram points"), "{err}");
+    let err = parse_series_line("m 0x9999999 1x9999999").unwrap_err();
+    assert!(err.contains("more than 16777216 points"), "{err}");
+    // The largest line real files hold still loads.
+    assert_eq!(parse_series_line("m 0x10000000").unwrap().1.len(), 10_000_001);
+
+    let mut budget = PointBudget::default();
+    let mut refused = None;
+    for i in 0..10 {
+        if let Err(e) = budget.series_line(&format!("m{{i=\"{i}\"}} 0x9999999")) {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (line, err) = refused.expect("a file's lines are bounded in all");
+    assert_eq!(line, 6, "six lines of 10 M points fit in 67 M");
+    assert!(err.contains("more than 67108864 points in all"), "{err}");
+}

@@ -1,5 +1,6 @@
 //! promqltest / promtool series notation (`metric{l="v"} 0+10x5 _ stale {{schema:0 ...}}`):
-//! `tsdb::parse_series_line` for each line, then `load_notation` into a store.
+//! each line through one `tsdb::PointBudget` (as a loader reads a file), then `load_notation`
+//! into a store.
 #![no_main]
 mod common;
 
@@ -11,8 +12,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut store = watchfire::tsdb::Store::new();
+    // One budget for the input, as the loaders keep one per file.
+    let mut budget = watchfire::tsdb::PointBudget::default();
     for line in text.lines() {
-        if let Ok((labels, values)) = watchfire::tsdb::parse_series_line(line) {
+        if let Ok((labels, values)) = budget.series_line(line) {
             watchfire::tsdb::load_notation(&mut store, 60_000, 0, &labels, &values);
         }
     }

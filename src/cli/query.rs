@@ -174,6 +174,7 @@ pub(crate) fn load_data(store: &mut Store, path: &Path) -> Result<(), String> {
 fn load_notation(store: &mut Store, path: &Path, text: &str) -> Result<(), String> {
     let mut interval: Option<i64> = None;
     let mut samples = 0usize;
+    let mut budget = notation::PointBudget::default();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         let at = || format!("{}:{}", path.display(), i + 1);
@@ -193,7 +194,7 @@ fn load_notation(store: &mut Store, path: &Path, text: &str) -> Result<(), Strin
             return Err(format!("{}: expected `load <interval>` before series lines", at()));
         };
         let (labels, values): (Labels, Vec<Option<SeriesValue>>) =
-            notation::parse_series_line(line).map_err(|e| format!("{}: {e}", at()))?;
+            budget.series_line(line).map_err(|e| format!("{}: {e}", at()))?;
         samples += values.iter().filter(|v| v.is_some()).count();
         notation::load_notation(store, step, 0, &labels, &values);
     }

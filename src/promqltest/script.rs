@@ -443,6 +443,7 @@ fn in_block(lines: &[String], i: usize) -> bool {
 }
 
 fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
+    let mut budget = notation::PointBudget::default();
     let line = &lines[i];
     let Some(caps) = PAT_LOAD.captures(line) else {
         let next = skip_block(lines, i + 1);
@@ -507,7 +508,7 @@ fn parse_load(lines: &[String], i: usize) -> (usize, Command) {
             }
             continue;
         }
-        match notation::parse_series_line(def) {
+        match budget.series_line(def) {
             Ok((labels, values)) => {
                 if !HISTOGRAMS_SUPPORTED && values.iter().flatten().any(|v| v.as_histogram().is_some()) {
                     cmd.limited.push((labels.clone(), DataLimit::NativeHistogram));

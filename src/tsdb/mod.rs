@@ -20,7 +20,7 @@ pub use notation::load_notation;
 pub(crate) use notation::parse_metric;
 pub use notation::parse_series_line;
 pub(crate) use notation::parse_values;
-pub use notation::SeriesValue;
+pub use notation::{PointBudget, SeriesValue};
 pub use openmetrics::{load_file, load_str, write_openmetrics};
 pub(crate) use store::SeriesId;
 pub use store::Store;

@@ -64,8 +64,87 @@ impl SeriesValue {
     }
 }
 
+/// The most points one series line expands to: 16.8 M (real promtool test files hold lines of
+/// 10 M points, `0x10000000`).
+const MAX_LINE_POINTS: usize = 1 << 24;
+
+/// The most native histogram points one series line expands to: each is a whole histogram,
+/// and each step of `{{h}}+{{d}}xN` adds two.
+const MAX_LINE_HISTOGRAMS: usize = 1 << 17;
+
+/// The points the lines of one file (a test's input series, a load block) may expand to in
+/// all: without a bound, a few hundred short lines of `0x10000000` ask for billions of points
+/// and the loader runs out of memory instead of saying what is wrong.
+pub struct PointBudget {
+    left: usize,
+}
+
+/// What a [`PointBudget`] starts with: 67 M points.
+const MAX_FILE_POINTS: usize = 1 << 26;
+
+impl Default for PointBudget {
+    fn default() -> Self {
+        PointBudget { left: MAX_FILE_POINTS }
+    }
+}
+
+impl PointBudget {
+    /// [`parse_series_line`], its points counted against the budget.
+    pub fn series_line(&mut self, line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>), String> {
+        let (labels, values) = parse_series_line_within(line, self.room())?;
+        self.left -= values.len();
+        Ok((labels, values))
+    }
+
+    /// [`parse_values`], its points counted against the budget.
+    pub fn values(&mut self, s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
+        let values = parse_values_within(s, self.room())?;
+        self.left -= values.len();
+        Ok(values)
+    }
+
+    fn room(&self) -> Room {
+        Room {
+            points: self.left.min(MAX_LINE_POINTS),
+            per_file: self.left < MAX_LINE_POINTS,
+        }
+    }
+}
+
+/// How many points a line may still expand to, and whether the file's budget is what bounds it.
+#[derive(Clone, Copy)]
+struct Room {
+    points: usize,
+    per_file: bool,
+}
+
+impl Room {
+    fn line() -> Room {
+        Room {
+            points: MAX_LINE_POINTS,
+            per_file: false,
+        }
+    }
+
+    /// An error unless `n` more points fit after the `have` already expanded.
+    fn fits(self, have: usize, n: u64) -> Result<(), String> {
+        if (have as u64).saturating_add(n) <= self.points as u64 {
+            return Ok(());
+        }
+        Err(if self.per_file {
+            format!("the series of this file expand to more than {MAX_FILE_POINTS} points in all")
+        } else {
+            format!("the series expands to more than {MAX_LINE_POINTS} points")
+        })
+    }
+}
+
 /// Parses `metric values...` into the label set and the expanded points.
 pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>), String> {
+    parse_series_line_within(line, Room::line())
+}
+
+fn parse_series_line_within(line: &str, room: Room) -> Result<(Labels, Vec<Option<SeriesValue>>), String> {
     let line = line.trim();
     let mut p = Cursor::new(line);
     let labels = p.metric()?;
@@ -77,7 +156,7 @@ pub fn parse_series_line(line: &str) -> Result<(Labels, Vec<Option<SeriesValue>>
             p.pos + 1
         ));
     }
-    let values = parse_values(rest)?;
+    let values = parse_values_within(rest, room)?;
     Ok((labels, values))
 }
 
@@ -98,12 +177,20 @@ pub(crate) fn parse_metric(s: &str) -> Result<Labels, String> {
 
 /// Parses and expands a whitespace-separated value sequence.
 pub(crate) fn parse_values(s: &str) -> Result<Vec<Option<SeriesValue>>, String> {
+    parse_values_within(s, Room::line())
+}
+
+fn parse_values_within(s: &str, room: Room) -> Result<Vec<Option<SeriesValue>>, String> {
     let mut out = Vec::new();
+    let mut histograms = 0;
     for item in split_items(s)? {
         let res = if item.starts_with("{{") {
-            expand_histogram_item(item, &mut out)
+            let before = out.len();
+            let r = expand_histogram_item(item, &mut out, room, MAX_LINE_HISTOGRAMS - histograms);
+            histograms += out.len() - before;
+            r
         } else {
-            expand_item(item, &mut out)
+            expand_item(item, &mut out, room)
         };
         res.map_err(|e| format!("bad series value {item:?}: {e}"))?;
     }
@@ -146,16 +233,31 @@ fn split_items(s: &str) -> Result<Vec<&str>, String> {
 
 /// Expands `{{h}}`, `{{h}}xN`, `{{h}}+{{d}}xN` and `{{h}}-{{d}}xN` as Prometheus' series
 /// description parser: each step adds (subtracts) `d` to the previous histogram.
-fn expand_histogram_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), String> {
+fn expand_histogram_item(
+    item: &str,
+    out: &mut Vec<Option<SeriesValue>>,
+    room: Room,
+    histograms_left: usize,
+) -> Result<(), String> {
+    let fits = |out: &Vec<Option<SeriesValue>>, n: u64| {
+        if n > histograms_left as u64 {
+            return Err(format!(
+                "the series expands to more than {MAX_LINE_HISTOGRAMS} {NATIVE_HISTOGRAM_ERROR} points"
+            ));
+        }
+        room.fits(out.len(), n)
+    };
     let end = item.find("}}").map(|i| i + 2).unwrap_or(item.len());
     let base = histogram::parse(&item[..end])?;
     let rest = &item[end..];
     if rest.is_empty() {
+        fits(out, 1)?;
         out.push(Some(SeriesValue::Histogram(Box::new(base))));
         return Ok(());
     }
     if let Some(times) = rest.strip_prefix('x') {
         let n = parse_times(times)?;
+        fits(out, n + 1)?;
         for _ in 0..=n {
             out.push(Some(SeriesValue::Histogram(Box::new(base.clone()))));
         }
@@ -175,6 +277,7 @@ fn expand_histogram_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Resu
         .strip_prefix('x')
         .ok_or_else(|| "an increment needs a repetition count ('x' and a number)".to_string())
         .and_then(parse_times)?;
+    fits(out, n + 1)?;
     let mut cur = base;
     out.push(Some(SeriesValue::Histogram(Box::new(cur.clone()))));
     for _ in 0..n {
@@ -366,9 +469,10 @@ fn rest_head(s: &str) -> &str {
 }
 
 /// Expands one item: `_`, `_xN`, `v`, `vxN`, `v+dxN`, `v-dxN`.
-fn expand_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), String> {
+fn expand_item(item: &str, out: &mut Vec<Option<SeriesValue>>, room: Room) -> Result<(), String> {
     if let Some(rest) = item.strip_prefix('_') {
         if rest.is_empty() {
+            room.fits(out.len(), 1)?;
             out.push(None);
             return Ok(());
         }
@@ -376,12 +480,14 @@ fn expand_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), Str
             .strip_prefix('x')
             .ok_or_else(|| "expected 'x' after '_'".to_string())
             .and_then(parse_times)?;
+        room.fits(out.len(), n)?;
         out.extend(std::iter::repeat_n(None, n as usize));
         return Ok(());
     }
     let (first, len) = scan_value(item, true)?;
     let mut rest = &item[len..];
     if rest.is_empty() {
+        room.fits(out.len(), 1)?;
         out.push(Some(SeriesValue::from_f64(first)));
         return Ok(());
     }
@@ -398,6 +504,7 @@ fn expand_item(item: &str, out: &mut Vec<Option<SeriesValue>>) -> Result<(), Str
         .strip_prefix('x')
         .ok_or_else(|| format!("unexpected {rest:?}"))
         .and_then(parse_times)?;
+    room.fits(out.len(), times + 1)?;
     // Prometheus adds the step repeatedly; multiplying would drift differently.
     let mut k = first;
     for _ in 0..=times {

@@ -284,6 +284,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
     let interval = tg.interval.filter(|d| d.ms() > 0).map_or(ctx.eval_interval, |d| d.ms());
     let mint = tg.start_ms;
     let mut input = Store::new();
+    let mut budget = tsdb::PointBudget::default();
     for (i, s) in tg.input_series.iter().enumerate() {
         let labels = match tsdb::parse_metric(&s.series) {
             Ok(l) => l,
@@ -296,7 +297,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
                 continue;
             }
         };
-        match tsdb::parse_values(&s.values) {
+        match budget.values(&s.values) {
             Ok(values) => tsdb::load_notation(&mut input, interval, mint, &labels, &values),
             Err(e) => res.errors.push(format!(
                 "input_series[{i}] at {}: values {}: {e}",

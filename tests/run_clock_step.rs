@@ -123,18 +123,6 @@ fn wall_clock_steps_stall_nothing_and_resolve_nothing() {
         "one page, no resolve: {:?}",
         bodies.lock().unwrap()
     );
-    let metrics = {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    };
-    let steps: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("watchfire_clock_steps_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0);
+    let steps = common::metric(port, "watchfire_clock_steps_total").unwrap_or(0.0);
     assert!(steps >= 4.0, "the steps were noticed: {steps}");
 }

@@ -1,5 +1,6 @@
 //! `watchfire run` killed with SIGKILL and started again: the firing alert comes back with its
-//! ActiveAt before the first evaluation, and the receiver is paged once.
+//! ActiveAt before the first evaluation, and the receiver is paged once; an alert reading another
+//! group's recording is not resolved while that recording, lost with the process, is not back.
 
 mod common;
 
@@ -163,4 +164,88 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
         bodies.lock().unwrap()
     );
     assert_eq!(state_of("Waits"), Some(waits));
+}
+
+#[test]
+fn kill_9_resolves_nothing_that_reads_a_recording_not_yet_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (hook, bodies) = recorder();
+    let port = common::free_port();
+    // `writes` runs every 15 s, `reads` every second: killed just after `writes` ran, the new
+    // process evaluates `reads` about 14 s before the recording it reads exists again.
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:\n  - name: reads\n    interval: 1s\n    rules:\n      - alert: OnRec\n        expr: x:rec == 3\n\
+         \x20 - name: writes\n    interval: 15s\n    rules:\n      - record: x:rec\n        expr: vector(3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=OnRec]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+    let sent = |status: &str| {
+        bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "OnRec")
+            .count()
+    };
+    let writes_last = || -> Option<String> {
+        let v = common::get_json(port, "/api/v1/rules")?;
+        v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .find(|g| g["name"] == "writes")
+            .and_then(|g| g["lastEvaluation"].as_str().map(str::to_string))
+    };
+
+    let p = start(root);
+    common::wait_for("OnRec paged", 40, || (sent("firing") == 1).then_some(()));
+    let firing = common::wait_for("OnRec firing", 10, || {
+        let v = alerts(port)?;
+        v["data"]["alerts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["labels"]["alertname"] == "OnRec" && a["state"] == "firing")
+            .map(|a| a["activeAt"].as_str().unwrap_or("").to_string())
+    });
+    let seen = writes_last();
+    common::wait_for("the next run of writes", 20, || (writes_last() != seen).then_some(()));
+    drop(p); // SIGKILL
+
+    let _p = start(root);
+    common::wait_for("the restarted API", 20, || alerts(port));
+    // Past the next run of `writes` and a few evaluations of `reads` after it.
+    common::wait_for("writes run after the restart", 30, || {
+        writes_last().filter(|t| !t.starts_with("0001")).map(|_| ())
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        (sent("firing"), sent("resolved")),
+        (1, 0),
+        "one page, no resolve: {:?}",
+        bodies.lock().unwrap()
+    );
+    let held = common::metric(port, "watchfire_rule_evaluations_held_total").unwrap_or(0.0);
+    assert!(held >= 1.0, "OnRec waited for x:rec after the start: {held}");
+    let v = alerts(port).unwrap();
+    let now = v["data"]["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["labels"]["alertname"] == "OnRec")
+        .map(|a| a["activeAt"].as_str().unwrap_or("").to_string());
+    assert_eq!(now, Some(firing), "the same alert, still firing");
 }

@@ -284,6 +284,23 @@ impl Group {
         source_until: i64,
         outputs: &mut Store,
     ) -> EvalOutcome {
+        self.eval_holding(ts, engine, source, source_until, outputs, &[])
+    }
+
+    /// [`Group::eval`], except that the rules marked in `held` are not evaluated: an alerting
+    /// rule keeps its alerts as they are (re-sending those due), a recording rule writes
+    /// nothing. `run` holds a rule after a start until the rules it reads have run once, so
+    /// that it does not read their outputs as gone. Rules past the end of `held` run.
+    pub fn eval_holding(
+        &mut self,
+        ts: i64,
+        engine: &Engine,
+        source: &dyn Queryable,
+        source_until: i64,
+        outputs: &mut Store,
+        held: &[bool],
+    ) -> EvalOutcome {
+        let is_held = |i: usize| held.get(i).copied().unwrap_or(false);
         let mut outcome = EvalOutcome::default();
         let query_offset = self.query_offset_ms;
         let qt = ts.saturating_sub(query_offset);
@@ -294,13 +311,25 @@ impl Group {
         // one-by-one evaluation.
         let view = Layered::new(source, outputs).until(source_until);
         let mut ahead = if view.pushdown_concurrency() > 1 {
-            let exprs: Vec<&Expr> = self.rules.iter().map(GroupRule::expr).collect();
+            let exprs: Vec<&Expr> = (0..self.rules.len())
+                .filter(|&i| !is_held(i))
+                .map(|i| self.rules[i].expr())
+                .collect();
             view.pushdown_many(&exprs, qt)
         } else {
             Vec::new()
         }
         .into_iter();
         for i in 0..self.rules.len() {
+            if is_held(i) {
+                if let GroupRule::Alerting(r) = &mut self.rules[i] {
+                    let due = r.alerts_to_send(ts, self.resend_delay_ms, self.interval_ms);
+                    if !due.is_empty() {
+                        outcome.to_send.push((i, due));
+                    }
+                }
+                continue;
+            }
             let answer = ahead.next().flatten();
             let result = {
                 let view =

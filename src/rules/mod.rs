@@ -7,6 +7,7 @@
 
 pub(crate) mod alerting;
 pub(crate) mod condition;
+pub(crate) mod deps;
 pub(crate) mod eval;
 pub(crate) mod file;
 pub(crate) mod group;

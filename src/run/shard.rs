@@ -11,11 +11,8 @@
 
 use std::collections::HashMap;
 
-use promql_parser::label::MatchOp;
-use promql_parser::parser::{Expr, VectorSelector};
-
 use super::config::Shard;
-use crate::rules::{Group, GroupRule};
+use crate::rules::{deps, Group};
 
 /// For each group, whether `shard` evaluates it.
 pub(crate) fn owned(groups: &[Group], shard: Shard) -> Vec<bool> {
@@ -43,124 +40,17 @@ pub(crate) fn owned(groups: &[Group], shard: Shard) -> Vec<bool> {
         .collect()
 }
 
-/// One rule's output series: its name and the labels the rule sets.
-struct Output<'a> {
-    group: usize,
-    labels: &'a [(String, String)],
-    /// For `ALERTS` and `ALERTS_FOR_STATE`: the rule's `alertname`.
-    alertname: Option<&'a str>,
-}
-
 /// For each group, the representative of the set it belongs to.
 fn sets(groups: &[Group]) -> Vec<usize> {
-    let mut outputs: HashMap<&str, Vec<Output<'_>>> = HashMap::new();
-    for (gi, g) in groups.iter().enumerate() {
-        for r in g.rules() {
-            match r {
-                GroupRule::Recording(r) => outputs.entry(r.name()).or_default().push(Output {
-                    group: gi,
-                    labels: r.labels(),
-                    alertname: None,
-                }),
-                GroupRule::Alerting(r) => {
-                    for n in ["ALERTS", "ALERTS_FOR_STATE"] {
-                        outputs.entry(n).or_default().push(Output {
-                            group: gi,
-                            labels: r.labels(),
-                            alertname: Some(r.name()),
-                        });
-                    }
-                }
-            }
-        }
-    }
     let mut parent: Vec<usize> = (0..groups.len()).collect();
-    for (gi, g) in groups.iter().enumerate() {
-        for r in g.rules() {
-            let expr = match r {
-                GroupRule::Recording(r) => r.expr(),
-                GroupRule::Alerting(r) => r.expr(),
-            };
-            let mut sels = Vec::new();
-            selectors(expr, &mut sels);
-            for vs in sels {
-                for (name, outs) in candidates(vs, &outputs) {
-                    for o in outs.iter().filter(|o| o.group != gi && may_match(vs, name, o)) {
-                        union(&mut parent, gi, o.group);
-                    }
-                }
+    for (gi, rules) in deps::inputs(&groups.iter().collect::<Vec<_>>()).iter().enumerate() {
+        for &(og, _) in rules.iter().flatten() {
+            if og != gi {
+                union(&mut parent, gi, og);
             }
         }
     }
     (0..groups.len()).map(|i| find(&mut parent, i)).collect()
-}
-
-/// The outputs whose name the selector can match.
-fn candidates<'o, 'a>(
-    vs: &VectorSelector,
-    outputs: &'o HashMap<&'a str, Vec<Output<'a>>>,
-) -> Vec<(&'a str, &'o Vec<Output<'a>>)> {
-    if let Some(n) = &vs.name {
-        return outputs
-            .get_key_value(n.as_str())
-            .map(|(k, v)| (*k, v))
-            .into_iter()
-            .collect();
-    }
-    let name_matchers: Vec<_> = vs.matchers.matchers.iter().filter(|m| m.name == "__name__").collect();
-    if let Some(m) = name_matchers.iter().find(|m| matches!(m.op, MatchOp::Equal)) {
-        return outputs
-            .get_key_value(m.value.as_str())
-            .map(|(k, v)| (*k, v))
-            .into_iter()
-            .collect();
-    }
-    outputs
-        .iter()
-        .filter(|(n, _)| name_matchers.iter().all(|m| m.is_match(n)))
-        .map(|(k, v)| (*k, v))
-        .collect()
-}
-
-/// Whether the selector's matchers allow the output, as far as the rule's own labels tell.
-fn may_match(vs: &VectorSelector, name: &str, o: &Output<'_>) -> bool {
-    if !vs.matchers.or_matchers.is_empty() {
-        return true;
-    }
-    vs.matchers.matchers.iter().all(|m| {
-        let known = match m.name.as_str() {
-            "__name__" => Some(name),
-            "alertname" if o.alertname.is_some() => o.alertname,
-            l => o.labels.iter().find(|(k, _)| k == l).map(|(_, v)| v.as_str()),
-        };
-        known.is_none_or(|v| m.is_match(v))
-    })
-}
-
-fn selectors<'a>(e: &'a Expr, out: &mut Vec<&'a VectorSelector>) {
-    match e {
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                selectors(p, out);
-            }
-            selectors(&a.expr, out);
-        }
-        Expr::Unary(u) => selectors(&u.expr, out),
-        Expr::Binary(b) => {
-            selectors(&b.lhs, out);
-            selectors(&b.rhs, out);
-        }
-        Expr::Paren(p) => selectors(&p.expr, out),
-        Expr::Subquery(s) => selectors(&s.expr, out),
-        Expr::VectorSelector(vs) => out.push(vs),
-        Expr::MatrixSelector(ms) => out.push(&ms.vs),
-        Expr::Call(c) => {
-            for a in &c.args.args {
-                selectors(a, out);
-            }
-        }
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
-    }
 }
 
 fn find(parent: &mut [usize], mut i: usize) -> usize {

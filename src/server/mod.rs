@@ -681,6 +681,12 @@ pub fn render_metrics(svc: &Service) -> String {
     )
     .sample("watchfire_rule_evaluation_failures_total", &[], m.rule_failures);
     x.family(
+        "watchfire_rule_evaluations_held_total",
+        "counter",
+        "Rule evaluations held after the start until the rules they read had run once.",
+    )
+    .sample("watchfire_rule_evaluations_held_total", &[], m.rule_evaluations_held);
+    x.family(
         "watchfire_notifications_sent_total",
         "counter",
         "Notifications delivered.",

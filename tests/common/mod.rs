@@ -141,6 +141,18 @@ pub fn http_status(port: u16, path: &str) -> Option<String> {
     out.lines().next().map(str::to_string)
 }
 
+/// The value of an unlabelled sample `name` on `GET /metrics` on loopback.
+pub fn metric(port: u16, name: &str) -> Option<f64> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// The JSON body of `GET path` on loopback.
 pub fn get_json(port: u16, path: &str) -> Option<serde_json::Value> {
     let rt = tokio::runtime::Builder::new_current_thread()

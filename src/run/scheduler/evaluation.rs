@@ -27,6 +27,7 @@ use super::builtins::{self, Builtins, Condition};
 use super::clock::ms_to_time;
 use super::runner::{trim_store, GroupRunner};
 use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};
+use super::warmup::Warmup;
 use super::Setup;
 
 /// A source wrapper that remembers the errors it returned (to tell source failures from
@@ -290,6 +291,8 @@ pub(super) struct Evaluation {
     evaluations: AtomicU64,
     /// Failing rules: (group key, rule name) → last error.
     rule_failures: Mutex<BTreeMap<(String, String), String>>,
+    /// After a start: the rules not yet run, and who reads them.
+    warmup: Mutex<Warmup>,
     pub(super) builtins: Builtins,
 }
 
@@ -311,8 +314,21 @@ impl Evaluation {
         if let Ok(mut s) = snapshots.write() {
             *s = snaps;
         }
+        if let Ok(mut w) = self.warmup.lock() {
+            w.regroup(&runners.iter().collect::<Vec<_>>());
+        }
         if let Ok(mut g) = self.groups.write() {
             *g = runners.into_iter().map(|r| Arc::new(Mutex::new(r))).collect();
+        }
+    }
+
+    /// The service started at `now`: rules reading other rules wait for them (see `warmup`).
+    pub(super) fn begin_warmup(&self, now: i64) {
+        let runners = self.runners();
+        let guards: Vec<_> = runners.iter().filter_map(|r| r.lock().ok()).collect();
+        let refs: Vec<&GroupRunner> = guards.iter().map(|g| &**g).collect();
+        if let Ok(mut w) = self.warmup.lock() {
+            *w = Warmup::begin(&refs, now);
         }
     }
 
@@ -390,9 +406,15 @@ impl Evaluation {
             .len()
             <= 1;
         let tracking = Tracking::new(&view, one_source);
-        let mut outcome = runner
-            .group
-            .eval(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs);
+        runner.held = self.warmup.lock().map(|w| w.held(&runner.key, ts)).unwrap_or_default();
+        let mut outcome = runner.group.eval_holding(
+            ts,
+            &setup.engine,
+            &tracking,
+            i64::MAX,
+            &mut runner.outputs,
+            &runner.held,
+        );
         runner.iterations += 1;
         let failed = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
         let source_errors: Vec<String> = failed.iter().map(|(_, m)| m.clone()).collect();
@@ -465,6 +487,7 @@ impl Evaluation {
             }
         }
         if let Ok(mut m) = to.metrics.lock() {
+            m.rule_evaluations_held += runner.held.iter().filter(|h| **h).count() as u64;
             *m.source_errors.entry(setup.source_name.clone()).or_default() += source_errors.len() as u64;
             let q = m.source_queries.entry(setup.source_name.clone()).or_default();
             q.0 += tracking.micros.load(Ordering::Relaxed) as f64 / 1e6;
@@ -529,6 +552,10 @@ impl Evaluation {
         let qt = ts.saturating_sub(runner.group.query_offset_ms());
         if let Ok(mut p) = self.published.write() {
             runner.outputs.copy_range_into(&mut p, qt, qt);
+        }
+        // Only now may the rules reading this group's outputs run: they are there to read.
+        if let Ok(mut w) = self.warmup.lock() {
+            w.evaluated(&runner.key, runner.group.rules().len(), &runner.held);
         }
         // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
         if runner.iterations.is_multiple_of(64) {
@@ -609,6 +636,44 @@ mod tests {
             svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts[0].active_at,
             before,
             "a reload does not restart `for`"
+        );
+    }
+
+    /// A restart (the state carried over, the published outputs lost): the alert reading a
+    /// slower group's recording keeps its restored alert until the recording is back.
+    #[test]
+    fn a_restart_resolves_nothing_that_reads_rules_not_yet_run() {
+        use super::super::{Service, SimClock};
+        use std::sync::Arc;
+        let src = "groups:\n  - name: b\n    rules:\n      - alert: B\n        expr: x:rec == 3\n\
+                   \x20 - name: a\n    interval: 5m\n    rules:\n      - record: x:rec\n        expr: vector(3)\n";
+        let (clock, svc) = sim_service(src);
+        let firing = |svc: &Service| {
+            let snaps = svc.snapshots.read().unwrap();
+            snaps
+                .get("g.yaml;b")
+                .and_then(|g| g.rules[0].alerts.first().map(|a| (a.state, a.active_at)))
+        };
+        let mut t = 0;
+        while firing(&svc).is_none() {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        let before = firing(&svc);
+        let state = svc.state.into_inner().unwrap();
+        let clock = Arc::new(SimClock::new(t + 30_000));
+        let svc = Service::new(setup(), groups(src), None, state, clock.clone());
+        assert_eq!(firing(&svc), before, "restored");
+        for m in 1..=12 {
+            let now = t + 30_000 + m * 60_000;
+            clock.set(now);
+            svc.run_due(now);
+            assert_eq!(firing(&svc), before, "{m} min after the restart");
+        }
+        assert!(
+            svc.metrics.lock().unwrap().rule_evaluations_held > 0,
+            "B waited for x:rec"
         );
     }
 

@@ -28,6 +28,7 @@ mod restore;
 mod runner;
 mod silences;
 mod snapshot;
+mod warmup;
 
 pub(crate) use clock::ms_to_time;
 pub use clock::{Clock, SimClock, SystemClock};
@@ -182,6 +183,7 @@ impl Service {
             steps: clock::StepWatch::default(),
         };
         svc.evaluation.install(restored.runners, &svc.snapshots);
+        svc.evaluation.begin_warmup(now);
         svc
     }
 

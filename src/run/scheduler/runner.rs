@@ -22,6 +22,8 @@ pub(super) struct GroupRunner {
     pub(super) iterations: u64,
     pub(super) iterations_missed: u64,
     pub(super) last_duration_s: f64,
+    /// The rules held in the last evaluation (after a start: see `warmup`).
+    pub(super) held: Vec<bool>,
 }
 
 impl GroupRunner {
@@ -37,6 +39,7 @@ impl GroupRunner {
             iterations: 0,
             iterations_missed: 0,
             last_duration_s: 0.0,
+            held: Vec::new(),
         }
     }
 

@@ -31,6 +31,8 @@ pub struct Metrics {
     /// Consecutive failed deliveries (0 after a success).
     pub delivery_failures_in_a_row: u64,
     pub rule_failures: u64,
+    /// Rule evaluations held after the start until the rules they read had run once.
+    pub rule_evaluations_held: u64,
     /// Notifications given up on (moved to the dead letters).
     pub notifications_dead_lettered: u64,
     /// Seconds from entering the outbox to delivery.

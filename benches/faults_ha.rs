@@ -379,26 +379,39 @@ impl Replica {
         }
     }
 
-    /// The names of the groups this replica has evaluated.
+    /// The alert groups (`g{N}`) this replica has evaluated, each with its recording group
+    /// (`r{N}`).
     fn evaluated_groups(&self) -> BTreeSet<String> {
         let Ok(v) = get_json(self.port, "/api/v1/rules") else {
             return BTreeSet::new();
         };
-        v["data"]["groups"]
+        let names: BTreeSet<String> = v["data"]["groups"]
             .as_array()
             .into_iter()
             .flatten()
             .filter(|g| g["lastEvaluation"].as_str().is_some_and(|t| !t.starts_with("0001")))
             .filter_map(|g| g["name"].as_str().map(str::to_string))
+            .collect();
+        names
+            .iter()
+            .filter(|n| n.strip_prefix('g').is_some_and(|i| names.contains(&format!("r{i}"))))
+            .cloned()
             .collect()
     }
 }
 
-/// The rule file: per group, recording rules over the load series and one alerting rule that
-/// fires per incident switched on in the group.
+/// The rule file: per group `g{N}`, recording rules over the load series and one alerting rule
+/// that fires per incident switched on in the group; it reads the incidents from a recording of
+/// a group of its own, `r{N}` (as the shipped policy's alerts read recordings of other groups):
+/// a rule's outputs live only in the replica's memory, so a restarted replica must not read
+/// them as gone.
 fn write_rules(cfg: &Config, path: &Path) -> Result<()> {
     let mut s = String::from("groups:\n");
     for g in 0..cfg.groups {
+        s += &format!(
+            "  - name: r{g}\n    interval: {i}s\n    rules:\n      - record: wf:incident:max\n        expr: max by (grp, incident) (wf_incident{{grp=\"g{g}\"}})\n        labels:\n          grp: g{g}\n",
+            i = cfg.interval_s
+        );
         s += &format!("  - name: g{g}\n    interval: {}s\n    rules:\n", cfg.interval_s);
         for r in 0..cfg.rules_per_group - 1 {
             let expr = match r % 4 {
@@ -410,7 +423,7 @@ fn write_rules(cfg: &Config, path: &Path) -> Result<()> {
             s += &format!("      - record: g{g}:load:r{r}\n        expr: {expr}\n");
         }
         s += &format!(
-            "      - alert: WorkloadIncident\n        expr: max by (grp, incident) (wf_incident{{grp=\"g{g}\"}}) > 0\n        labels:\n          severity: page\n        annotations:\n          summary: 'incident {{{{ $labels.incident }}}}'\n"
+            "      - alert: WorkloadIncident\n        expr: wf:incident:max{{grp=\"g{g}\"}} > 0\n        labels:\n          severity: page\n        annotations:\n          summary: 'incident {{{{ $labels.incident }}}}'\n"
         );
     }
     std::fs::write(path, s)?;
@@ -593,8 +606,9 @@ impl Bench {
         let from = now_ms();
         let mine: Vec<usize> = shards.iter().map(|s| self.incident_on(*s)).collect();
         let note = inject(self)?;
-        // Recovery: evaluation, `for`-less firing, group_wait and a delivery round or two.
-        self.sleep_intervals(3.0);
+        // Recovery: the recording, the alert reading it (`for`-less firing), group_wait and a
+        // delivery round or two.
+        self.sleep_intervals(4.0);
         std::thread::sleep(Duration::from_secs(6));
         for i in &mine {
             self.incident_off(*i);
@@ -757,12 +771,12 @@ fn run() -> Result<Vec<Row>> {
     let _ = std::fs::remove_dir_all(&cfg.dir);
     std::fs::create_dir_all(&cfg.dir)?;
     eprintln!(
-        "[setup] {} mode: {} series, {} groups x {} rules = {} rules, interval {} s, {SHARDS} shards x {REPLICAS} replicas, in {}",
+        "[setup] {} mode: {} series, {} groups x {} rules and as many recording groups of 1 = {} rules, interval {} s, {SHARDS} shards x {REPLICAS} replicas, in {}",
         if cfg.quick { "quick" } else { "full" },
         cfg.series,
         cfg.groups,
         cfg.rules_per_group,
-        cfg.groups * cfg.rules_per_group,
+        cfg.groups * (cfg.rules_per_group + 1),
         cfg.interval_s,
         cfg.dir.display()
     );

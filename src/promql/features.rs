@@ -56,7 +56,7 @@ pub fn flagged_syntax(text: &str, ast: &Expr) -> Vec<FlaggedUse> {
             add("promql-duration-expr", "a duration expression".into(), needle);
         }
     }
-    walk(ast, &mut |e| match e {
+    super::walk_expr(ast, &mut |e| match e {
         Expr::Call(c) if EXPERIMENTAL_FUNCTIONS.contains(&c.func.name) => add(
             "promql-experimental-functions",
             format!("`{}()`", c.func.name),
@@ -76,27 +76,6 @@ pub fn flagged_syntax(text: &str, ast: &Expr) -> Vec<FlaggedUse> {
         _ => {}
     });
     out
-}
-
-fn walk(e: &Expr, f: &mut impl FnMut(&Expr)) {
-    f(e);
-    match e {
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                walk(p, f);
-            }
-            walk(&a.expr, f);
-        }
-        Expr::Unary(u) => walk(&u.expr, f),
-        Expr::Binary(b) => {
-            walk(&b.lhs, f);
-            walk(&b.rhs, f);
-        }
-        Expr::Paren(p) => walk(&p.expr, f),
-        Expr::Subquery(s) => walk(&s.expr, f),
-        Expr::Call(c) => c.args.args.iter().for_each(|a| walk(a, f)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

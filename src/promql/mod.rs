@@ -23,6 +23,7 @@ mod select;
 mod starts;
 mod trim;
 mod value;
+mod walk;
 
 pub use error::Error;
 pub use features::{flagged_syntax, FlaggedUse};
@@ -32,6 +33,7 @@ pub use preparse::QueryTimes;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
+pub(crate) use walk::{vector_selectors, walk_expr};
 
 use std::collections::{HashMap, HashSet};
 

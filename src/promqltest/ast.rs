@@ -26,39 +26,6 @@ const AT_MODIFIER_UNSAFE_FUNCTIONS: &[&str] = &[
     "timestamp",
 ];
 
-/// Every vector selector in the expression (including those of matrix selectors).
-pub(crate) fn selectors(e: &Expr) -> Vec<&VectorSelector> {
-    let mut out = Vec::new();
-    collect(e, &mut out);
-    out
-}
-
-fn collect<'a>(e: &'a Expr, out: &mut Vec<&'a VectorSelector>) {
-    match e {
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                collect(p, out);
-            }
-            collect(&a.expr, out);
-        }
-        Expr::Unary(u) => collect(&u.expr, out),
-        Expr::Binary(b) => {
-            collect(&b.lhs, out);
-            collect(&b.rhs, out);
-        }
-        Expr::Paren(p) => collect(&p.expr, out),
-        Expr::Subquery(s) => collect(&s.expr, out),
-        Expr::VectorSelector(vs) => out.push(vs),
-        Expr::MatrixSelector(ms) => out.push(&ms.vs),
-        Expr::Call(c) => {
-            for a in &c.args.args {
-                collect(a, out);
-            }
-        }
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
-    }
-}
-
 fn to_matcher(m: &promql_parser::label::Matcher) -> Option<Matcher> {
     match &m.op {
         MatchOp::Equal => Some(Matcher::equal(&m.name, &m.value)),
@@ -91,7 +58,9 @@ pub(crate) fn selector_matches(vs: &VectorSelector, labels: &Labels) -> bool {
 
 /// Whether any selector of the expression would select a series with these labels.
 pub(crate) fn touches(e: &Expr, labels: &Labels) -> bool {
-    selectors(e).iter().any(|vs| selector_matches(vs, labels))
+    crate::promql::vector_selectors(e)
+        .iter()
+        .any(|vs| selector_matches(vs, labels))
 }
 
 /// Prometheus re-runs instant queries with `@ <eval time>` on every selector (outside subqueries

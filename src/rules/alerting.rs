@@ -423,8 +423,13 @@ impl AlertingRule {
     /// Whether the expression has selectors and every one of them selects no series now (the
     /// rule's "no data", see the module docs).
     fn no_series_selected(&self, ctx: &EvalContext<'_>, qt: i64) -> Result<bool, RuleError> {
+        // Every vector and range selector, each as an expression of its own.
         let mut selectors = Vec::new();
-        collect_selectors(&self.expr, &mut selectors);
+        crate::promql::walk_expr(&self.expr, &mut |e| {
+            if matches!(e, Expr::VectorSelector(_) | Expr::MatrixSelector(_)) {
+                selectors.push(e.clone());
+            }
+        });
         if selectors.is_empty() {
             return Ok(false);
         }
@@ -660,32 +665,6 @@ impl AlertingRule {
             }
         }
         out
-    }
-}
-
-/// Every vector and matrix selector of an expression, each as an expression of its own.
-fn collect_selectors(e: &Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                collect_selectors(p, out);
-            }
-            collect_selectors(&a.expr, out);
-        }
-        Expr::Unary(u) => collect_selectors(&u.expr, out),
-        Expr::Binary(b) => {
-            collect_selectors(&b.lhs, out);
-            collect_selectors(&b.rhs, out);
-        }
-        Expr::Paren(p) => collect_selectors(&p.expr, out),
-        Expr::Subquery(s) => collect_selectors(&s.expr, out),
-        Expr::VectorSelector(_) | Expr::MatrixSelector(_) => out.push(e.clone()),
-        Expr::Call(c) => {
-            for a in &c.args.args {
-                collect_selectors(a, out);
-            }
-        }
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
     }
 }
 

@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 
 use promql_parser::label::MatchOp;
-use promql_parser::parser::{Expr, VectorSelector};
+use promql_parser::parser::VectorSelector;
+
+use crate::promql::vector_selectors;
 
 use super::{Group, GroupRule};
 
@@ -27,10 +29,8 @@ pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
             g.rules()
                 .iter()
                 .map(|r| {
-                    let mut sels = Vec::new();
-                    selectors(r.expr(), &mut sels);
                     let mut read: Vec<RuleAt> = Vec::new();
-                    for vs in sels {
+                    for vs in vector_selectors(r.expr()) {
                         for (name, outs) in candidates(vs, &outputs) {
                             read.extend(outs.iter().filter(|o| may_match(vs, name, o)).map(|o| o.at));
                         }
@@ -118,32 +118,6 @@ fn may_match(vs: &VectorSelector, name: &str, o: &Output<'_>) -> bool {
         };
         known.is_none_or(|v| m.is_match(v))
     })
-}
-
-fn selectors<'a>(e: &'a Expr, out: &mut Vec<&'a VectorSelector>) {
-    match e {
-        Expr::Aggregate(a) => {
-            if let Some(p) = &a.param {
-                selectors(p, out);
-            }
-            selectors(&a.expr, out);
-        }
-        Expr::Unary(u) => selectors(&u.expr, out),
-        Expr::Binary(b) => {
-            selectors(&b.lhs, out);
-            selectors(&b.rhs, out);
-        }
-        Expr::Paren(p) => selectors(&p.expr, out),
-        Expr::Subquery(s) => selectors(&s.expr, out),
-        Expr::VectorSelector(vs) => out.push(vs),
-        Expr::MatrixSelector(ms) => out.push(&ms.vs),
-        Expr::Call(c) => {
-            for a in &c.args.args {
-                selectors(a, out);
-            }
-        }
-        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
-    }
 }
 
 #[cfg(test)]

@@ -37,21 +37,22 @@ fn start(dir: &std::path::Path) -> common::Proc {
     common::start_watchfire(&dir.join("watchfire.yaml"), &[], &[])
 }
 
-#[test]
-fn kill_9_and_restart_restores_alerts_and_pages_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
+/// Writes `rules`, routes sending `alertname` to a recording webhook (with `send_resolved` when
+/// asked; everything else to nowhere) and a watchfire.yaml with a state directory into `root`.
+/// Returns the API port and what the webhook records.
+fn configure(
+    root: &std::path::Path,
+    rules: &str,
+    alertname: &str,
+    send_resolved: bool,
+) -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
     let (hook, bodies) = recorder();
     let port = common::free_port();
-    std::fs::write(
-        root.join("rules.yaml"),
-        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Slow\n        expr: vector(1)\n        for: 2s\n",
-    )
-    .unwrap();
+    std::fs::write(root.join("rules.yaml"), rules).unwrap();
     std::fs::write(
         root.join("routes.yaml"),
         format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Slow]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n  - name: none\n"
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname={alertname}]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: {send_resolved}\n  - name: none\n"
         ),
     )
     .unwrap();
@@ -62,17 +63,32 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
         ),
     )
     .unwrap();
+    (port, bodies)
+}
 
+/// The notifications with `status` whose first alert is `alertname`.
+fn sent(bodies: &Mutex<Vec<serde_json::Value>>, alertname: &str, status: &str) -> usize {
+    bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == alertname)
+        .count()
+}
+
+#[test]
+fn kill_9_and_restart_restores_alerts_and_pages_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (port, bodies) = configure(
+        root,
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Slow\n        expr: vector(1)\n        for: 2s\n",
+        "Slow",
+        false,
+    );
     let p = start(root);
     let (_, active_at) = common::wait_for("Slow firing", 20, || slow(port).filter(|(s, _)| s == "firing"));
-    let paged = |b: &Mutex<Vec<serde_json::Value>>| {
-        b.lock()
-            .unwrap()
-            .iter()
-            .filter(|n| n["status"] == "firing" && n["alerts"][0]["labels"]["alertname"] == "Slow")
-            .count()
-    };
-    common::wait_for("the page", 10, || (paged(&bodies) == 1).then_some(()));
+    common::wait_for("the page", 10, || (sent(&bodies, "Slow", "firing") == 1).then_some(()));
     drop(p); // SIGKILL
 
     let _p = start(root);
@@ -85,15 +101,13 @@ fn kill_9_and_restart_restores_alerts_and_pages_once() {
     // Several evaluations and re-sends later: still the same alert, still one page.
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(slow(port), Some(("firing".to_string(), active_at)));
-    assert_eq!(paged(&bodies), 1, "{:?}", bodies.lock().unwrap());
+    assert_eq!(sent(&bodies, "Slow", "firing"), 1, "{:?}", bodies.lock().unwrap());
 }
 
 #[test]
 fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let (hook, bodies) = recorder();
-    let port = common::free_port();
     // `Ends` fires now and its condition turns false 12 s from now, after the restart below;
     // `Waits` stays pending for an hour.
     let until = std::time::SystemTime::now()
@@ -101,27 +115,14 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
         .unwrap()
         .as_secs()
         + 12;
-    std::fs::write(
-        root.join("rules.yaml"),
-        format!(
+    let (port, bodies) = configure(
+        root,
+        &format!(
             "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {until}\n        for: 1s\n      - alert: Waits\n        expr: vector(1)\n        for: 1h\n"
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Ends]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        format!(
-            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
-        ),
-    )
-    .unwrap();
+        "Ends",
+        true,
+    );
     let state_of = |name: &str| {
         let v = alerts(port)?;
         v["data"]["alerts"]
@@ -135,14 +136,7 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
                 )
             })
     };
-    let sent = |status: &str| {
-        bodies
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "Ends")
-            .count()
-    };
+    let sent = |status: &str| sent(&bodies, "Ends", status);
 
     let p = start(root);
     common::wait_for("Ends paged", 10, || (sent("firing") == 1).then_some(()));
@@ -170,38 +164,16 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
 fn kill_9_resolves_nothing_that_reads_a_recording_not_yet_back() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let (hook, bodies) = recorder();
-    let port = common::free_port();
     // `writes` runs every 15 s, `reads` every second: killed just after `writes` ran, the new
     // process evaluates `reads` about 14 s before the recording it reads exists again.
-    std::fs::write(
-        root.join("rules.yaml"),
+    let (port, bodies) = configure(
+        root,
         "groups:\n  - name: reads\n    interval: 1s\n    rules:\n      - alert: OnRec\n        expr: x:rec == 3\n\
          \x20 - name: writes\n    interval: 15s\n    rules:\n      - record: x:rec\n        expr: vector(3)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=OnRec]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        format!(
-            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
-        ),
-    )
-    .unwrap();
-    let sent = |status: &str| {
-        bodies
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "OnRec")
-            .count()
-    };
+        "OnRec",
+        true,
+    );
+    let sent = |status: &str| sent(&bodies, "OnRec", status);
     let writes_last = || -> Option<String> {
         let v = common::get_json(port, "/api/v1/rules")?;
         v["data"]["groups"]

@@ -632,7 +632,10 @@ impl Bench {
                     row.delivered += 1;
                     row.slowest_s = row.slowest_s.max((at - inc.on) as f64 / 1000.0);
                 }
-                None => row.lost += 1,
+                None => {
+                    row.lost += 1;
+                    row.note += &format!("; lost {} (g{})", inc.name, inc.grp);
+                }
             }
             row.duplicates += opened.saturating_sub(1) + hook_opened.saturating_sub(1);
             row.falsely_resolved += false_pd + false_hook;

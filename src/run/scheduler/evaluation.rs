@@ -370,13 +370,14 @@ impl Evaluation {
         self.groups.read().map(|g| g.clone()).unwrap_or_default()
     }
 
-    /// The groups due at `now` with the slot each evaluates, in slot order.
-    pub(super) fn due(&self, now: i64) -> Vec<(i64, Arc<Mutex<GroupRunner>>)> {
+    /// The groups due at `now` (monotonic time `mono`, where the clock has one) with the slot
+    /// each evaluates, in slot order.
+    pub(super) fn due(&self, now: i64, mono: Option<i64>) -> Vec<(i64, Arc<Mutex<GroupRunner>>)> {
         let groups = self.runners();
         let mut due: Vec<(i64, usize)> = Vec::new();
         for (i, g) in groups.iter().enumerate() {
             if let Ok(mut r) = g.lock() {
-                if let Ok(ts) = r.due(now) {
+                if let Ok(ts) = r.due_at(now, mono) {
                     due.push((ts, i));
                 }
             }

@@ -321,7 +321,7 @@ impl Service {
     /// Evaluates, in slot order, every group due at `now` (simulated-time driver), then runs
     /// built-ins and notification timers. Returns how many evaluations ran.
     pub fn run_due(&self, now: i64) -> usize {
-        let due = self.evaluation.due(now);
+        let due = self.evaluation.due(now, self.clock.monotonic_ms());
         for (ts, g) in &due {
             if let Ok(mut r) = g.lock() {
                 self.eval_group(&mut r, *ts);
@@ -397,8 +397,9 @@ impl Service {
                         return;
                     }
                     let now = svc.clock.now_ms();
+                    let mono = svc.clock.monotonic_ms();
                     let due = match g.lock() {
-                        Ok(mut r) => r.due(now),
+                        Ok(mut r) => r.due_at(now, mono),
                         Err(_) => return,
                     };
                     match due {

@@ -19,6 +19,8 @@ pub(super) struct GroupRunner {
     lag_ms: i64,
     /// The wall time of the last [`GroupRunner::due`].
     last_wall_ms: Option<i64>,
+    /// The monotonic time of the last [`GroupRunner::due_at`], where the clock has one.
+    last_mono_ms: Option<i64>,
     pub(super) iterations: u64,
     pub(super) iterations_missed: u64,
     pub(super) last_duration_s: f64,
@@ -36,11 +38,18 @@ impl GroupRunner {
             next_ts: None,
             lag_ms: 0,
             last_wall_ms: None,
+            last_mono_ms: None,
             iterations: 0,
             iterations_missed: 0,
             last_duration_s: 0.0,
             held: Vec::new(),
         }
+    }
+
+    /// [`GroupRunner::due_at`] without a monotonic clock.
+    #[cfg(test)]
+    pub(super) fn due(&mut self, now: i64) -> Result<i64, i64> {
+        self.due_at(now, None)
     }
 
     /// The slot to evaluate at `now`, or the time to wait for: `Ok(ts)` when due (counting
@@ -52,14 +61,29 @@ impl GroupRunner {
     /// with the wall clock would read the source as of the step ago (an incident younger than
     /// the step would vanish and resolve), and waiting for the next slot would stall the group
     /// (and the re-sends that keep its alerts valid downstream) for the length of the step.
-    pub(super) fn due(&mut self, now: i64) -> Result<i64, i64> {
+    ///
+    /// The monotonic time `mono` beside the wall time tells a step of the wall clock from time
+    /// passing: while the group runs ahead of the wall clock, a step forward (the clock coming
+    /// back after a step back) closes the gap by the step, so evaluation time goes on from where
+    /// it was instead of jumping three quarters of the step ahead; without a monotonic time, all
+    /// the wall time passed counts as time passing.
+    pub(super) fn due_at(&mut self, now: i64, mono: Option<i64>) -> Result<i64, i64> {
         let interval = self.group.interval_ms().max(1);
         if let Some(last) = self.last_wall_ms {
-            if now > last && self.lag_ms > 0 {
-                self.lag_ms = (self.lag_ms - (now - last) / 4).max(0);
+            if self.lag_ms > 0 {
+                let passed = now - last;
+                let (real, stepped_forward) = match (mono, self.last_mono_ms) {
+                    (Some(m), Some(lm)) => {
+                        let real = (m - lm).max(0);
+                        (real, (passed - real).max(0))
+                    }
+                    _ => (passed.max(0), 0),
+                };
+                self.lag_ms = (self.lag_ms - real / 4 - stepped_forward).max(0);
             }
         }
         self.last_wall_ms = Some(now);
+        self.last_mono_ms = mono;
         let mut t = now.saturating_add(self.lag_ms);
         let next = *self.next_ts.get_or_insert_with(|| {
             let s = self.group.eval_timestamp(t);
@@ -113,6 +137,7 @@ impl GroupRunner {
         self.next_ts = old.next_ts;
         self.lag_ms = old.lag_ms;
         self.last_wall_ms = old.last_wall_ms;
+        self.last_mono_ms = old.last_mono_ms;
     }
 
     pub(super) fn snapshot(&self) -> GroupSnapshot {
@@ -242,5 +267,51 @@ mod tests {
         }
         assert!(wall < back + 50 * 60_000, "caught up within four steps' time");
         assert_eq!(r.due(last + 60_000 + 1), Ok(last + 60_000));
+    }
+
+    /// Stepped back 5 min, then forward 2 min (NTP correcting twice): with a monotonic clock
+    /// the step forward closes the gap by 2 min, so evaluation time goes on from where it was;
+    /// counted as time passing, it would jump 90 s ahead, and run further ahead of the
+    /// sources' data.
+    #[test]
+    fn a_step_forward_after_a_step_back_continues_evaluation_time() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 10s\n    rules: []\n");
+        let (mut wall, mut mono) = (1_000 * 60_000i64, 0i64);
+        let mut evals = Vec::new();
+        let tick = |r: &mut GroupRunner, wall: i64, mono: i64, evals: &mut Vec<(i64, i64)>| {
+            if let Ok(ts) = r.due_at(wall, Some(mono)) {
+                evals.push((mono, ts));
+            }
+        };
+        for _ in 0..30 {
+            wall += 1_000;
+            mono += 1_000;
+            tick(&mut r, wall, mono, &mut evals);
+        }
+        wall -= 300_000;
+        for _ in 0..20 {
+            wall += 1_000;
+            mono += 1_000;
+            tick(&mut r, wall, mono, &mut evals);
+        }
+        let before = evals.last().copied().unwrap();
+        wall += 120_000;
+        for _ in 0..20 {
+            wall += 1_000;
+            mono += 1_000;
+            tick(&mut r, wall, mono, &mut evals);
+        }
+        let after = evals.iter().find(|(m, _)| *m > before.0).copied().unwrap();
+        assert!(
+            after.1 - before.1 <= 10_000,
+            "the next slot after the step forward, not 90 s ahead: {before:?} then {after:?}"
+        );
+        assert!(r.lag_ms > 0 && r.lag_ms < 300_000 - 120_000, "{}", r.lag_ms);
+        // Without the monotonic time the step counts as time passing (a quarter of it).
+        let mut plain = runner("groups:\n  - name: g\n    interval: 10s\n    rules: []\n");
+        plain.due(1_000).ok();
+        plain.lag_ms = 200_000;
+        plain.due(121_000).ok();
+        assert_eq!(plain.lag_ms, 170_000);
     }
 }

@@ -42,6 +42,8 @@ struct Config {
     /// The rule groups' interval and Prometheus' scrape interval (s).
     interval_s: u64,
     dir: PathBuf,
+    /// The faults to run (their numbers), all when `None`.
+    only: Option<Vec<String>>,
 }
 
 impl Config {
@@ -61,6 +63,7 @@ impl Config {
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data"))
             .join("faults_ha");
+        let only = env_nonempty("WATCHFIRE_FAULTS_ONLY").map(|v| v.split(',').map(|n| n.trim().to_string()).collect());
         Ok(Config {
             quick,
             series,
@@ -68,6 +71,7 @@ impl Config {
             rules_per_group,
             interval_s,
             dir,
+            only,
         })
     }
 
@@ -602,6 +606,14 @@ impl Bench {
         shards: &[usize],
         inject: impl FnOnce(&mut Bench) -> Result<String>,
     ) -> Result<Row> {
+        let number = name.split(' ').next().unwrap_or("");
+        if self.cfg.only.as_ref().is_some_and(|o| !o.iter().any(|n| n == number)) {
+            return Ok(Row {
+                fault: name.to_string(),
+                note: "not run (WATCHFIRE_FAULTS_ONLY)".into(),
+                ..Row::default()
+            });
+        }
         eprintln!("[fault] {name}");
         let from = now_ms();
         let mine: Vec<usize> = shards.iter().map(|s| self.incident_on(*s)).collect();
@@ -610,6 +622,16 @@ impl Bench {
         // delivery round or two.
         self.sleep_intervals(4.0);
         std::thread::sleep(Duration::from_secs(6));
+        // What the replicas hold for an incident not paged yet, before it is switched off.
+        let mut unpaged = Vec::new();
+        {
+            let pd = self.pd.lock().unwrap().clone();
+            for i in &mine {
+                if pd_account(&pd, &self.incidents[*i]).2.is_none() {
+                    unpaged.push(self.explain(*i));
+                }
+            }
+        }
         for i in &mine {
             self.incident_off(*i);
         }
@@ -654,8 +676,66 @@ impl Bench {
             row.falsely_resolved += (false_pd_to - false_pd_from) + (false_hook_to - false_hook_from);
             row.duplicates += (opened_to - opened_from) + (hook_to - hook_from);
         }
+        for e in unpaged {
+            eprintln!("[fault] {name}: not paged: {e}");
+        }
         eprintln!("[fault] {name}: {row:?}");
         Ok(row)
+    }
+
+    /// For an incident not paged: per replica of its shard, the alert's state, when the alert
+    /// group and its recording group last ran, and what the recording holds now.
+    fn explain(&self, i: usize) -> String {
+        let inc = &self.incidents[i];
+        let mut out = format!("{} (g{})", inc.name, inc.grp);
+        for r in self
+            .replicas
+            .iter()
+            .filter(|r| self.shard_groups[r.shard].contains(&inc.grp))
+        {
+            let alert = get_json(r.port, "/api/v1/alerts").ok().and_then(|v| {
+                v["data"]["alerts"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| a["labels"]["incident"] == inc.name.as_str())
+                    .map(|a| {
+                        format!(
+                            "{} since {}",
+                            a["state"].as_str().unwrap_or("?"),
+                            a["activeAt"].as_str().unwrap_or("?")
+                        )
+                    })
+            });
+            let last = |g: &str| -> String {
+                get_json(r.port, "/api/v1/rules")
+                    .ok()
+                    .and_then(|v| {
+                        v["data"]["groups"]
+                            .as_array()?
+                            .iter()
+                            .find(|x| x["name"] == g)
+                            .and_then(|x| x["lastEvaluation"].as_str().map(str::to_string))
+                    })
+                    .unwrap_or_else(|| "?".into())
+            };
+            let q = format!(
+                "/api/v1/query?query=wf%3Aincident%3Amax%7Bincident%3D%22{}%22%7D",
+                inc.name
+            );
+            let rec = get_json(r.port, &q)
+                .map(|v| v["data"]["result"].to_string())
+                .unwrap_or_else(|e| e.to_string());
+            out += &format!(
+                "; {}: alert {}, g{} at {}, r{} at {}, recording now {rec}",
+                r.name(),
+                alert.unwrap_or_else(|| "none".into()),
+                inc.grp,
+                last(&format!("g{}", inc.grp)),
+                inc.grp,
+                last(&format!("r{}", inc.grp)),
+            );
+        }
+        out
     }
 
     /// Waits until every replica that runs has evaluated every group of its shard.

@@ -87,32 +87,23 @@ pub(crate) fn ms_to_time(ms: i64) -> DateTime<Utc> {
 mod tests {
     use super::*;
 
-    /// A wall clock that steps when told, over a monotonic one that moves when told.
-    struct Stepping(SimClock, SimClock);
-
-    impl Clock for Stepping {
-        fn now_ms(&self) -> i64 {
-            self.0.now_ms()
-        }
-        fn monotonic_ms(&self) -> Option<i64> {
-            Some(self.1.now_ms())
-        }
-    }
+    use super::super::testing::Stepping;
 
     #[test]
     fn steps_of_the_wall_clock_are_told_from_time_passing() {
-        let c = Stepping(SimClock::new(1_000_000), SimClock::new(0));
+        let c = Stepping::default();
+        c.wall.set(1_000_000);
         let w = StepWatch::default();
         assert_eq!(w.observe(&c), None, "the first look has nothing to compare with");
-        c.0.advance(60_000);
-        c.1.advance(60_000);
+        c.wall.advance(60_000);
+        c.mono.advance(60_000);
         assert_eq!(w.observe(&c), None, "a minute passed");
-        c.0.advance(500);
+        c.wall.advance(500);
         assert_eq!(w.observe(&c), None, "under the tolerance");
-        c.0.set(1_000_000);
+        c.wall.set(1_000_000);
         assert_eq!(w.observe(&c), Some((1_060_500, 1_000_000)), "stepped back");
-        c.0.advance(3_600_000);
-        c.1.advance(10);
+        c.wall.advance(3_600_000);
+        c.mono.advance(10);
         assert_eq!(w.observe(&c), Some((1_000_010, 4_600_000)), "stepped forward");
         assert_eq!(StepWatch::default().observe(&SimClock::new(5)), None);
     }

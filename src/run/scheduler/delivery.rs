@@ -567,6 +567,54 @@ mod tests {
         (port, got)
     }
 
+    /// After a step back of the wall clock, evaluation runs ahead of it (it never goes back);
+    /// an alert that fires then is paged `group_wait` after it reached the notifier by the
+    /// notifier's own clock, not `group_wait` after its evaluation time (10 minutes later).
+    #[test]
+    fn an_alert_firing_while_evaluation_runs_ahead_of_the_clock_pages_on_time() {
+        use super::super::testing::Stepping;
+        use super::super::Clock;
+        let routes = "route:\n  receiver: none\n  group_by: [alertname]\n  group_wait: 30s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=A]\n      receiver: r\nreceivers:\n  - name: none\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:9/\n";
+        let notify = crate::notify::config::load_str(routes, "routes.yaml").unwrap();
+        let t0 = 1_000 * 60_000;
+        // A fires once evaluation time passes t0 + 8 min.
+        let rules = format!(
+            "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(time()) > {}\n",
+            t0 / 1000 + 8 * 60
+        );
+        let clock = Arc::new(Stepping::default());
+        clock.wall.set(t0);
+        let svc = Service::new(
+            setup(),
+            groups(&rules),
+            Some(notify),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let tick = |ms: i64| {
+            clock.wall.advance(ms);
+            clock.mono.advance(ms);
+            svc.run_due(clock.now_ms());
+        };
+        for _ in 0..5 {
+            tick(60_000);
+        }
+        // The wall clock steps back 10 min.
+        clock.wall.advance(-600_000);
+        let firing = || !svc.snapshots.read().unwrap()["g.yaml;g"].rules[0].alerts.is_empty();
+        let mut waited = 0;
+        while !firing() {
+            tick(10_000);
+            waited += 10_000;
+            assert!(waited < 10 * 60_000, "A fires");
+        }
+        assert_eq!(svc.outbox_depth(), 0, "group_wait first");
+        for _ in 0..4 {
+            tick(10_000);
+        }
+        assert_eq!(svc.outbox_depth(), 1, "paged 30-40 s after it fired");
+    }
+
     #[test]
     fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
         let (port, got) = recorder();

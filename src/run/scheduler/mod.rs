@@ -256,7 +256,11 @@ impl Service {
         if !alerts.is_empty() {
             if let Some(mut hub) = self.hub() {
                 if let Some(n) = hub.as_mut() {
-                    n.put_alerts(alerts, ms_to_time(ts));
+                    // Received at the notifier's own time, as Alertmanager receives them: after a
+                    // step back of the wall clock, evaluation time runs ahead of it, and a new
+                    // alert group's `group_wait` counted from there would hold the page back by
+                    // the step.
+                    n.put_alerts(alerts, ms_to_time(self.clock.now_ms()));
                 }
             }
         }
@@ -549,6 +553,22 @@ mod testing {
             .collect();
         names.sort();
         names
+    }
+
+    /// A wall clock that steps when told, over a monotonic clock that moves when told.
+    #[derive(Default)]
+    pub(super) struct Stepping {
+        pub(super) wall: SimClock,
+        pub(super) mono: SimClock,
+    }
+
+    impl Clock for Stepping {
+        fn now_ms(&self) -> i64 {
+            self.wall.now_ms()
+        }
+        fn monotonic_ms(&self) -> Option<i64> {
+            Some(self.mono.now_ms())
+        }
     }
 
     /// A service without rule groups, receiving alerts over the API (routes iff `routes`).

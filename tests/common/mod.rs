@@ -131,24 +131,26 @@ pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T
     panic!("timed out waiting for {what}");
 }
 
-/// The status line of `GET path` on loopback (`HTTP/1.0 200 OK`), or `None` when nothing answers.
-pub fn http_status(port: u16, path: &str) -> Option<String> {
+/// The whole response (head and body) to `GET path` on loopback over HTTP/1.0, or `None` when
+/// nothing answers.
+fn get_raw(port: u16, path: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
-    out.lines().next().map(str::to_string)
+    Some(out)
+}
+
+/// The status line of `GET path` on loopback (`HTTP/1.0 200 OK`), or `None` when nothing answers.
+pub fn http_status(port: u16, path: &str) -> Option<String> {
+    get_raw(port, path)?.lines().next().map(str::to_string)
 }
 
 /// The value of an unlabelled sample `name` on `GET /metrics` on loopback.
 pub fn metric(port: u16, name: &str) -> Option<f64> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.lines()
+    get_raw(port, "/metrics")?
+        .lines()
         .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
         .and_then(|v| v.trim().parse().ok())
 }

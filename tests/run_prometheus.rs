@@ -1,7 +1,7 @@
 //! The evaluator against a real Prometheus 2.42 on loopback (simulated evaluation clock over
 //! backfilled data): an alert fires and resolves at the right evaluations and reaches a local
 //! webhook; stopping Prometheus raises WatchfireSourceDown within two intervals and resolves
-//! nothing; restarting it recovers; alert state survives a process restart without a second page.
+//! nothing, not even what reads Prometheus through a recording of another group; restarting it recovers; alert state survives a process restart without a second page.
 //!
 //! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test, unless
 //! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
@@ -82,7 +82,9 @@ fn setup() -> Env {
     let recorder = Recorder::start();
     std::fs::write(
         root.join("rules.yaml"),
-        "groups:\n  - name: gpu\n    interval: 1m\n    rules:\n      - alert: HotGPU\n        expr: gpu_temp > 90\n        for: 2m\n        labels: {severity: page}\n        annotations: {summary: 'GPU {{ $labels.gpu }} is hot'}\n",
+        "groups:\n  - name: gpu\n    interval: 1m\n    rules:\n      - alert: HotGPU\n        expr: gpu_temp > 90\n        for: 2m\n        labels: {severity: page}\n        annotations: {summary: 'GPU {{ $labels.gpu }} is hot'}\n\
+         \x20 - name: gpu-recorded\n    interval: 1m\n    rules:\n      - record: gpu:temp:max\n        expr: max by (gpu) (gpu_temp)\n\
+         \x20 - name: gpu-from-recording\n    interval: 1m\n    rules:\n      - alert: HotGPUByRecording\n        expr: gpu:temp:max > 90\n        for: 2m\n        labels: {severity: page}\n",
     )
     .unwrap();
     std::fs::write(
@@ -252,6 +254,20 @@ fn fires_resolves_and_survives_a_source_outage() {
         0,
         "nothing resolved during the outage"
     );
+    // Nor what reads Prometheus through a recording of another group (answered from
+    // watchfire's own outputs, whose last value is older than the lookback by now).
+    assert_eq!(
+        env.recorder.count("HotGPUByRecording", "firing"),
+        1,
+        "{:?}",
+        env.recorder.events()
+    );
+    assert_eq!(
+        env.recorder.count("HotGPUByRecording", "resolved"),
+        0,
+        "nothing resolved through a recording during the outage: {:?}",
+        env.recorder.events()
+    );
 
     // Prometheus is back: the source recovers, the alert resolves as the data says.
     env.prom.restart();
@@ -269,6 +285,14 @@ fn fires_resolves_and_survives_a_source_outage() {
         "{:?}",
         env.recorder.events()
     );
+    for (name, status) in [("HotGPUByRecording", "firing"), ("HotGPUByRecording", "resolved")] {
+        assert_eq!(
+            env.recorder.count(name, status),
+            1,
+            "{status}: {:?}",
+            env.recorder.events()
+        );
+    }
     assert!(
         env.recorder.count("WatchfireSourceDown", "resolved") >= 1,
         "{:?}",

@@ -437,7 +437,7 @@ impl AlertingRule {
             let res = ctx
                 .engine
                 .instant_query_ast(ctx.source, &sel, qt)
-                .map_err(|e| RuleError::Query(e.to_string()))?;
+                .map_err(RuleError::from_query)?;
             let empty = match res.value {
                 crate::promql::Value::Vector(v) => v.is_empty(),
                 crate::promql::Value::Matrix(m) => m.iter().all(|s| s.samples.is_empty()),

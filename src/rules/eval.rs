@@ -2,7 +2,7 @@
 //! and rule health.
 
 use crate::labels::Labels;
-use crate::promql::{Engine, Expr, PushedSample, Queryable, Value};
+use crate::promql::{Engine, Expr, PushedSample, Queryable, SourceError, Value};
 
 use crate::template::{Querier, QuerySample};
 
@@ -32,12 +32,12 @@ impl EvalContext<'_> {
     pub fn query(&self, expr: &Expr, t: i64) -> Result<Vec<PushedSample>, RuleError> {
         // A source that can answer the whole expression itself does (federation pushdown).
         if let Some(res) = self.source.pushdown(expr, t) {
-            return res.map_err(|e| RuleError::Query(e.to_string()));
+            return res.map_err(RuleError::from_source);
         }
         let res = self
             .engine
             .instant_query_ast(self.source, expr, t)
-            .map_err(|e| RuleError::Query(e.to_string()))?;
+            .map_err(RuleError::from_query)?;
         match res.value {
             Value::Vector(v) => Ok(v
                 .into_iter()
@@ -90,9 +90,12 @@ impl Querier for TemplateQuerier<'_> {
 /// A rule evaluation failed; the rule keeps its previous state (except for `limit`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RuleError {
-    /// The query failed (engine or source error).
+    /// The query failed in the engine (or the source refused it: a query limit).
     #[error("{0}")]
     Query(String),
+    /// The source could not answer (down, timed out): the rule says nothing about its data.
+    #[error("{0}")]
+    Source(String),
     #[error("vector contains metrics with the same labelset after applying alert labels")]
     DuplicateAlertLabels,
     #[error("vector contains metrics with the same labelset after applying rule labels")]
@@ -103,6 +106,29 @@ pub enum RuleError {
     /// More series than the group's `limit`: nothing was written.
     #[error("exceeded limit of {limit} with {count} series")]
     SeriesLimit { limit: usize, count: usize },
+}
+
+impl RuleError {
+    /// A failed query: [`RuleError::Source`] when the source could not answer.
+    pub fn from_query(e: crate::promql::Error) -> RuleError {
+        match e {
+            crate::promql::Error::Source(e) => RuleError::from_source(e),
+            e => RuleError::Query(e.to_string()),
+        }
+    }
+
+    /// A failed source call: [`RuleError::Source`], except a query limit (the query's fault).
+    pub fn from_source(e: SourceError) -> RuleError {
+        match e {
+            SourceError::Unavailable { .. } => RuleError::Source(e.to_string()),
+            SourceError::Limit(_) => RuleError::Query(e.to_string()),
+        }
+    }
+
+    /// The source could not answer: an outage, not a finding about the data.
+    pub fn is_source(&self) -> bool {
+        matches!(self, RuleError::Source(_))
+    }
 }
 
 /// A sample a rule writes: a float, or a native histogram a recording rule computed (then `v`

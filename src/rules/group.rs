@@ -111,6 +111,9 @@ pub struct EvalOutcome {
     pub errors: Vec<(usize, RuleError)>,
     /// Alerts due to be sent, by index of their rule.
     pub to_send: Vec<(usize, Vec<Alert>)>,
+    /// Per rule: held, not evaluated (asked to be, or reading an earlier rule of the group
+    /// that was held or failed on its source in this evaluation). Empty: none.
+    pub held: Vec<bool>,
 }
 
 /// An evaluable rule group with its state.
@@ -128,6 +131,9 @@ pub struct Group {
     external_url: String,
     resend_delay_ms: i64,
     last_evaluation: Option<i64>,
+    /// Per rule: the earlier rules of this group whose outputs it may read (found when first
+    /// needed: when a rule is held or fails on its source).
+    reads_earlier: std::sync::OnceLock<Vec<Vec<usize>>>,
 }
 
 impl Group {
@@ -198,6 +204,7 @@ impl Group {
             external_url: cfg.external_url.clone(),
             resend_delay_ms: cfg.resend_delay_ms,
             last_evaluation: None,
+            reads_earlier: std::sync::OnceLock::new(),
         })
     }
 
@@ -289,8 +296,13 @@ impl Group {
 
     /// [`Group::eval`], except that the rules marked in `held` are not evaluated: an alerting
     /// rule keeps its alerts as they are (re-sending those due), a recording rule writes
-    /// nothing. `run` holds a rule after a start until the rules it reads have run once, so
-    /// that it does not read their outputs as gone. Rules past the end of `held` run.
+    /// nothing. `run` holds a rule while a rule of another group it reads has no output to
+    /// read (not yet run after a start, or failing on its source), so that it does not read
+    /// that output as gone. Rules past the end of `held` run.
+    ///
+    /// Within the group the same holds as the evaluation goes: a rule reading an earlier rule
+    /// that is held or fails on its source is held too ([`EvalOutcome::held`] says which ran).
+    /// A source outage must not resolve the alerts of rules that read it through a recording.
     pub fn eval_holding(
         &mut self,
         ts: i64,
@@ -302,6 +314,10 @@ impl Group {
     ) -> EvalOutcome {
         let is_held = |i: usize| held.get(i).copied().unwrap_or(false);
         let mut outcome = EvalOutcome::default();
+        let mut held_now: Vec<bool> = (0..self.rules.len()).map(is_held).collect();
+        // Rules held, or failed on their source, in this evaluation: their readers hold.
+        let mut blocked = held_now.clone();
+        let mut any_blocked = blocked.iter().any(|b| *b);
         let query_offset = self.query_offset_ms;
         let qt = ts.saturating_sub(query_offset);
         // Rules the source answers whole and that read nothing this group writes are asked
@@ -321,7 +337,13 @@ impl Group {
         }
         .into_iter();
         for i in 0..self.rules.len() {
-            if is_held(i) {
+            if !is_held(i) && any_blocked && self.reads_earlier()[i].iter().any(|&j| blocked[j]) {
+                // Its answer, asked up front, is not used.
+                ahead.next();
+                held_now[i] = true;
+                blocked[i] = true;
+            }
+            if blocked[i] {
                 if let GroupRule::Alerting(r) = &mut self.rules[i] {
                     let due = r.alerts_to_send(ts, self.resend_delay_ms, self.interval_ms);
                     if !due.is_empty() {
@@ -354,6 +376,10 @@ impl Group {
                 Ok(s) => s,
                 Err(e) => {
                     // No staleness markers after a failed evaluation: the last values stay.
+                    if e.is_source() {
+                        blocked[i] = true;
+                        any_blocked = true;
+                    }
                     outcome.errors.push((i, e));
                     continue;
                 }
@@ -383,7 +409,22 @@ impl Group {
             self.series_in_previous_eval[i] = returned;
         }
         self.last_evaluation = Some(ts);
+        if held_now.iter().any(|h| *h) {
+            outcome.held = held_now;
+        }
         outcome
+    }
+
+    /// Per rule: the earlier rules of the group it may read.
+    fn reads_earlier(&self) -> &[Vec<usize>] {
+        self.reads_earlier.get_or_init(|| {
+            super::deps::inputs(&[self])
+                .remove(0)
+                .into_iter()
+                .enumerate()
+                .map(|(i, reads)| reads.into_iter().map(|(_, j)| j).filter(|&j| j < i).collect())
+                .collect()
+        })
     }
 }
 

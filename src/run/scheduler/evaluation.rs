@@ -25,9 +25,9 @@ use crate::tsdb::Store;
 
 use super::builtins::{self, Builtins, Condition};
 use super::clock::ms_to_time;
+use super::readiness::Readiness;
 use super::runner::{trim_store, GroupRunner};
 use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};
-use super::warmup::Warmup;
 use super::Setup;
 
 /// A source wrapper that remembers the errors it returned (to tell source failures from
@@ -291,8 +291,9 @@ pub(super) struct Evaluation {
     evaluations: AtomicU64,
     /// Failing rules: (group key, rule name) → last error.
     rule_failures: Mutex<BTreeMap<(String, String), String>>,
-    /// After a start: the rules not yet run, and who reads them.
-    warmup: Mutex<Warmup>,
+    /// The rules with no output to read (not run since the start, failing on their source),
+    /// and who reads them.
+    readiness: Mutex<Readiness>,
     pub(super) builtins: Builtins,
 }
 
@@ -314,7 +315,7 @@ impl Evaluation {
         if let Ok(mut s) = snapshots.write() {
             *s = snaps;
         }
-        if let Ok(mut w) = self.warmup.lock() {
+        if let Ok(mut w) = self.readiness.lock() {
             w.regroup(&runners.iter().collect::<Vec<_>>());
         }
         if let Ok(mut g) = self.groups.write() {
@@ -322,13 +323,13 @@ impl Evaluation {
         }
     }
 
-    /// The service started at `now`: rules reading other rules wait for them (see `warmup`).
+    /// The service started at `now`: rules reading other rules wait for them (see `readiness`).
     pub(super) fn begin_warmup(&self, now: i64) {
         let runners = self.runners();
         let guards: Vec<_> = runners.iter().filter_map(|r| r.lock().ok()).collect();
         let refs: Vec<&GroupRunner> = guards.iter().map(|g| &**g).collect();
-        if let Ok(mut w) = self.warmup.lock() {
-            *w = Warmup::begin(&refs, now);
+        if let Ok(mut w) = self.readiness.lock() {
+            w.begin(&refs, now);
         }
     }
 
@@ -407,15 +408,15 @@ impl Evaluation {
             .len()
             <= 1;
         let tracking = Tracking::new(&view, one_source);
-        runner.held = self.warmup.lock().map(|w| w.held(&runner.key, ts)).unwrap_or_default();
-        let mut outcome = runner.group.eval_holding(
-            ts,
-            &setup.engine,
-            &tracking,
-            i64::MAX,
-            &mut runner.outputs,
-            &runner.held,
-        );
+        let held = self
+            .readiness
+            .lock()
+            .map(|w| w.held(&runner.key, ts))
+            .unwrap_or_default();
+        let mut outcome = runner
+            .group
+            .eval_holding(ts, &setup.engine, &tracking, i64::MAX, &mut runner.outputs, &held);
+        runner.held = std::mem::take(&mut outcome.held);
         runner.iterations += 1;
         let failed = tracking.errors.lock().map(|e| e.clone()).unwrap_or_default();
         let source_errors: Vec<String> = failed.iter().map(|(_, m)| m.clone()).collect();
@@ -424,9 +425,14 @@ impl Evaluation {
         // Failure policy: rules that failed on the source keep their alerts (the rules code
         // returned before the state machine); keep their firing alerts alive downstream.
         let mut failures = Vec::new();
+        runner.source_failed.clear();
         for (i, err) in &outcome.errors {
             let msg = err.to_string();
-            let is_source = source_errors.iter().any(|s| msg.contains(s.as_str()));
+            let is_source = err.is_source() || source_errors.iter().any(|s| msg.contains(s.as_str()));
+            if is_source {
+                // Its readers hold while it fails (see `readiness`).
+                runner.source_failed.push(*i);
+            }
             let name = runner.group.rules()[*i].name().to_string();
             failures.push((name, msg, is_source));
             if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
@@ -555,8 +561,13 @@ impl Evaluation {
             runner.outputs.copy_range_into(&mut p, qt, qt);
         }
         // Only now may the rules reading this group's outputs run: they are there to read.
-        if let Ok(mut w) = self.warmup.lock() {
-            w.evaluated(&runner.key, runner.group.rules().len(), &runner.held);
+        if let Ok(mut w) = self.readiness.lock() {
+            w.evaluated(
+                &runner.key,
+                runner.group.rules().len(),
+                &runner.held,
+                &runner.source_failed,
+            );
         }
         // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
         if runner.iterations.is_multiple_of(64) {
@@ -675,6 +686,103 @@ mod tests {
         assert!(
             svc.metrics.lock().unwrap().rule_evaluations_held > 0,
             "B waited for x:rec"
+        );
+    }
+
+    /// A source that goes down when told. As the federation does, it does not ask the source
+    /// for the names the rules record: those are answered from the rules' outputs alone.
+    struct Switch {
+        inner: crate::source::embedded::SharedStore,
+        down: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::promql::Queryable for Switch {
+        fn select(
+            &self,
+            matchers: &[crate::labels::Matcher],
+            mint: i64,
+            maxt: i64,
+        ) -> Result<Vec<crate::source::SeriesData>, crate::source::SourceError> {
+            let recorded = matchers
+                .iter()
+                .any(|m| m.name == "__name__" && m.value.ends_with(":rec"));
+            if recorded {
+                return Ok(Vec::new());
+            }
+            if self.down.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(crate::source::SourceError::Unavailable {
+                    source_name: "local".into(),
+                    message: "connection refused".into(),
+                });
+            }
+            self.inner.select(matchers, mint, maxt)
+        }
+    }
+
+    /// An outage longer than the lookback: the alerts reading the source through a recording,
+    /// of another group or of their own, stay firing; they were resolving once the recording's
+    /// last value was 5 minutes old.
+    #[test]
+    fn a_source_outage_resolves_nothing_that_reads_it_through_a_recording() {
+        use crate::labels::Labels;
+        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        let src = "groups:\n  - name: rec\n    rules:\n      - record: x:rec\n        expr: metric_x\n\
+                   \x20 - name: alerts\n    rules:\n      - alert: B\n        expr: x:rec == 3\n\
+                   \x20 - name: chain\n    rules:\n      - record: y:rec\n        expr: metric_x\n      - alert: C\n        expr: y:rec == 3\n";
+        let (clock, svc) = sim_service(src);
+        let source = Arc::new(Switch {
+            inner: crate::source::embedded::SharedStore::default(),
+            down: false.into(),
+        });
+        {
+            let mut w = source.inner.0.write().unwrap();
+            for i in 0..=120 {
+                w.append(&Labels::from_pairs([("__name__", "metric_x")]), i * 60_000, 3.0);
+            }
+        }
+        let mut s = setup();
+        s.source = source.clone();
+        svc.reload(s, groups(src), None);
+        let alert = |svc: &super::super::Service, group: &str| {
+            let snaps = svc.snapshots.read().unwrap();
+            snaps[group]
+                .rules
+                .iter()
+                .find_map(|r| r.alerts.first().map(|a| (a.state, a.active_at)))
+        };
+        let mut t = 0;
+        while alert(&svc, "g.yaml;alerts").is_none() || alert(&svc, "g.yaml;chain").is_none() {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        let (b, c) = (alert(&svc, "g.yaml;alerts"), alert(&svc, "g.yaml;chain"));
+        source.down.store(true, Ordering::Relaxed);
+        for m in 1..=15 {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+            assert_eq!(alert(&svc, "g.yaml;alerts"), b, "{m} min into the outage");
+            assert_eq!(alert(&svc, "g.yaml;chain"), c, "{m} min into the outage");
+        }
+        assert!(svc.metrics.lock().unwrap().rule_evaluations_held >= 2 * 15 - 2);
+        source.down.store(false, Ordering::Relaxed);
+        for _ in 0..2 {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        assert_eq!(alert(&svc, "g.yaml;alerts"), b, "back: still firing, same activeAt");
+        assert_eq!(alert(&svc, "g.yaml;chain"), c);
+        let held = svc.metrics.lock().unwrap().rule_evaluations_held;
+        t += 60_000;
+        clock.set(t);
+        svc.run_due(t);
+        assert_eq!(
+            svc.metrics.lock().unwrap().rule_evaluations_held,
+            held,
+            "nothing held once back"
         );
     }
 

@@ -24,11 +24,11 @@ mod clock;
 mod delivery;
 mod evaluation;
 mod ingest;
+mod readiness;
 mod restore;
 mod runner;
 mod silences;
 mod snapshot;
-mod warmup;
 
 pub(crate) use clock::ms_to_time;
 pub use clock::{Clock, SimClock, SystemClock};

@@ -24,8 +24,10 @@ pub(super) struct GroupRunner {
     pub(super) iterations: u64,
     pub(super) iterations_missed: u64,
     pub(super) last_duration_s: f64,
-    /// The rules held in the last evaluation (after a start: see `warmup`).
+    /// The rules held in the last evaluation (see `readiness`).
     pub(super) held: Vec<bool>,
+    /// The rules that failed on their source in the last evaluation.
+    pub(super) source_failed: Vec<usize>,
 }
 
 impl GroupRunner {
@@ -43,6 +45,7 @@ impl GroupRunner {
             iterations_missed: 0,
             last_duration_s: 0.0,
             held: Vec::new(),
+            source_failed: Vec::new(),
         }
     }
 

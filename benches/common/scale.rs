@@ -2781,7 +2781,7 @@ impl Replica {
             &conf,
             format!(
                 "# written by benches/common/scale.rs: shard {shard}/{total}, replica {replica}\n\
-                 sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}}}\n\
+                 sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}}}\n\
                  rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\nstate_dir: state\n\
                  external_labels: {{replica: {replica_q}}}\n\
                  http:\n  listen: 127.0.0.1:{port}\n  bearer_token_env: WATCHFIRE_SCALE_TOKEN\n",
@@ -2790,6 +2790,14 @@ impl Replica {
                 rules = q(&cfg.rules_glob),
                 interval = cfg.interval,
                 replica_q = q(&format!("r{replica}")),
+                // The source's request knobs, when a run sets them (else watchfire's defaults).
+                concurrency = [
+                    ("WATCHFIRE_SCALE_QUERY_CONCURRENCY", "query_concurrency"),
+                    ("WATCHFIRE_SCALE_QUERY_BATCH", "query_batch")
+                ]
+                .iter()
+                .filter_map(|(var, key)| std::env::var(var).ok().map(|v| format!(", {key}: {v}")))
+                .collect::<String>(),
             ),
         )?;
         let mut r = Replica {

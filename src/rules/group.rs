@@ -560,10 +560,12 @@ mod tests {
         let mut seen = Vec::new();
         for concurrency in [1, 4] {
             let (url, peak, _) = slow_prometheus(std::time::Duration::from_millis(100));
+            // One request per expression: this fake answers one query at a time.
             let cfg = SourceConfig {
                 name: "p".into(),
                 url,
                 query_concurrency: concurrency,
+                query_batch: 1,
                 ..SourceConfig::default()
             };
             let names = ["recorded", "r1", "r2", "r3", "r5", "r6"].map(String::from);
@@ -604,30 +606,38 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let (url, _, hits) = slow_prometheus(std::time::Duration::from_secs(2));
-        let cfg = SourceConfig {
-            name: "p".into(),
-            url,
-            timeout: std::time::Duration::from_millis(200),
-            retries: 0,
-            query_concurrency: 2,
-            ..SourceConfig::default()
-        };
-        let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
-        let rules: String = (0..8)
-            .map(|i| format!("      - alert: A{i}\n        expr: up{{i=\"{i}\"}} > 0\n"))
-            .collect();
-        let mut g = group(&format!("groups:\n  - name: g\n    rules:\n{rules}"));
-        let mut out = Store::new();
-        let o = g.eval(0, &Engine::default(), &fed, i64::MAX, &mut out);
-        assert_eq!(o.errors.len(), 8, "every rule fails on the source: {:?}", o.errors);
-        assert!(
-            o.errors.iter().all(|(_, e)| e.to_string().contains("timed out")),
-            "{:?}",
-            o.errors
-        );
-        // The first two in flight time out; the six not yet sent fail with that timeout.
-        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // One request per expression (two in flight), and the default: one batch.
+        for (batch, requests) in [(1, 2), (16, 1)] {
+            let (url, _, hits) = slow_prometheus(std::time::Duration::from_secs(2));
+            let cfg = SourceConfig {
+                name: "p".into(),
+                url,
+                timeout: std::time::Duration::from_millis(200),
+                retries: 0,
+                query_concurrency: 2,
+                query_batch: batch,
+                ..SourceConfig::default()
+            };
+            let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
+            let rules: String = (0..8)
+                .map(|i| format!("      - alert: A{i}\n        expr: up{{i=\"{i}\"}} > 0\n"))
+                .collect();
+            let mut g = group(&format!("groups:\n  - name: g\n    rules:\n{rules}"));
+            let mut out = Store::new();
+            let o = g.eval(0, &Engine::default(), &fed, i64::MAX, &mut out);
+            assert_eq!(o.errors.len(), 8, "every rule fails on the source: {:?}", o.errors);
+            assert!(
+                o.errors.iter().all(|(_, e)| e.to_string().contains("timed out")),
+                "{:?}",
+                o.errors
+            );
+            // The first requests in flight time out; those not yet sent fail with that timeout.
+            assert_eq!(
+                hits.load(std::sync::atomic::Ordering::SeqCst),
+                requests,
+                "query_batch {batch}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!     headers: {X-Scope-OrgID: ml}
 //!     sigv4: {region: us-east-1, service: aps}   # optional; service defaults to aps
 //!     metrics: ['DCGM_.*', 'kube_.*']   # optional: metric names (anchored regexes) this source owns
+//!     query_concurrency: 4      # a group's whole-expression requests in flight (default 4)
+//!     query_batch: 16           # a group's vector expressions per request (default 16; 1: one each)
 //!   - name: cloudwatch
 //!     type: cloudwatch          # GetMetricData through the default credential chain (IRSA)
 //!     mapping_file: cloudwatch-mapping.yaml   # required: CloudWatch metrics as PromQL series
@@ -525,6 +527,16 @@ mod tests {
             c.sources[0].query_concurrency, 4,
             "Prometheus' default for concurrent rule evaluation"
         );
+        assert_eq!(c.sources[0].query_batch, 16);
+        let e = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', query_batch: 0}\n").unwrap_err();
+        assert!(
+            e.message.contains("query_batch must be a whole number from 1 to 256"),
+            "{e}"
+        );
+        let e = load("sources:\n  - {name: a, type: embedded, query_batch: 2}\n").unwrap_err();
+        assert!(e.message.contains("type embedded takes no query_batch"), "{e}");
+        let c = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', query_batch: 1}\n").unwrap();
+        assert_eq!(c.sources[0].query_batch, 1);
     }
 
     #[test]

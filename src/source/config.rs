@@ -28,6 +28,11 @@ pub struct SigV4Config {
 pub(crate) const DEFAULT_QUERY_CONCURRENCY: usize = 4;
 /// The most `query_concurrency` may say.
 pub(crate) const MAX_QUERY_CONCURRENCY: usize = 64;
+/// Whole expressions of one group sent in one request by default (see
+/// `PrometheusSource::instant_query_batch`).
+pub(crate) const DEFAULT_QUERY_BATCH: usize = 16;
+/// The most `query_batch` may say.
+pub(crate) const MAX_QUERY_BATCH: usize = 256;
 
 /// One data source.
 #[derive(Clone, Debug)]
@@ -39,6 +44,9 @@ pub struct SourceConfig {
     pub retries: u32,
     /// Most of one rule group's whole-expression queries in flight at once (`prometheus`).
     pub query_concurrency: usize,
+    /// Most of one rule group's vector expressions sent in one request (`prometheus`; 1: one
+    /// request each).
+    pub query_batch: usize,
     pub headers: Vec<(String, String)>,
     pub sigv4: Option<SigV4Config>,
     /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
@@ -60,6 +68,7 @@ impl Default for SourceConfig {
             timeout: StdDuration::from_secs(30),
             retries: 2,
             query_concurrency: DEFAULT_QUERY_CONCURRENCY,
+            query_batch: DEFAULT_QUERY_BATCH,
             headers: Vec::new(),
             sigv4: None,
             metrics: Vec::new(),
@@ -80,6 +89,7 @@ impl PartialEq for SourceConfig {
             && self.timeout == o.timeout
             && self.retries == o.retries
             && self.query_concurrency == o.query_concurrency
+            && self.query_batch == o.query_batch
             && self.headers == o.headers
             && self.sigv4 == o.sigv4
             && res(&self.metrics) == res(&o.metrics)
@@ -102,6 +112,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
             "timeout",
             "retries",
             "query_concurrency",
+            "query_batch",
             "headers",
             "sigv4",
             "metrics",
@@ -178,6 +189,19 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                         )
                     })?;
             }
+            "query_batch" => {
+                let s = r.string(v, "query_batch")?;
+                sc.query_batch = s
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_QUERY_BATCH).contains(n))
+                    .ok_or_else(|| {
+                        r.err(
+                            v.pos(),
+                            format!("query_batch must be a whole number from 1 to {MAX_QUERY_BATCH}"),
+                        )
+                    })?;
+            }
             "headers" => {
                 for (hk, _, hv) in r.map(v, "headers", &[])? {
                     sc.headers.push((hk, r.string(hv, "a header value")?));
@@ -229,6 +253,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 "timeout",
                 "retries",
                 "query_concurrency",
+                "query_batch",
                 "headers",
                 "sigv4",
                 "metrics",

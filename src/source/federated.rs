@@ -383,6 +383,52 @@ fn collect_names(expr: &Expr, out: &mut Vec<SelectorName>) -> bool {
     }
 }
 
+/// One expression of a member's, unless the member already timed out in this round.
+async fn ask_one(
+    timed_out: &Mutex<HashMap<usize, SourceError>>,
+    i: usize,
+    p: &PrometheusSource,
+    text: &str,
+    t: i64,
+) -> Result<Vec<crate::promql::PushedSample>, SourceError> {
+    let earlier = timed_out.lock().ok().and_then(|m| m.get(&i).cloned());
+    if let Some(e) = earlier {
+        return Err(e);
+    }
+    let res = p.instant_query(text, t).await;
+    if let Err(e) = &res {
+        note_timeout(timed_out, i, e);
+    }
+    res
+}
+
+/// Remembers that member `i` timed out, so its requests not yet sent fail at once.
+fn note_timeout(timed_out: &Mutex<HashMap<usize, SourceError>>, i: usize, e: &SourceError) {
+    if let SourceError::Unavailable { message, .. } = e {
+        if message.contains("timed out") {
+            if let Ok(mut m) = timed_out.lock() {
+                m.entry(i).or_insert_with(|| e.clone());
+            }
+        }
+    }
+}
+
+/// Whether an expression may go in a batch: a vector (a scalar cannot be tagged), whose text
+/// does not name the batch label (its own samples could carry it).
+fn batchable_expr(expr: &Expr, text: &str) -> bool {
+    expr.value_type() == promql_parser::parser::value::ValueType::Vector
+        && !text.contains(crate::source::prometheus::BATCH_LABEL)
+}
+
+/// The source answered the query with an error of the query's own (bad data, an execution
+/// error, a limit), as opposed to being unreachable, failing or timing out.
+fn answered_error(e: &SourceError) -> bool {
+    match e {
+        SourceError::Limit(_) => true,
+        SourceError::Unavailable { message, .. } => message.contains("HTTP 400") || message.contains("HTTP 422"),
+    }
+}
+
 fn selector_name(vs: &VectorSelector) -> Option<SelectorName> {
     if !vs.matchers.or_matchers.is_empty() {
         return None;
@@ -498,11 +544,15 @@ impl Queryable for Federated {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
 
-    /// The expressions a member answers whole are sent together, at most the members'
-    /// `query_concurrency` in flight (a group's independent rules cost a round trip per that
-    /// many rules, not one per rule); the others are `None`, for local evaluation. Once a
-    /// member timed out, its queries not yet sent fail with that timeout: a source slowed to
-    /// timeouts costs the batch one timeout, not one per window.
+    /// The expressions a member answers whole are sent together: the vector-typed ones of a
+    /// member in batches of up to its `query_batch` per request
+    /// ([`PrometheusSource::instant_query_batch`]), at most the members' `query_concurrency`
+    /// requests in flight (a group's independent rules cost about one round trip, not one per
+    /// rule); the others are `None`, for local evaluation. A batch the source refuses (one
+    /// expression's error, a sample limit) is asked again one expression at a time, so each
+    /// rule gets its own answer or error. Once a member timed out, its queries not yet sent
+    /// fail with that timeout: a source slowed to timeouts costs the batch one timeout, not
+    /// one per window.
     fn pushdown_many(
         &self,
         exprs: &[&Expr],
@@ -523,31 +573,64 @@ impl Queryable for Federated {
             .min()
             .unwrap_or(1)
             .max(1);
+        // Requests: per member, its vector expressions in batches, the others alone.
+        // (member, its source, the expressions: (index in `exprs`, text)).
+        type Request<'a> = (usize, &'a PrometheusSource, Vec<(usize, &'a str)>);
+        let mut requests: Vec<Request<'_>> = Vec::new();
+        let mut batchable: BTreeMap<usize, Vec<(usize, &str)>> = BTreeMap::new();
+        for (k, plan) in plans.iter().enumerate() {
+            let Some((i, p, text)) = plan else { continue };
+            if p.query_batch() > 1 && batchable_expr(exprs[k], text) {
+                batchable.entry(*i).or_default().push((k, text.as_str()));
+            } else {
+                requests.push((*i, p, vec![(k, text.as_str())]));
+            }
+        }
+        for (i, list) in batchable {
+            let Some((_, p, _)) = plans.iter().flatten().find(|(m, _, _)| *m == i) else {
+                continue;
+            };
+            // As few requests as the batch size allows, spread evenly.
+            let n = list.len().div_ceil(p.query_batch());
+            let size = list.len().div_ceil(n);
+            for chunk in list.chunks(size) {
+                requests.push((i, p, chunk.to_vec()));
+            }
+        }
         let timed_out: Mutex<HashMap<usize, SourceError>> = Mutex::new(HashMap::new());
-        let asked = plans
-            .iter()
-            .enumerate()
-            .filter_map(|(k, plan)| plan.as_ref().map(|(i, p, text)| (k, *i, *p, text.as_str())));
         let timed_out_ref = &timed_out;
         let results: Vec<(usize, Answer)> = handle.block_on(async {
             use futures_util::stream::StreamExt;
-            futures_util::stream::iter(asked)
-                .map(|(k, i, p, text)| async move {
+            futures_util::stream::iter(requests)
+                .map(|(i, p, list)| async move {
+                    if let [(k, text)] = list[..] {
+                        return vec![(k, ask_one(timed_out_ref, i, p, text, t).await)];
+                    }
                     let earlier = timed_out_ref.lock().ok().and_then(|m| m.get(&i).cloned());
                     if let Some(e) = earlier {
-                        return (k, Err(e));
+                        return list.iter().map(|(k, _)| (*k, Err(e.clone()))).collect();
                     }
-                    let res = p.instant_query(text, t).await;
-                    if let Err(e @ SourceError::Unavailable { message, .. }) = &res {
-                        if message.contains("timed out") {
-                            if let Ok(mut m) = timed_out_ref.lock() {
-                                m.entry(i).or_insert_with(|| e.clone());
+                    let texts: Vec<&str> = list.iter().map(|(_, text)| *text).collect();
+                    match p.instant_query_batch(&texts, t).await {
+                        Ok(each) => list.iter().map(|(k, _)| *k).zip(each.into_iter().map(Ok)).collect(),
+                        Err(e) if answered_error(&e) => {
+                            // The source refused the batch for one of its expressions (or
+                            // their sum): ask each alone, so each rule gets its own answer.
+                            let mut out = Vec::with_capacity(list.len());
+                            for (k, text) in &list {
+                                out.push((*k, ask_one(timed_out_ref, i, p, text, t).await));
                             }
+                            out
+                        }
+                        Err(e) => {
+                            // Down, or timing out: the same for every expression of it.
+                            note_timeout(timed_out_ref, i, &e);
+                            list.iter().map(|(k, _)| (*k, Err(e.clone()))).collect()
                         }
                     }
-                    (k, res)
                 })
                 .buffer_unordered(limit)
+                .flat_map(futures_util::stream::iter)
                 .collect()
                 .await
         });

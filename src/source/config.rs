@@ -99,6 +99,15 @@ impl PartialEq for SourceConfig {
     }
 }
 
+/// A whole number from `min` to `max`, or an error at its position naming the bounds.
+fn whole_number(r: &Reader<'_>, v: &Node, key: &str, min: usize, max: usize) -> Result<usize, FileError> {
+    r.string(v, key)?
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| r.err(v.pos(), format!("{key} must be a whole number from {min} to {max}")))
+}
+
 /// Decodes one entry of `sources:` in watchfire.yaml (the format is documented in
 /// `run::config`), checking which keys each type takes.
 pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileError> {
@@ -168,40 +177,11 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 }
                 sc.timeout = StdDuration::from_millis(ms as u64);
             }
-            "retries" => {
-                let s = r.string(v, "retries")?;
-                sc.retries = s
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| *n <= 10)
-                    .ok_or_else(|| r.err(v.pos(), "retries must be a whole number from 0 to 10"))?;
-            }
+            "retries" => sc.retries = whole_number(r, v, "retries", 0, 10)? as u32,
             "query_concurrency" => {
-                let s = r.string(v, "query_concurrency")?;
-                sc.query_concurrency = s
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=MAX_QUERY_CONCURRENCY).contains(n))
-                    .ok_or_else(|| {
-                        r.err(
-                            v.pos(),
-                            format!("query_concurrency must be a whole number from 1 to {MAX_QUERY_CONCURRENCY}"),
-                        )
-                    })?;
+                sc.query_concurrency = whole_number(r, v, "query_concurrency", 1, MAX_QUERY_CONCURRENCY)?
             }
-            "query_batch" => {
-                let s = r.string(v, "query_batch")?;
-                sc.query_batch = s
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=MAX_QUERY_BATCH).contains(n))
-                    .ok_or_else(|| {
-                        r.err(
-                            v.pos(),
-                            format!("query_batch must be a whole number from 1 to {MAX_QUERY_BATCH}"),
-                        )
-                    })?;
-            }
+            "query_batch" => sc.query_batch = whole_number(r, v, "query_batch", 1, MAX_QUERY_BATCH)?,
             "headers" => {
                 for (hk, _, hv) in r.map(v, "headers", &[])? {
                     sc.headers.push((hk, r.string(hv, "a header value")?));

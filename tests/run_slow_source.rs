@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A Prometheus query API that answers every instant query with one sample of `up` at 1 (a
-/// matrix for range selectors), after `slow` seconds' wait while `slow` is set.
+/// matrix for range selectors, one sample per expression for a batch), after 2 s wait while
+/// `slow` is set.
 fn fake_prometheus(slow: Arc<AtomicBool>) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -34,7 +35,15 @@ fn fake_prometheus(slow: Arc<AtomicBool>) -> u16 {
                     .unwrap_or("")
                     .to_string();
                 let t = chrono::Utc::now().timestamp_millis() as f64 / 1000.0;
-                let data = if query.ends_with("%5D") || query.ends_with(']') {
+                // A batch (`label_replace(..., "watchfire_batch", "i", ...) or ...`): one sample
+                // per expression, tagged as asked.
+                let batch = query.matches("watchfire_batch").count();
+                let data = if batch > 0 {
+                    let samples: Vec<String> = (0..batch)
+                        .map(|i| format!(r#"{{"metric":{{"job":"j","watchfire_batch":"{i}"}},"value":[{t},"1"]}}"#))
+                        .collect();
+                    format!(r#"{{"resultType":"vector","result":[{}]}}"#, samples.join(","))
+                } else if query.ends_with("%5D") || query.ends_with(']') {
                     format!(
                         r#"{{"resultType":"matrix","result":[{{"metric":{{"__name__":"up","job":"j"}},"values":[[{t},"1"]]}}]}}"#
                     )

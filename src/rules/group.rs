@@ -597,6 +597,45 @@ mod tests {
         assert_eq!(seen[1].len(), 10, "{:?}", seen[1]);
     }
 
+    /// A backend that answers a batch without the tags (not splittable) is asked again one
+    /// expression at a time: every rule still gets its own answer.
+    #[test]
+    fn a_batch_answered_without_its_tags_is_asked_again_one_by_one() {
+        use crate::source::config::SourceConfig;
+        use crate::source::federated::Federated;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        // This fake answers any query with one untagged sample labelled with the query.
+        let (url, _, hits) = slow_prometheus(std::time::Duration::from_millis(1));
+        let cfg = SourceConfig {
+            name: "p".into(),
+            url,
+            ..SourceConfig::default()
+        };
+        let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
+        let rules: String = (0..4)
+            .map(|i| format!("      - record: r{i}\n        expr: up{{i=\"{i}\"}}\n"))
+            .collect();
+        let mut g = group(&format!("groups:\n  - name: g\n    rules:\n{rules}"));
+        let mut out = Store::new();
+        let engine = Engine::default();
+        let o = g.eval(0, &engine, &fed, i64::MAX, &mut out);
+        assert!(o.errors.is_empty(), "{:?}", o.errors);
+        assert_eq!(
+            hits.load(std::sync::atomic::Ordering::SeqCst),
+            5,
+            "the batch, then each alone"
+        );
+        let empty = Store::new();
+        assert_eq!(
+            query(&engine, &empty, &out, "r3", 0),
+            vec![("r3{q=\"up%7Bi%3D%223%22%7D\"}".into(), 1.0)]
+        );
+    }
+
     #[test]
     fn a_source_timing_out_costs_the_group_one_timeout() {
         use crate::source::config::SourceConfig;

@@ -32,7 +32,7 @@ use promql_parser::parser::{Expr, VectorSelector};
 use super::cloudwatch::{CloudWatchSource, Mapping};
 use super::config::{SourceConfig, SourceKind};
 use super::embedded::SharedStore;
-use super::prometheus::PrometheusSource;
+use super::prometheus::{BatchError, PrometheusSource};
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
 
@@ -420,15 +420,6 @@ fn batchable_expr(expr: &Expr, text: &str) -> bool {
         && !text.contains(crate::source::prometheus::BATCH_LABEL)
 }
 
-/// The source answered the query with an error of the query's own (bad data, an execution
-/// error, a limit), as opposed to being unreachable, failing or timing out.
-fn answered_error(e: &SourceError) -> bool {
-    match e {
-        SourceError::Limit(_) => true,
-        SourceError::Unavailable { message, .. } => message.contains("HTTP 400") || message.contains("HTTP 422"),
-    }
-}
-
 fn selector_name(vs: &VectorSelector) -> Option<SelectorName> {
     if !vs.matchers.or_matchers.is_empty() {
         return None;
@@ -613,7 +604,7 @@ impl Queryable for Federated {
                     let texts: Vec<&str> = list.iter().map(|(_, text)| *text).collect();
                     match p.instant_query_batch(&texts, t).await {
                         Ok(each) => list.iter().map(|(k, _)| *k).zip(each.into_iter().map(Ok)).collect(),
-                        Err(e) if answered_error(&e) => {
+                        Err(BatchError::Split(_)) => {
                             // The source refused the batch for one of its expressions (or
                             // their sum): ask each alone, so each rule gets its own answer.
                             let mut out = Vec::with_capacity(list.len());
@@ -622,7 +613,7 @@ impl Queryable for Federated {
                             }
                             out
                         }
-                        Err(e) => {
+                        Err(BatchError::Failed(e)) => {
                             // Down, or timing out: the same for every expression of it.
                             note_timeout(timed_out_ref, i, &e);
                             list.iter().map(|(k, _)| (*k, Err(e.clone()))).collect()

@@ -13,4 +13,4 @@ pub(crate) use crate::promql::{HistogramSeriesData, StartTimestampSeriesData};
 pub use crate::promql::{Queryable, SeriesData, SourceError};
 pub use cloudwatch::{CloudWatchSource, Mapping};
 pub use config::SourceKind;
-pub use prometheus::PrometheusSource;
+pub use prometheus::{BatchError, PrometheusSource};

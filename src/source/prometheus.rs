@@ -45,6 +45,25 @@ const KEPT_HISTOGRAM_FETCHES: usize = 64;
 /// The histograms of one raw fetch: (matchers as text, mint, maxt) and its series.
 type KeptHistograms = ((String, i64, i64), Vec<HistogramSeriesData>);
 
+/// Why a batch of expressions got no answer.
+#[derive(Debug)]
+pub enum BatchError {
+    /// The source answered, but not for each expression (one expression's error, a sample
+    /// limit, an answer that does not split by the tag): ask them one at a time.
+    Split(SourceError),
+    /// The source is down or timing out: each expression of the batch fails with this.
+    Failed(SourceError),
+}
+
+/// The source answered the query with an error of the query's own (bad data, an execution
+/// error, a limit), as opposed to being unreachable, failing or timing out.
+fn answered_error(e: &SourceError) -> bool {
+    match e {
+        SourceError::Limit(_) => true,
+        SourceError::Unavailable { message, .. } => message.contains("HTTP 400") || message.contains("HTTP 422"),
+    }
+}
+
 /// The label a batched query tags each expression's samples with (removed from the answer).
 pub(crate) const BATCH_LABEL: &str = "watchfire_batch";
 
@@ -201,8 +220,10 @@ impl PrometheusSource {
     /// of `or`: the tag keeps the expressions' samples apart (no two can match), and the
     /// source evaluates them one after another in one query, as its own rule manager would,
     /// instead of one request, one query preparation and one HTTP round trip each. A failure
-    /// is the whole request's: the caller asks the expressions one by one to tell whose it is.
-    pub async fn instant_query_batch(&self, exprs: &[&str], t: i64) -> Result<Vec<Vec<PushedSample>>, SourceError> {
+    /// is the whole request's: [`BatchError::Split`] when the source answered but not for every
+    /// expression (one expression's error, a limit, an answer it cannot split), for the
+    /// caller to ask them one by one; [`BatchError::Failed`] when it is down or timing out.
+    pub async fn instant_query_batch(&self, exprs: &[&str], t: i64) -> Result<Vec<Vec<PushedSample>>, BatchError> {
         fn tree(parts: &[String]) -> String {
             match parts {
                 [one] => one.clone(),
@@ -220,18 +241,25 @@ impl PrometheusSource {
             .enumerate()
             .map(|(i, e)| format!("label_replace(({e}), \"{BATCH_LABEL}\", \"{i}\", \"\", \"\")"))
             .collect();
-        let data = self.query(&tree(&tagged), t).await?;
+        let data = self.query(&tree(&tagged), t).await.map_err(|e| {
+            if answered_error(&e) {
+                BatchError::Split(e)
+            } else {
+                BatchError::Failed(e)
+            }
+        })?;
+        let split = |m: String| BatchError::Split(self.unavailable(m));
         if data.result_type != "vector" {
-            return Err(self.unavailable(format!("a batch answered {}, not a vector", data.result_type)));
+            return Err(split(format!("a batch answered {}, not a vector", data.result_type)));
         }
         let mut out: Vec<Vec<PushedSample>> = exprs.iter().map(|_| Vec::new()).collect();
-        for mut s in self.vector(&data)? {
+        for mut s in self.vector(&data).map_err(BatchError::Split)? {
             let i = s
                 .labels
                 .get(BATCH_LABEL)
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|i| *i < out.len())
-                .ok_or_else(|| self.unavailable(format!("a batch answered a sample without its {BATCH_LABEL} tag")))?;
+                .ok_or_else(|| split(format!("a batch answered a sample without its {BATCH_LABEL} tag")))?;
             s.labels = s.labels.drop(&[BATCH_LABEL.to_string()], false);
             out[i].push(s);
         }

@@ -32,7 +32,7 @@ use promql_parser::parser::{Expr, VectorSelector};
 use super::cloudwatch::{CloudWatchSource, Mapping};
 use super::config::{SourceConfig, SourceKind};
 use super::embedded::SharedStore;
-use super::prometheus::{BatchError, PrometheusSource};
+use super::prometheus::{answered_error, BatchError, PrometheusSource};
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
 
@@ -83,6 +83,9 @@ pub(crate) struct Federated {
     local_names: HashSet<String>,
     /// Expressions a remote rejected as `bad_data`: evaluated locally from then on.
     rejected: Mutex<HashSet<String>>,
+    /// Expressions that failed alone after their batch was refused: sent alone from then on,
+    /// so that a rule failing every evaluation does not cost its batch a refusal each time.
+    solo: Mutex<HashSet<String>>,
 }
 
 impl Federated {
@@ -97,6 +100,7 @@ impl Federated {
             default,
             local_names: ["ALERTS", "ALERTS_FOR_STATE"].iter().map(|s| s.to_string()).collect(),
             rejected: Mutex::new(HashSet::new()),
+            solo: Mutex::new(HashSet::new()),
         }
     }
 
@@ -569,9 +573,10 @@ impl Queryable for Federated {
         type Request<'a> = (usize, &'a PrometheusSource, Vec<(usize, &'a str)>);
         let mut requests: Vec<Request<'_>> = Vec::new();
         let mut batchable: BTreeMap<usize, Vec<(usize, &str)>> = BTreeMap::new();
+        let solo = self.solo.lock().map(|s| s.clone()).unwrap_or_default();
         for (k, plan) in plans.iter().enumerate() {
             let Some((i, p, text)) = plan else { continue };
-            if p.query_batch() > 1 && batchable_expr(exprs[k], text) {
+            if p.query_batch() > 1 && batchable_expr(exprs[k], text) && !solo.contains(text) {
                 batchable.entry(*i).or_default().push((k, text.as_str()));
             } else {
                 requests.push((*i, p, vec![(k, text.as_str())]));
@@ -609,7 +614,13 @@ impl Queryable for Federated {
                             // their sum): ask each alone, so each rule gets its own answer.
                             let mut out = Vec::with_capacity(list.len());
                             for (k, text) in &list {
-                                out.push((*k, ask_one(timed_out_ref, i, p, text, t).await));
+                                let res = ask_one(timed_out_ref, i, p, text, t).await;
+                                if res.as_ref().is_err_and(answered_error) {
+                                    if let Ok(mut s) = self.solo.lock() {
+                                        s.insert(text.to_string());
+                                    }
+                                }
+                                out.push((*k, res));
                             }
                             out
                         }

@@ -57,7 +57,7 @@ pub enum BatchError {
 
 /// The source answered the query with an error of the query's own (bad data, an execution
 /// error, a limit), as opposed to being unreachable, failing or timing out.
-fn answered_error(e: &SourceError) -> bool {
+pub(crate) fn answered_error(e: &SourceError) -> bool {
     match e {
         SourceError::Limit(_) => true,
         SourceError::Unavailable { message, .. } => message.contains("HTTP 400") || message.contains("HTTP 422"),

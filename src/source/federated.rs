@@ -573,15 +573,18 @@ impl Queryable for Federated {
         type Request<'a> = (usize, &'a PrometheusSource, Vec<(usize, &'a str)>);
         let mut requests: Vec<Request<'_>> = Vec::new();
         let mut batchable: BTreeMap<usize, Vec<(usize, &str)>> = BTreeMap::new();
-        let solo = self.solo.lock().map(|s| s.clone()).unwrap_or_default();
+        // Read under the lock once per evaluation, not copied: it is empty unless a rule failed.
+        let solo = self.solo.lock().ok();
+        let is_solo = |text: &String| solo.as_ref().is_some_and(|s| s.contains(text));
         for (k, plan) in plans.iter().enumerate() {
             let Some((i, p, text)) = plan else { continue };
-            if p.query_batch() > 1 && batchable_expr(exprs[k], text) && !solo.contains(text) {
+            if p.query_batch() > 1 && batchable_expr(exprs[k], text) && !is_solo(text) {
                 batchable.entry(*i).or_default().push((k, text.as_str()));
             } else {
                 requests.push((*i, p, vec![(k, text.as_str())]));
             }
         }
+        drop(solo);
         for (i, list) in batchable {
             let Some((_, p, _)) = plans.iter().flatten().find(|(m, _, _)| *m == i) else {
                 continue;

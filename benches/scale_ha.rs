@@ -186,6 +186,9 @@ struct Watched {
     failures: (f64, f64),
     /// Source queries (watchfire's `watchfire_source_query_seconds_count`) at the window's ends.
     queries: (f64, f64),
+    /// Seconds in source calls and in group evaluations (watchfire's `_sum`s) at the window's ends.
+    source_s: (f64, f64),
+    group_s: (f64, f64),
     rss_max_mib: f64,
     hwm_mib: f64,
     /// CPU seconds used (user + system) at the window's ends.
@@ -204,6 +207,8 @@ impl Watched {
             missed: (0.0, 0.0),
             failures: (0.0, 0.0),
             queries: (0.0, 0.0),
+            source_s: (0.0, 0.0),
+            group_s: (0.0, 0.0),
             rss_max_mib: 0.0,
             hwm_mib: 0.0,
             cpu: (f64::NAN, f64::NAN),
@@ -214,6 +219,8 @@ impl Watched {
         let m = scrape(self.port).with_context(|| format!("reading {}'s /metrics", self.label))?;
         let (now, missed, failures) = self.kind.read(&m);
         let queries = sum_of(&m, "watchfire_source_query_seconds_count", |_| true);
+        let source_s = sum_of(&m, "watchfire_source_query_seconds_sum", |_| true);
+        let group_s = sum_of(&m, "watchfire_rule_group_duration_seconds_sum", |_| true);
         for (g, &(mark, v)) in &now {
             let Some(&(pmark, pv)) = self.last.get(g) else { continue };
             if mark == pmark || mark <= 0.0 {
@@ -237,11 +244,15 @@ impl Watched {
             self.missed.1 = missed;
             self.failures.1 = failures;
             self.queries.1 = queries;
+            self.source_s.1 = source_s;
+            self.group_s.1 = group_s;
             self.cpu.1 = cpu_seconds(self.pid);
         } else {
             self.missed = (missed, missed);
             self.failures = (failures, failures);
             self.queries = (queries, queries);
+            self.source_s = (source_s, source_s);
+            self.group_s = (group_s, group_s);
             let c = cpu_seconds(self.pid);
             self.cpu = (c, c);
         }
@@ -351,12 +362,48 @@ fn measure(
     Ok((w0.elapsed().as_secs_f64(), others_cpu(others) - others0))
 }
 
-/// Samples and queries Prometheus' engine logged between two times (its query log).
-fn query_log(path: &Path, from_ms: i64, to_ms: i64) -> (f64, f64) {
+/// What Prometheus' engine logged between two times (its query log): queries, samples, and the
+/// `stats.timings` summed (s).
+#[derive(Clone, Copy, Default)]
+struct LogSums {
+    queries: f64,
+    samples: f64,
+    exec: f64,
+    queue: f64,
+    prep: f64,
+    inner: f64,
+}
+
+impl LogSums {
+    fn scaled(self, k: f64) -> LogSums {
+        LogSums {
+            queries: self.queries * k,
+            samples: self.samples * k,
+            exec: self.exec * k,
+            queue: self.queue * k,
+            prep: self.prep * k,
+            inner: self.inner * k,
+        }
+    }
+
+    fn plus(self, o: LogSums) -> LogSums {
+        LogSums {
+            queries: self.queries + o.queries,
+            samples: self.samples + o.samples,
+            exec: self.exec + o.exec,
+            queue: self.queue + o.queue,
+            prep: self.prep + o.prep,
+            inner: self.inner + o.inner,
+        }
+    }
+}
+
+fn query_log(path: &Path, from_ms: i64, to_ms: i64) -> LogSums {
+    let nan = LogSums::default().scaled(f64::NAN);
     let Ok(text) = std::fs::read_to_string(path) else {
-        return (f64::NAN, f64::NAN);
+        return nan;
     };
-    let (mut queries, mut samples) = (0.0, 0.0);
+    let mut out = LogSums::default();
     for line in text.lines() {
         let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -368,10 +415,18 @@ fn query_log(path: &Path, from_ms: i64, to_ms: i64) -> (f64, f64) {
         if ts < from_ms || ts > to_ms {
             continue;
         }
-        queries += 1.0;
-        samples += j["stats"]["samples"]["totalQueryableSamples"].as_f64().unwrap_or(0.0);
+        let t = &j["stats"]["timings"];
+        let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
+        out = out.plus(LogSums {
+            queries: 1.0,
+            samples: j["stats"]["samples"]["totalQueryableSamples"].as_f64().unwrap_or(0.0),
+            exec: f("execTotalTime"),
+            queue: f("execQueueTime"),
+            prep: f("queryPreparationTime"),
+            inner: f("innerEvalTime"),
+        });
     }
-    (queries, samples)
+    out
 }
 
 /// What one phase measured.
@@ -385,6 +440,8 @@ struct Phase {
     /// Prometheus is the evaluator and watched itself).
     source_cpu_s: f64,
     engine_samples: f64,
+    /// The engine's query log per interval (all of this phase's evaluators).
+    engine_log: LogSums,
     /// Per watched process: HTTP queries per interval (watchfire's own count of source calls).
     source_queries: Vec<f64>,
     /// Rules not `ok` (group/rule -> error) per watched process.
@@ -422,6 +479,11 @@ impl Phase {
         let weigh = |x: f64, y: f64| (x * a + y * b) / (a + b);
         self.engine_queries = weigh(self.engine_queries, later.engine_queries);
         self.engine_samples = weigh(self.engine_samples, later.engine_samples);
+        self.engine_log = self
+            .engine_log
+            .scaled(a)
+            .plus(later.engine_log.scaled(b))
+            .scaled(1.0 / (a + b));
         for (q, lq) in self.source_queries.iter_mut().zip(&later.source_queries) {
             *q = weigh(*q, *lq);
         }
@@ -435,6 +497,8 @@ impl Phase {
             add(&mut w.missed, lw.missed);
             add(&mut w.failures, lw.failures);
             add(&mut w.queries, lw.queries);
+            add(&mut w.source_s, lw.source_s);
+            add(&mut w.group_s, lw.group_s);
             add(&mut w.cpu, lw.cpu);
             w.rss_max_mib = w.rss_max_mib.max(lw.rss_max_mib);
             w.hwm_mib = w.hwm_mib.max(lw.hwm_mib);
@@ -491,7 +555,8 @@ fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Res
     let (groups, nrules, unhealthy) = health(prom.port, "/api/v1/rules")?;
     let alerts = alert_map(prom.port, "/api/v1/alerts");
     prom.configure(None, None)?;
-    let (q, s) = query_log(&log, from, to);
+    let logged = query_log(&log, from, to);
+    let (q, s) = (logged.queries, logged.samples);
     let n = cfg.intervals as f64;
     Ok(Phase {
         name: "P",
@@ -500,6 +565,7 @@ fn phase_prometheus(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet) -> Res
         source_cpu_s: f64::NAN,
         engine_queries: q / n,
         engine_samples: s / n,
+        engine_log: logged.scaled(1.0 / n),
         source_queries: vec![f64::NAN],
         unhealthy: vec![unhealthy],
         groups: vec![groups],
@@ -603,7 +669,8 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
     for r in replicas.iter_mut() {
         r.guard.stop();
     }
-    let (q, s) = query_log(&log, from, to);
+    let logged = query_log(&log, from, to);
+    let (q, s) = (logged.queries, logged.samples);
     prom.configure(None, None)?;
     Ok(Phase {
         name: "W",
@@ -612,6 +679,7 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         source_cpu_s,
         engine_queries: q / n,
         engine_samples: s / n,
+        engine_log: logged.scaled(1.0 / n),
         source_queries,
         unhealthy,
         groups: gsets,
@@ -654,7 +722,8 @@ fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder:
     let (groups, nrules, unhealthy) = health(vm.port, "/api/v1/rules")?;
     let alerts = alert_map(vm.port, "/api/v1/alerts");
     vm.guard.stop();
-    let (q, s) = query_log(&log, from, to);
+    let logged = query_log(&log, from, to);
+    let (q, s) = (logged.queries, logged.samples);
     prom.configure(None, None)?;
     let n = cfg.intervals as f64;
     Ok(Phase {
@@ -664,6 +733,7 @@ fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder:
         source_cpu_s,
         engine_queries: q / n,
         engine_samples: s / n,
+        engine_log: logged.scaled(1.0 / n),
         source_queries: vec![q / n],
         unhealthy: vec![unhealthy],
         groups: vec![groups],
@@ -988,6 +1058,40 @@ fn run() -> Result<bool> {
             f64::NAN,
             vs,
             if vs > 1.0 { "- / MISSED" } else { "- / ok" },
+        );
+    }
+    println!();
+    if let Some(w) = w {
+        // Where a replica's evaluation time goes: waiting on its source (the HTTP round trips,
+        // Prometheus' queueing and work, decoding) or its own (local evaluation, state, notifier).
+        let n = cfg.intervals as f64;
+        println!("where each watchfire replica's group time goes, per interval (its own _sum counters):");
+        for ww in &w.watched {
+            let g = (ww.group_s.1 - ww.group_s.0) / n;
+            let src = (ww.source_s.1 - ww.source_s.0) / n;
+            println!(
+                "  {:<22} group evaluations {:>8.1} s, in source calls {:>8.1} s ({:.0}%), own {:>7.1} s",
+                ww.label,
+                g,
+                src,
+                100.0 * src / g,
+                g - src
+            );
+        }
+    }
+    for ph in [p, w, v].into_iter().flatten() {
+        let k = if ph.name == "W" { 1.0 / cfg.replicas as f64 } else { 1.0 };
+        let l = ph.engine_log.scaled(k);
+        println!(
+            "Prometheus' query log in {} per interval{}: {:.0} queries, {:.0} samples; execTotalTime {:.1} s = queue {:.1} + preparation {:.1} + inner eval {:.1} (+ sorting)",
+            ph.name,
+            if ph.name == "W" { ", one replica set (divided by the replicas a shard)" } else { "" },
+            l.queries,
+            l.samples,
+            l.exec,
+            l.queue,
+            l.prep,
+            l.inner
         );
     }
     println!();

@@ -477,9 +477,22 @@ mod tests {
 
     /// A Prometheus stand-in: every instant query is answered after `delay` with one series
     /// `{q="<the form body>"}` of value 1; it counts the most requests it held at once, and
-    /// all requests.
+    /// all requests. `batches`: a batch (`label_replace(..., "watchfire_batch", "N", ...)`
+    /// terms) is answered with one series per term, `{watchfire_batch="N", q="batch"}`, after
+    /// `delay` per term, as a backend evaluating them one after another.
     fn slow_prometheus(
         delay: std::time::Duration,
+    ) -> (
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        fake_prometheus(delay, false)
+    }
+
+    fn fake_prometheus(
+        delay: std::time::Duration,
+        batches: bool,
     ) -> (
         String,
         std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -524,15 +537,33 @@ mod tests {
                     hits.fetch_add(1, Ordering::SeqCst);
                     let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
                     peak.fetch_max(in_flight, Ordering::SeqCst);
-                    std::thread::sleep(delay);
                     let q = body
                         .split('&')
                         .find_map(|kv| kv.strip_prefix("query="))
                         .unwrap_or("")
                         .replace('"', "");
-                    let answer = format!(
-                        r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"q":"{q}"}},"value":[0,"1"]}}]}}}}"#
-                    );
+                    // The terms' tags, from the form-encoded `"watchfire_batch", "N"`.
+                    let tags: Vec<&str> = q
+                        .split("%22watchfire_batch%22%2C%20%22")
+                        .skip(1)
+                        .filter_map(|rest| rest.split("%22").next())
+                        .collect();
+                    let answer = if batches && !tags.is_empty() {
+                        std::thread::sleep(delay * tags.len() as u32);
+                        let series: Vec<String> = tags
+                            .iter()
+                            .map(|n| format!(r#"{{"metric":{{"watchfire_batch":"{n}","q":"batch"}},"value":[0,"1"]}}"#))
+                            .collect();
+                        format!(
+                            r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+                            series.join(",")
+                        )
+                    } else {
+                        std::thread::sleep(delay);
+                        format!(
+                            r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"q":"{q}"}},"value":[0,"1"]}}]}}}}"#
+                        )
+                    };
                     now.fetch_sub(1, Ordering::SeqCst);
                     let _ = write!(
                         c,
@@ -634,6 +665,51 @@ mod tests {
             query(&engine, &empty, &out, "r3", 0),
             vec![("r3{q=\"up%7Bi%3D%223%22%7D\"}".into(), 1.0)]
         );
+    }
+
+    /// A group whose batch was heavy is spread over the source's concurrency from its next
+    /// evaluation on, with the same outputs; a light one stays one request.
+    #[test]
+    fn a_heavy_batch_is_spread_over_the_concurrency_next_time() {
+        use crate::source::config::SourceConfig;
+        use crate::source::federated::Federated;
+        use std::sync::atomic::Ordering;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        for (per_rule_ms, requests_then) in [(15, 4), (0, 1)] {
+            let (url, peak, hits) = fake_prometheus(std::time::Duration::from_millis(per_rule_ms), true);
+            let cfg = SourceConfig {
+                name: "p".into(),
+                url,
+                ..SourceConfig::default()
+            };
+            let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
+            let rules: String = (0..8)
+                .map(|i| format!("      - record: r{i}\n        expr: up{{i=\"{i}\"}}\n"))
+                .collect();
+            let mut g = group(&format!("groups:\n  - name: g\n    rules:\n{rules}"));
+            let engine = Engine::default();
+            let mut outputs = Vec::new();
+            for (n, ts) in [0, 60_000].into_iter().enumerate() {
+                let before = hits.load(Ordering::SeqCst);
+                peak.store(0, Ordering::SeqCst);
+                let mut out = Store::new();
+                let o = g.eval(ts, &engine, &fed, i64::MAX, &mut out);
+                assert!(o.errors.is_empty(), "{:?}", o.errors);
+                let sent = hits.load(Ordering::SeqCst) - before;
+                // Nothing known at first: one batch of 8.
+                let want = if n == 0 { 1 } else { requests_then };
+                assert_eq!(sent, want, "evaluation {n}, {per_rule_ms} ms a rule");
+                assert_eq!(peak.load(Ordering::SeqCst), want, "all in flight at once");
+                let empty = Store::new();
+                outputs.push(query(&engine, &empty, &out, "{__name__=~\"r.\"}", ts));
+            }
+            assert_eq!(outputs[0].len(), 8, "{:?}", outputs[0]);
+            assert_eq!(outputs[0], outputs[1], "the same outputs however the batch is cut");
+        }
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub(crate) struct Federated {
     /// Expressions that failed alone after their batch was refused: sent alone from then on,
     /// so that a rule failing every evaluation does not cost its batch a refusal each time.
     solo: Mutex<HashSet<String>>,
+    /// What each pushed-down expression recently cost, to cut heavy groups into parallel
+    /// requests ([`super::batch_plan`]).
+    costs: super::batch_plan::Costs,
 }
 
 impl Federated {
@@ -101,6 +104,7 @@ impl Federated {
             local_names: ["ALERTS", "ALERTS_FOR_STATE"].iter().map(|s| s.to_string()).collect(),
             rejected: Mutex::new(HashSet::new()),
             solo: Mutex::new(HashSet::new()),
+            costs: super::batch_plan::Costs::default(),
         }
     }
 
@@ -589,11 +593,12 @@ impl Queryable for Federated {
             let Some((_, p, _)) = plans.iter().flatten().find(|(m, _, _)| *m == i) else {
                 continue;
             };
-            // As few requests as the batch size allows, spread evenly.
-            let n = list.len().div_ceil(p.query_batch());
-            let size = list.len().div_ceil(n);
-            for chunk in list.chunks(size) {
-                requests.push((i, p, chunk.to_vec()));
+            // As few requests as the batch size allows, unless they are heavy: then spread
+            // over the concurrency, balanced by what each cost before.
+            let texts: Vec<&str> = list.iter().map(|(_, t)| *t).collect();
+            let costs = self.costs.estimates(&texts);
+            for request in super::batch_plan::plan(&costs, p.query_batch(), limit) {
+                requests.push((i, p, request.into_iter().map(|j| list[j]).collect()));
             }
         }
         let timed_out: Mutex<HashMap<usize, SourceError>> = Mutex::new(HashMap::new());
@@ -602,8 +607,13 @@ impl Queryable for Federated {
             use futures_util::stream::StreamExt;
             futures_util::stream::iter(requests)
                 .map(|(i, p, list)| async move {
+                    let started = std::time::Instant::now();
                     if let [(k, text)] = list[..] {
-                        return vec![(k, ask_one(timed_out_ref, i, p, text, t).await)];
+                        let res = ask_one(timed_out_ref, i, p, text, t).await;
+                        if res.is_ok() {
+                            self.costs.observe(&[text], started.elapsed().as_secs_f64());
+                        }
+                        return vec![(k, res)];
                     }
                     let earlier = timed_out_ref.lock().ok().and_then(|m| m.get(&i).cloned());
                     if let Some(e) = earlier {
@@ -611,7 +621,10 @@ impl Queryable for Federated {
                     }
                     let texts: Vec<&str> = list.iter().map(|(_, text)| *text).collect();
                     match p.instant_query_batch(&texts, t).await {
-                        Ok(each) => list.iter().map(|(k, _)| *k).zip(each.into_iter().map(Ok)).collect(),
+                        Ok(each) => {
+                            self.costs.observe(&texts, started.elapsed().as_secs_f64());
+                            list.iter().map(|(k, _)| *k).zip(each.into_iter().map(Ok)).collect()
+                        }
                         Err(BatchError::Split(_)) => {
                             // The source refused the batch for one of its expressions (or
                             // their sum): ask each alone, so each rule gets its own answer.

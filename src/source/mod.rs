@@ -2,6 +2,7 @@
 //! matchers, with their samples in [mint, maxt]" (the engine's [`Queryable`]), so the engine never
 //! knows which one it reads.
 
+pub(crate) mod batch_plan;
 pub(crate) mod cloudwatch;
 pub(crate) mod config;
 pub(crate) mod embedded;

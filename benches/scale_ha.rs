@@ -689,6 +689,120 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
     })
 }
 
+/// The expressions of a batch watchfire sent (`label_replace((e), "watchfire_batch", ...) or ...`).
+fn batch_terms(e: &promql_parser::parser::Expr, out: &mut Vec<String>) -> bool {
+    use promql_parser::parser::{token::T_LOR, Expr};
+    match e {
+        Expr::Paren(p) => batch_terms(&p.expr, out),
+        Expr::Binary(b) if b.op.id() == T_LOR => batch_terms(&b.lhs, out) && batch_terms(&b.rhs, out),
+        Expr::Call(c) if c.func.name == "label_replace" => match c.args.args.first() {
+            Some(inner) => {
+                out.push(inner.to_string());
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Phase `r`, after a `w`: W's batches asked again one request at a time (nothing else querying),
+/// each as watchfire sent it and then its expressions alone, at the batch's evaluation time, on
+/// the same TSDB; sums what Prometheus reports (`stats=all`) and the client's wall time. It
+/// separates what the batch form costs the backend from what the load of the W phase cost it.
+fn replay_batches(cfg: &Config, prom: &Prometheus) -> Result<()> {
+    let log = cfg.dir.join("queries-w.jsonl");
+    let text = std::fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    let mut batches: Vec<(String, String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(q), Some(at)) = (j["params"]["query"].as_str(), j["params"]["end"].as_str()) else {
+            continue;
+        };
+        if !q.contains("watchfire_batch") {
+            continue;
+        }
+        let mut terms = Vec::new();
+        if promql_parser::parser::parse(q).is_ok_and(|e| batch_terms(&e, &mut terms)) && terms.len() > 1 {
+            batches.push((q.to_string(), at.to_string(), terms));
+        }
+    }
+    // At most 400, spread over the log (both replicas sent each batch: every other one).
+    let step = (batches.len() / 400).max(2);
+    let picked: Vec<_> = batches.iter().step_by(step).collect();
+    #[derive(Default)]
+    struct Sums {
+        requests: usize,
+        exec: f64,
+        prep: f64,
+        inner: f64,
+        wall: f64,
+    }
+    let ask = |q: &str, at: &str, into: &mut Sums| -> Result<()> {
+        let path = format!(
+            "/api/v1/query?query={}&time={}&stats=all",
+            watchfire::url::encode(q),
+            watchfire::url::encode(at)
+        );
+        let started = Instant::now();
+        let (status, body) = common::http_get(prom.port, &path)?;
+        into.wall += started.elapsed().as_secs_f64();
+        if status != 200 {
+            bail!("replaying a query: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        }
+        let j: serde_json::Value = serde_json::from_slice(&body)?;
+        let t = &j["data"]["stats"]["timings"];
+        let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
+        into.requests += 1;
+        into.exec += f("execTotalTime");
+        into.prep += f("queryPreparationTime");
+        into.inner += f("innerEvalTime");
+        Ok(())
+    };
+    let (mut batched, mut alone) = (Sums::default(), Sums::default());
+    for (n, (q, at, terms)) in picked.iter().enumerate() {
+        // Alternate which form goes first, so neither always finds the other's work cached.
+        let batch_first = n % 2 == 0;
+        if batch_first {
+            ask(q, at, &mut batched)?;
+        }
+        for t in terms {
+            ask(t, at, &mut alone)?;
+        }
+        if !batch_first {
+            ask(q, at, &mut batched)?;
+        }
+    }
+    let show = |s: &Sums| {
+        format!(
+            "{} requests, execTotalTime {:.2} s (preparation {:.2} + inner eval {:.2}), client wall {:.2} s",
+            s.requests, s.exec, s.prep, s.inner, s.wall
+        )
+    };
+    eprintln!(
+        "[R] {} of W's {} batches replayed one request at a time: batched {}; the same expressions alone {}",
+        picked.len(),
+        batches.len(),
+        show(&batched),
+        show(&alone)
+    );
+    println!(
+        "replay of W's batches on the same TSDB, one request at a time, nothing else querying ({} batches, {} expressions):",
+        picked.len(),
+        alone.requests
+    );
+    println!("  batched: {}", show(&batched));
+    println!("  alone:   {}", show(&alone));
+    println!(
+        "  batched / alone: execTotalTime {:.2}, client wall {:.2}",
+        batched.exec / alone.exec,
+        batched.wall / alone.wall
+    );
+    Ok(())
+}
+
 fn phase_vmalert(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorder: &Recorder) -> Result<Phase> {
     let log = cfg.dir.join("queries-v.jsonl");
     let _ = std::fs::remove_file(&log);
@@ -818,7 +932,11 @@ fn run() -> Result<bool> {
             'p' => phase_prometheus(&cfg, &mut prom, &rules)?,
             'w' => phase_watchfire(&cfg, &mut prom, &rules, &recorder)?,
             'v' => phase_vmalert(&cfg, &mut prom, &rules, &recorder)?,
-            _ => bail!("WATCHFIRE_SCALE_PHASES: {p:?} is not one of p, w, v"),
+            'r' => {
+                replay_batches(&cfg, &prom)?;
+                continue;
+            }
+            _ => bail!("WATCHFIRE_SCALE_PHASES: {p:?} is not one of p, w, v, r"),
         };
         phases.push(phase);
     }

@@ -668,7 +668,8 @@ mod tests {
     }
 
     /// A group whose batch was heavy is spread over the source's concurrency from its next
-    /// evaluation on, with the same outputs; a light one stays one request.
+    /// evaluation on, with the same outputs; a light one stays one request, and so does a heavy
+    /// one with `query_concurrency: 1` (batched all the same).
     #[test]
     fn a_heavy_batch_is_spread_over_the_concurrency_next_time() {
         use crate::source::config::SourceConfig;
@@ -679,11 +680,13 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        for (per_rule_ms, requests_then) in [(15, 4), (0, 1)] {
+        // (ms a rule takes, query_concurrency, requests from the second evaluation on)
+        for (per_rule_ms, concurrency, requests_then) in [(15, 4, 4), (0, 4, 1), (15, 1, 1)] {
             let (url, peak, hits) = fake_prometheus(std::time::Duration::from_millis(per_rule_ms), true);
             let cfg = SourceConfig {
                 name: "p".into(),
                 url,
+                query_concurrency: concurrency,
                 ..SourceConfig::default()
             };
             let fed = Federated::from_configs(&[cfg], rt.handle()).unwrap();
@@ -702,7 +705,10 @@ mod tests {
                 let sent = hits.load(Ordering::SeqCst) - before;
                 // Nothing known at first: one batch of 8.
                 let want = if n == 0 { 1 } else { requests_then };
-                assert_eq!(sent, want, "evaluation {n}, {per_rule_ms} ms a rule");
+                assert_eq!(
+                    sent, want,
+                    "evaluation {n}, {per_rule_ms} ms a rule, concurrency {concurrency}"
+                );
                 assert_eq!(peak.load(Ordering::SeqCst), want, "all in flight at once");
                 let empty = Store::new();
                 outputs.push(query(&engine, &empty, &out, "{__name__=~\"r.\"}", ts));

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 /// A group's expressions estimated to take longer than this in one request are split over
 /// more requests: about one per this much work, at most the source's concurrency. Above the
 /// few milliseconds a request costs on its own, below what a group of heavy rules takes.
-pub(crate) const SPLIT_SECONDS: f64 = 0.02;
+pub(crate) const SPLIT_SECONDS: f64 = 0.01;
 
 /// Each expression's recent cost (s): the requests it went in, their wall time shared evenly
 /// among their expressions, as a running average.
@@ -117,13 +117,13 @@ mod tests {
     fn unknown_or_light_expressions_go_in_as_few_requests_as_the_batch_allows() {
         assert_eq!(plan(&[0.0; 10], 16, 4), vec![(0..10).collect::<Vec<_>>()]);
         assert_eq!(sizes(&plan(&[0.0; 40], 16, 4)), vec![14, 14, 12]);
-        assert_eq!(sizes(&plan(&[0.001; 10], 16, 4)), vec![10]);
+        assert_eq!(sizes(&plan(&[0.0005; 10], 16, 4)), vec![10]);
         assert!(plan(&[], 16, 4).is_empty());
     }
 
     #[test]
     fn heavy_expressions_are_spread_over_the_concurrency_by_cost() {
-        // 120 ms of work: six requests wanted, four allowed.
+        // 120 ms of work: twelve requests wanted, four allowed.
         let costs = [0.05, 0.001, 0.001, 0.04, 0.001, 0.025, 0.001, 0.001];
         let p = plan(&costs, 16, 4);
         assert_eq!(p.len(), 4);

@@ -660,11 +660,13 @@ impl Queryable for Federated {
         answers
     }
 
+    /// The expressions a request can carry times the requests in flight: with
+    /// `query_concurrency: 1` a group's rules still go in batches, one request at a time.
     fn pushdown_concurrency(&self) -> usize {
         self.members
             .iter()
             .filter_map(|m| match &m.source {
-                MemberSource::Prometheus(p) => Some(p.query_concurrency()),
+                MemberSource::Prometheus(p) => Some(p.query_concurrency() * p.query_batch()),
                 _ => None,
             })
             .max()

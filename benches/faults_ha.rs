@@ -44,6 +44,10 @@ struct Config {
     dir: PathBuf,
     /// The faults to run (their numbers), all when `None`.
     only: Option<Vec<String>>,
+    /// The scale workload beneath (`common::scale`: the shipped policy and kubernetes-mixin per
+    /// cluster over exporters shaped as the real ones): its series and rules, 0 for none.
+    scale_series: usize,
+    scale_rules: usize,
 }
 
 impl Config {
@@ -52,9 +56,17 @@ impl Config {
         let num = |k: &str, d: usize| -> Result<usize> {
             env_nonempty(k).map_or(Ok(d), |v| v.parse().with_context(|| format!("{k}={v}")))
         };
-        let series = num("WATCHFIRE_FAULTS_SERIES", if quick { 20_000 } else { 500_000 })?;
-        let groups = num("WATCHFIRE_FAULTS_GROUPS", if quick { 40 } else { 400 })?;
-        let rules_per_group = num("WATCHFIRE_FAULTS_RULES_PER_GROUP", if quick { 5 } else { 25 })?;
+        // Full size: the faults run during the scale workload (10,000 realistic rules over
+        // 500,000 series); the incident groups the faults are counted on stay small beside it.
+        let scale_series = num("WATCHFIRE_FAULTS_SCALE_SERIES", if quick { 0 } else { 500_000 })?;
+        let scale_rules = num(
+            "WATCHFIRE_FAULTS_SCALE_RULES",
+            if scale_series > 0 { 10_000 } else { 0 },
+        )?;
+        let small = quick || scale_series > 0;
+        let series = num("WATCHFIRE_FAULTS_SERIES", if small { 20_000 } else { 500_000 })?;
+        let groups = num("WATCHFIRE_FAULTS_GROUPS", if small { 40 } else { 400 })?;
+        let rules_per_group = num("WATCHFIRE_FAULTS_RULES_PER_GROUP", if small { 5 } else { 25 })?;
         let interval_s = num("WATCHFIRE_FAULTS_INTERVAL_S", if quick { 10 } else { 60 })? as u64;
         if groups < SHARDS * 4 || rules_per_group < 2 || interval_s < 2 {
             bail!("at least {} groups, 2 rules per group and a 2 s interval", SHARDS * 4);
@@ -72,6 +84,8 @@ impl Config {
             interval_s,
             dir,
             only,
+            scale_series,
+            scale_rules,
         })
     }
 
@@ -296,7 +310,49 @@ fn wait_ready(port: u16, child: &mut ChildGuard, log: &Path, timeout: Duration) 
     }
 }
 
-fn start_prometheus(cfg: &Config, exporter: u16) -> Result<(ChildGuard, u16)> {
+/// The scale workload beneath the incidents: its exporter and rule files.
+struct ScaleLoad {
+    exporter: common::scale::Exporter,
+    rules: common::scale::RuleSet,
+}
+
+fn start_scale(cfg: &Config) -> Result<ScaleLoad> {
+    use common::scale;
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mixin = env_nonempty("WATCHFIRE_SCALE_MIXIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../shared/conformance/promtool/kubernetes-mixin"));
+    let per_cluster = scale::rules_per_cluster(&manifest, &mixin)?;
+    let clusters = scale::clusters_for(cfg.scale_rules, per_cluster);
+    let exporter = scale::Exporter::start(&scale::WorkloadOptions::new(clusters, cfg.scale_series))?;
+    let rules = scale::write_rules(
+        &cfg.dir.join("scale-rules"),
+        &manifest,
+        &mixin,
+        &exporter.clusters(),
+        cfg.scale_rules,
+        &format!("{}s", cfg.interval_s),
+    )?;
+    Ok(ScaleLoad { exporter, rules })
+}
+
+/// The scrape job of the scale workload: one target per cluster (as one agent per cluster),
+/// every 30 s, labels kept as the exporters write them.
+fn scale_job(load: &ScaleLoad) -> String {
+    let mut t = String::from(
+        "  - job_name: eks\n    scrape_interval: 30s\n    scrape_timeout: 29s\n    honor_labels: true\n    static_configs:\n",
+    );
+    for c in load.exporter.clusters() {
+        t += &format!(
+            "      - targets: ['127.0.0.1:{}']\n        labels: {{__param_cluster: '{c}'}}\n",
+            load.exporter.port()
+        );
+    }
+    t += "    relabel_configs:\n      - source_labels: [__param_cluster]\n        target_label: instance\n";
+    t
+}
+
+fn start_prometheus(cfg: &Config, exporter: u16, scale: Option<&ScaleLoad>) -> Result<(ChildGuard, u16)> {
     let port = free_port()?;
     let dir = cfg.dir.join("prometheus");
     let _ = std::fs::remove_dir_all(&dir);
@@ -305,9 +361,10 @@ fn start_prometheus(cfg: &Config, exporter: u16) -> Result<(ChildGuard, u16)> {
     std::fs::write(
         &conf,
         format!(
-            "global:\n  scrape_interval: {i}s\n  scrape_timeout: {t}s\nscrape_configs:\n  - job_name: workload\n    static_configs:\n      - targets: ['127.0.0.1:{exporter}']\n",
+            "global:\n  scrape_interval: {i}s\n  scrape_timeout: {t}s\nscrape_configs:\n  - job_name: workload\n    static_configs:\n      - targets: ['127.0.0.1:{exporter}']\n{scale}",
             i = cfg.interval_s.min(15),
             t = cfg.interval_s.min(15).saturating_sub(1).max(1),
+            scale = scale.map(scale_job).unwrap_or_default(),
         ),
     )?;
     let log = dir.join("prometheus.log");
@@ -863,8 +920,21 @@ fn run() -> Result<Vec<Row>> {
         cfg.interval_s,
         cfg.dir.display()
     );
+    let scale = if cfg.scale_series > 0 {
+        let load = start_scale(&cfg)?;
+        eprintln!(
+            "[setup] beneath: the scale workload, {} series in {} clusters, {} rules in {} groups (the shipped policy and kubernetes-mixin per cluster)",
+            load.exporter.series(),
+            load.exporter.clusters().len(),
+            load.rules.rules(),
+            load.rules.groups
+        );
+        Some(load)
+    } else {
+        None
+    };
     let exporter = Exporter::start(&cfg)?;
-    let (mut prom, prom_port) = start_prometheus(&cfg, exporter.port)?;
+    let (mut prom, prom_port) = start_prometheus(&cfg, exporter.port, scale.as_ref())?;
     // A little latency on every query, so that a cycle takes a while and a kill lands in one.
     let proxy = Proxy::start(prom_port, 20)?;
     let (pd_port, pd) = recorder("202 Accepted")?;
@@ -888,10 +958,11 @@ fn run() -> Result<Vec<Row>> {
             std::fs::write(
                 &config,
                 format!(
-                    "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{}\n    timeout: {timeout}s\n    retries: 1\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: {i}s\nresend_delay: {i}s\nstate_dir: {}\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n",
+                    "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{}\n    timeout: {timeout}s\n    retries: 1\nrule_files: [rules.yaml{scale_files}]\nroutes_file: routes.yaml\nevaluation_interval: {i}s\nresend_delay: {i}s\nstate_dir: {}\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n",
                     proxy.port,
                     state_dir.display(),
                     i = cfg.interval_s,
+                    scale_files = if scale.is_some() { ", scale-rules/*.yaml" } else { "" },
                 ),
             )?;
             replicas.push(Replica {

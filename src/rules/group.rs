@@ -475,6 +475,15 @@ mod tests {
         );
     }
 
+    /// The runtime the remote sources of these tests run their requests on.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// A Prometheus stand-in: every instant query is answered after `delay` with one series
     /// `{q="<the form body>"}` of value 1; it counts the most requests it held at once, and
     /// all requests. `batches`: a batch (`label_replace(..., "watchfire_batch", "N", ...)`
@@ -580,11 +589,7 @@ mod tests {
     fn independent_rules_are_asked_together_and_applied_in_file_order() {
         use crate::source::config::SourceConfig;
         use crate::source::federated::Federated;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         // Rules 0-3 and 5-7 are answered whole by the source; rule 4 reads rule 0's output,
         // so it must run here, after rule 0's output is written.
         let src = "groups:\n  - name: g\n    rules:\n      - record: recorded\n        expr: up{i=\"0\"}\n      - record: r1\n        expr: up{i=\"1\"}\n      - record: r2\n        expr: up{i=\"2\"}\n      - record: r3\n        expr: up{i=\"3\"}\n      - alert: ReadsEarlier\n        expr: sum(recorded) > 0\n      - record: r5\n        expr: up{i=\"5\"}\n      - record: r6\n        expr: up{i=\"6\"}\n      - alert: Remote\n        expr: up{i=\"7\"} > 0\n";
@@ -634,11 +639,7 @@ mod tests {
     fn a_batch_answered_without_its_tags_is_asked_again_one_by_one() {
         use crate::source::config::SourceConfig;
         use crate::source::federated::Federated;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         // This fake answers any query with one untagged sample labelled with the query.
         let (url, _, hits) = slow_prometheus(std::time::Duration::from_millis(1));
         let cfg = SourceConfig {
@@ -675,11 +676,7 @@ mod tests {
         use crate::source::config::SourceConfig;
         use crate::source::federated::Federated;
         use std::sync::atomic::Ordering;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         // (ms a rule takes, query_concurrency, requests from the second evaluation on)
         for (per_rule_ms, concurrency, requests_then) in [(15, 4, 4), (0, 4, 1), (15, 1, 1)] {
             let (url, peak, hits) = fake_prometheus(std::time::Duration::from_millis(per_rule_ms), true);
@@ -722,11 +719,7 @@ mod tests {
     fn a_source_timing_out_costs_the_group_one_timeout() {
         use crate::source::config::SourceConfig;
         use crate::source::federated::Federated;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         // One request per expression (two in flight), and the default: one batch.
         for (batch, requests) in [(1, 2), (16, 1)] {
             let (url, _, hits) = slow_prometheus(std::time::Duration::from_secs(2));

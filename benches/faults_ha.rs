@@ -414,7 +414,10 @@ impl Replica {
         cmd.args(["run", "--config"])
             .arg(&self.config)
             .args(["--shard", &format!("{}/{SHARDS}", self.shard)])
-            .env("RUST_LOG", "warn,watchfire=info")
+            .env(
+                "RUST_LOG",
+                env_nonempty("WATCHFIRE_FAULTS_LOG").unwrap_or_else(|| "warn,watchfire=info".into()),
+            )
             .stdout(Stdio::null());
         if let Some(lib) = faketime {
             cmd.env("LD_PRELOAD", lib)

@@ -89,6 +89,17 @@ impl Alert {
         matches!(self.ends_at, Some(e) if e <= t)
     }
 
+    /// The wall clock stepped by `d` at `from` (no time passed): an alert still valid at `from`
+    /// keeps the validity it had left, and its receipt moves with it. Returns whether it moved.
+    pub fn move_with_clock(&mut self, from: DateTime<Utc>, d: chrono::Duration) -> bool {
+        if !self.ends_at.is_some_and(|e| e > from) {
+            return false;
+        }
+        self.ends_at = self.ends_at.map(|e| e + d);
+        self.updated_at += d;
+        true
+    }
+
     /// `types.Alert.Merge`: `o` is the newer report (by `updated_at`).
     pub fn merge(&self, o: &Alert) -> Alert {
         if o.updated_at < self.updated_at {

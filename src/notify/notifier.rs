@@ -122,12 +122,9 @@ impl Notifier {
             .store
             .list()
             .into_iter()
-            .filter(|a| a.ends_at.is_some_and(|e| e > from))
-            .map(|a| {
+            .filter_map(|a| {
                 let mut a = a.clone();
-                a.ends_at = a.ends_at.map(|e| e + d);
-                a.updated_at += d;
-                a
+                a.move_with_clock(from, d).then_some(a)
             })
             .collect();
         for a in moved {

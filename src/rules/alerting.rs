@@ -617,6 +617,10 @@ impl AlertingRule {
                     remove.push(key.clone());
                 }
                 if a.state != AlertState::Inactive && !keep_firing {
+                    if a.state == AlertState::Firing {
+                        // Debug: tells a resolve by the rule from one by a receiver's timeout.
+                        tracing::debug!(rule = %self.name, alert = %key, ts, "alert resolved");
+                    }
                     a.state = AlertState::Inactive;
                     a.resolved_at = Some(ts);
                 }

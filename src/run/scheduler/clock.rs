@@ -34,25 +34,46 @@ impl Clock for SystemClock {
 
 /// Steps of the wall clock smaller than this are left alone (NTP slews those, and reading the
 /// two clocks is not one instant).
-const STEP_TOLERANCE_MS: i64 = 1_000;
+pub(super) const STEP_TOLERANCE_MS: i64 = 1_000;
+
+/// The wall and monotonic times read together.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mark {
+    wall: i64,
+    mono: i64,
+}
+
+impl Mark {
+    /// Now; `None` where the clock has no monotonic time.
+    pub(crate) fn now(clock: &dyn Clock) -> Option<Mark> {
+        let mono = clock.monotonic_ms()?;
+        Some(Mark {
+            wall: clock.now_ms(),
+            mono,
+        })
+    }
+
+    /// `Some((from, to))` when the wall clock stepped between this mark and `later`: `from` is
+    /// where it would be had it followed the monotonic clock, `to` where it is.
+    pub(crate) fn step_to(&self, later: Mark) -> Option<(i64, i64)> {
+        let expected = self.wall.saturating_add(later.mono - self.mono);
+        (later.wall.saturating_sub(expected).abs() > STEP_TOLERANCE_MS).then_some((expected, later.wall))
+    }
+}
 
 /// Notices steps of the wall clock: the wall time moving otherwise than the monotonic clock.
 #[derive(Debug, Default)]
 pub(crate) struct StepWatch {
-    /// The wall and monotonic times of the last look.
-    last: std::sync::Mutex<Option<(i64, i64)>>,
+    /// The last look.
+    last: std::sync::Mutex<Option<Mark>>,
 }
 
 impl StepWatch {
-    /// `Some((from, to))` when the wall clock stepped since the last call: `from` is where it
-    /// would be had it followed the monotonic clock, `to` where it is.
+    /// [`Mark::step_to`] since the last call.
     pub(crate) fn observe(&self, clock: &dyn Clock) -> Option<(i64, i64)> {
         let mut last = self.last.lock().ok()?;
-        let mono = clock.monotonic_ms()?;
-        let wall = clock.now_ms();
-        let (prev_wall, prev_mono) = last.replace((wall, mono))?;
-        let expected = prev_wall.saturating_add(mono - prev_mono);
-        (wall.saturating_sub(expected).abs() > STEP_TOLERANCE_MS).then_some((expected, wall))
+        let now = Mark::now(clock)?;
+        last.replace(now)?.step_to(now)
     }
 }
 

@@ -615,6 +615,76 @@ mod tests {
         assert_eq!(svc.outbox_depth(), 1, "paged 30-40 s after it fired");
     }
 
+    /// The wall clock steps forward 3 minutes while a group evaluates (a slow source): the
+    /// alerts it re-sends keep their whole validity by the stepped clock. Reckoned on the clock
+    /// before the step, 4 intervals of validity would be cut to 1, and a next evaluation slower
+    /// than that would resolve them at the receivers while they still fire.
+    #[test]
+    fn a_clock_step_during_an_evaluation_cuts_no_validity_short() {
+        use super::super::testing::Stepping;
+        use super::super::Clock;
+        use crate::labels::Matcher;
+        use crate::source::{SeriesData, SourceError};
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        /// A source of nothing that steps the wall clock on its first call once armed.
+        struct SteppingSource {
+            clock: Arc<Stepping>,
+            armed: AtomicBool,
+        }
+        impl crate::source::Queryable for SteppingSource {
+            fn select(&self, _: &[Matcher], _: i64, _: i64) -> Result<Vec<SeriesData>, SourceError> {
+                if self.armed.swap(false, Ordering::SeqCst) {
+                    self.clock.wall.advance(180_000);
+                }
+                Ok(Vec::new())
+            }
+        }
+
+        let clock = Arc::new(Stepping::default());
+        clock.wall.set(1_000 * 60_000);
+        let source = Arc::new(SteppingSource {
+            clock: clock.clone(),
+            armed: AtomicBool::new(false),
+        });
+        let mut s = setup();
+        s.source = source.clone();
+        let svc = Service::new(
+            s,
+            groups("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: absent(nothing)\n"),
+            Some(notify_config()),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let tick = || {
+            clock.wall.advance(60_000);
+            clock.mono.advance(60_000);
+            svc.run_due(clock.now_ms())
+        };
+        let left = || {
+            let a: Vec<_> = svc
+                .notifier_alerts()
+                .into_iter()
+                .filter(|a| a.alert.name() == "A")
+                .collect();
+            assert_eq!(a.len(), 1, "A is in the notifier");
+            a[0].alert.ends_at.expect("valid until").timestamp_millis() - clock.now_ms()
+        };
+        for _ in 0..3 {
+            tick();
+        }
+        assert!(left() > 0);
+        source.armed.store(true, Ordering::SeqCst);
+        assert_eq!(tick(), 1, "one evaluation, across the step");
+        assert!(!source.armed.load(Ordering::SeqCst), "the clock stepped during it");
+        // Re-sent (its last send was two slots ago: Prometheus re-sends once `resend_delay`
+        // has passed), valid for 4 intervals from its evaluation time (the group's slot, less
+        // than an interval before now by the clock before the step); 40-60 s reckoned on the
+        // old clock.
+        let after = left();
+        assert!((3 * 60_000..=4 * 60_000).contains(&after), "{after}");
+    }
+
     #[test]
     fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
         let (port, got) = recorder();

@@ -25,6 +25,7 @@ use crate::tsdb::Store;
 
 use super::builtins::{self, Builtins, Condition};
 use super::clock::ms_to_time;
+use super::clock::Clock;
 use super::readiness::Readiness;
 use super::runner::{trim_store, GroupRunner};
 use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};
@@ -395,7 +396,9 @@ impl Evaluation {
         runner: &mut GroupRunner,
         ts: i64,
         to: &Reports<'_>,
+        clock: &dyn Clock,
     ) -> Vec<crate::notify::Alert> {
+        let began = clock.now_ms();
         let view = WithPublished {
             base: &*setup.source,
             published: &self.published,
@@ -531,6 +534,12 @@ impl Evaluation {
                 o.refresh_namespace_teams(ts, |q| setup.engine.instant_vector_labels(&view, q, ts).ok());
             }
         }
+        // The validity of the alerts sent counts from their evaluation time, as Prometheus
+        // counts it, plus how long the evaluation took by the wall clock (a step forward during
+        // it included): a slow source (an evaluation waiting out timeouts, one after another)
+        // would otherwise spend the validity that bridges to the next re-send, and the receivers
+        // would resolve alerts that still fire.
+        let late = (clock.now_ms() - began).max(0);
         outcome
             .to_send
             .iter()
@@ -539,7 +548,7 @@ impl Evaluation {
                     .as_alerting()
                     .map(|a| a.expr_text().to_string())
                     .unwrap_or_default();
-                list.iter().map(move |a| to_notify_alert(setup, a, &expr, ts))
+                list.iter().map(move |a| to_notify_alert(setup, a, &expr, ts, late))
             })
             .collect()
     }
@@ -620,8 +629,12 @@ impl Evaluation {
     }
 }
 
-fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, now: i64) -> crate::notify::Alert {
-    let mut alert = a.outgoing(&setup.external_labels, &setup.external_url, Some(expr), ms_to_time(now));
+/// The notification of `a` evaluated at `ts`, its validity (while it fires) extended by `late`.
+fn to_notify_alert(setup: &Setup, a: &crate::rules::Alert, expr: &str, ts: i64, late: i64) -> crate::notify::Alert {
+    let mut alert = a.outgoing(&setup.external_labels, &setup.external_url, Some(expr), ms_to_time(ts));
+    if a.resolved_at.is_none() {
+        alert.ends_at = alert.ends_at.map(|e| e + chrono::Duration::milliseconds(late));
+    }
     if let Some(o) = setup.owners.as_ref() {
         o.stamp_alert(&mut alert);
     }

@@ -252,7 +252,18 @@ impl Service {
             sources: &self.sources,
         };
         let started = std::time::Instant::now();
-        let alerts = self.evaluation.eval_group(&setup, runner, ts, &reports);
+        let alerts = self.evaluation.eval_group(&setup, runner, ts, &reports, &*self.clock);
+        // Debug: with the resolves (`rules::alerting`), the timeline of a group around a fault.
+        tracing::debug!(
+            group = %runner.key,
+            ts,
+            ahead_ms = ts - self.clock.now_ms(),
+            took_ms = started.elapsed().as_millis() as u64,
+            held = runner.held.iter().filter(|h| **h).count(),
+            source_failed = runner.source_failed.len(),
+            alerts = alerts.len(),
+            "group evaluated"
+        );
         if !alerts.is_empty() {
             if let Some(mut hub) = self.hub() {
                 if let Some(n) = hub.as_mut() {

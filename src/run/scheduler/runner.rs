@@ -5,6 +5,7 @@
 use crate::rules::{AlertState, Group, GroupRule};
 use crate::tsdb::Store;
 
+use super::clock::STEP_TOLERANCE_MS;
 use super::snapshot::{AlertSnapshot, GroupSnapshot, RuleSnapshot};
 
 /// One group and its scheduling state.
@@ -15,7 +16,8 @@ pub(super) struct GroupRunner {
     pub(super) outputs: Store,
     /// The next slot to evaluate (ms); `None` before the first.
     pub(super) next_ts: Option<i64>,
-    /// How far the group's time runs ahead of a wall clock that stepped back (ms).
+    /// How far the group's time runs ahead of a wall clock that stepped back (ms); negative:
+    /// how far it evaluates after its slots since the clock stepped forward.
     lag_ms: i64,
     /// The wall time of the last [`GroupRunner::due`].
     last_wall_ms: Option<i64>,
@@ -66,23 +68,50 @@ impl GroupRunner {
     /// (and the re-sends that keep its alerts valid downstream) for the length of the step.
     ///
     /// The monotonic time `mono` beside the wall time tells a step of the wall clock from time
-    /// passing: while the group runs ahead of the wall clock, a step forward (the clock coming
-    /// back after a step back) closes the gap by the step, so evaluation time goes on from where
-    /// it was instead of jumping three quarters of the step ahead; without a monotonic time, all
-    /// the wall time passed counts as time passing.
+    /// passing, and each group then keeps its pace through a step, as Prometheus' ticker does:
+    /// the groups stay spread over the interval, where a step taken as time passing would make
+    /// every group due at the same moment, and that burst of queries is what times a loaded
+    /// source out. A step back puts the group ahead by the step itself. A step forward first
+    /// closes the gap of a group running ahead (the clock coming back after a step back), so
+    /// evaluation time goes on from where it was instead of jumping three quarters of the step
+    /// ahead; the rest of it moves the group's slots with the clock by whole intervals (counted
+    /// as missed), and `lag_ms` goes negative by what is left (less than an interval): the group
+    /// is next evaluated when it would have been, at the slot of the new clock, that much after
+    /// the slot. Without a monotonic time, all the wall time passed counts as time passing, and
+    /// a step back is measured from the next slot.
     pub(super) fn due_at(&mut self, now: i64, mono: Option<i64>) -> Result<i64, i64> {
         let interval = self.group.interval_ms().max(1);
         if let Some(last) = self.last_wall_ms {
-            if self.lag_ms > 0 {
-                let passed = now - last;
-                let (real, stepped_forward) = match (mono, self.last_mono_ms) {
-                    (Some(m), Some(lm)) => {
-                        let real = (m - lm).max(0);
-                        (real, (passed - real).max(0))
+            let passed = now - last;
+            match (mono, self.last_mono_ms) {
+                (Some(m), Some(lm)) => {
+                    let real = (m - lm).max(0);
+                    let mut step = passed - real;
+                    if step.abs() <= STEP_TOLERANCE_MS {
+                        step = 0;
                     }
-                    _ => (passed.max(0), 0),
-                };
-                self.lag_ms = (self.lag_ms - real / 4 - stepped_forward).max(0);
+                    if step < 0 {
+                        // Back: the group runs ahead by the step and keeps its pace.
+                        tracing::debug!(group = %self.key, "the wall clock went back {} s", -step / 1000);
+                        self.lag_ms -= step;
+                    }
+                    if self.lag_ms > 0 {
+                        let closed = self.lag_ms.min(real / 4 + step.max(0));
+                        self.lag_ms -= closed;
+                        step -= (closed - real / 4).max(0);
+                    }
+                    if step > 0 && self.lag_ms <= 0 {
+                        self.lag_ms -= step;
+                        if let Some(next) = self.next_ts.as_mut() {
+                            let slots = -self.lag_ms / interval;
+                            *next += slots * interval;
+                            self.lag_ms += slots * interval;
+                            self.iterations_missed += slots as u64;
+                        }
+                    }
+                }
+                _ if self.lag_ms > 0 => self.lag_ms = (self.lag_ms - passed.max(0) / 4).max(0),
+                _ => {}
             }
         }
         self.last_wall_ms = Some(now);
@@ -270,6 +299,94 @@ mod tests {
         }
         assert!(wall < back + 50 * 60_000, "caught up within four steps' time");
         assert_eq!(r.due(last + 60_000 + 1), Ok(last + 60_000));
+    }
+
+    /// Stepped back 5 minutes 50 s after an evaluation: the next one comes 10 s later at 3/4
+    /// pace (about 13 s), not 80 s after the step as it would for every group stepped at that
+    /// moment, whatever its slot.
+    #[test]
+    fn a_step_back_keeps_the_pace() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let (mut wall, mut mono) = (1_000 * 60_000i64, 0i64);
+        let mut last = None;
+        while last.is_none_or(|(m, _)| mono - m < 50_000) {
+            wall += 1_000;
+            mono += 1_000;
+            if let Ok(ts) = r.due_at(wall, Some(mono)) {
+                last = Some((mono, ts));
+            }
+        }
+        let (stepped, (_, ts0)) = (mono, last.unwrap());
+        wall -= 300_000;
+        let next = loop {
+            wall += 1_000;
+            mono += 1_000;
+            if let Ok(ts) = r.due_at(wall, Some(mono)) {
+                break (mono, ts);
+            }
+        };
+        assert_eq!(next.1, ts0 + 60_000, "the next slot");
+        assert!(
+            (12_000..=15_000).contains(&(next.0 - stepped)),
+            "{} s after the step",
+            (next.0 - stepped) / 1000
+        );
+        assert!(r.lag_ms > 290_000, "ahead by the step: {}", r.lag_ms);
+        assert_eq!(r.iterations_missed, 0);
+    }
+
+    /// Stepped forward (3 min, then 90 s): the group is evaluated when it would have been, at
+    /// the slot of the new clock, the slots in between counted as missed, as Prometheus' ticker
+    /// does; not at once, with every other group of the service.
+    #[test]
+    fn a_step_forward_keeps_the_pace_and_moves_the_slots() {
+        let mut r = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let (mut wall, mut mono) = (1_000 * 60_000i64, 0i64);
+        let mut evals: Vec<(i64, i64, i64)> = Vec::new();
+        /// `secs` seconds passing by both clocks, a look a second: (mono, wall, slot) evaluated.
+        fn run(r: &mut GroupRunner, wall: &mut i64, mono: &mut i64, secs: i64, evals: &mut Vec<(i64, i64, i64)>) {
+            for _ in 0..secs {
+                *wall += 1_000;
+                *mono += 1_000;
+                if let Ok(ts) = r.due_at(*wall, Some(*mono)) {
+                    evals.push((*mono, *wall, ts));
+                }
+            }
+        }
+        run(&mut r, &mut wall, &mut mono, 150, &mut evals);
+        let (m0, _, ts0) = *evals.last().unwrap();
+        wall += 180_000;
+        run(&mut r, &mut wall, &mut mono, 130, &mut evals);
+        let after: Vec<_> = evals.iter().filter(|e| e.0 > m0).copied().collect();
+        assert_eq!(after.len(), 2, "{after:?}");
+        assert!(
+            (after[0].0 - m0 - 60_000).abs() <= 1_000,
+            "one interval later: {after:?}"
+        );
+        assert_eq!(after[0].2, ts0 + 4 * 60_000, "the slot of the new clock");
+        assert_eq!(r.iterations_missed, 3);
+        assert_eq!(after[1].2 - after[0].2, 60_000);
+        // 90 s: the slot at or before the new wall time, evaluated 30 s after it.
+        let (m1, _, ts1) = *evals.last().unwrap();
+        wall += 90_000;
+        run(&mut r, &mut wall, &mut mono, 130, &mut evals);
+        let after: Vec<_> = evals.iter().filter(|e| e.0 > m1).copied().collect();
+        assert!(
+            (after[0].0 - m1 - 60_000).abs() <= 1_000,
+            "one interval later: {after:?}"
+        );
+        assert_eq!(after[0].2, ts1 + 2 * 60_000);
+        assert!((after[0].1 - after[0].2 - 30_000).abs() <= 1_000, "{after:?}");
+        assert_eq!(after[1].2 - after[0].2, 60_000);
+        assert_eq!(r.iterations_missed, 4);
+        // Without a monotonic time the step is time passing: the latest slot, at once.
+        let mut plain = runner("groups:\n  - name: g\n    interval: 1m\n    rules: []\n");
+        let first = match plain.due(60_000_001) {
+            Err(next) => next,
+            Ok(ts) => ts,
+        };
+        assert_eq!(plain.due(first), Ok(first));
+        assert_eq!(plain.due(first + 1_000 + 180_000), Ok(first + 180_000));
     }
 
     /// Stepped back 5 min, then forward 2 min (NTP correcting twice): with a monotonic clock

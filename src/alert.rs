@@ -92,7 +92,7 @@ impl Alert {
     /// The wall clock stepped by `d` at `from` (no time passed): an alert still valid at `from`
     /// keeps the validity it had left, and its receipt moves with it. Returns whether it moved.
     pub fn move_with_clock(&mut self, from: DateTime<Utc>, d: chrono::Duration) -> bool {
-        if !self.ends_at.is_some_and(|e| e > from) {
+        if self.ends_at.is_none_or(|e| e <= from) {
             return false;
         }
         self.ends_at = self.ends_at.map(|e| e + d);

@@ -38,14 +38,14 @@ pub(super) const STEP_TOLERANCE_MS: i64 = 1_000;
 
 /// The wall and monotonic times read together.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Mark {
+struct Mark {
     wall: i64,
     mono: i64,
 }
 
 impl Mark {
     /// Now; `None` where the clock has no monotonic time.
-    pub(crate) fn now(clock: &dyn Clock) -> Option<Mark> {
+    fn now(clock: &dyn Clock) -> Option<Mark> {
         let mono = clock.monotonic_ms()?;
         Some(Mark {
             wall: clock.now_ms(),
@@ -55,7 +55,7 @@ impl Mark {
 
     /// `Some((from, to))` when the wall clock stepped between this mark and `later`: `from` is
     /// where it would be had it followed the monotonic clock, `to` where it is.
-    pub(crate) fn step_to(&self, later: Mark) -> Option<(i64, i64)> {
+    fn step_to(&self, later: Mark) -> Option<(i64, i64)> {
         let expected = self.wall.saturating_add(later.mono - self.mono);
         (later.wall.saturating_sub(expected).abs() > STEP_TOLERANCE_MS).then_some((expected, later.wall))
     }

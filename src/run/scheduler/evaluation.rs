@@ -24,8 +24,7 @@ use crate::state::{RuleAlerts, StateStore};
 use crate::tsdb::Store;
 
 use super::builtins::{self, Builtins, Condition};
-use super::clock::ms_to_time;
-use super::clock::Clock;
+use super::clock::{ms_to_time, Clock};
 use super::readiness::Readiness;
 use super::runner::{trim_store, GroupRunner};
 use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};

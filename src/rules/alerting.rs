@@ -383,7 +383,29 @@ impl AlertingRule {
                 self.apply_error_policy(ctx, policy, e);
             }
         }
+        self.evaluated(ctx.ts, result)
+    }
+
+    /// A failed evaluation without a query (the group held the rule: what it reads fails on
+    /// its source): as a query failing with `err`, the error policy applies and the rule is
+    /// unhealthy. Returns `err`.
+    pub fn fail(&mut self, ctx: &EvalContext<'_>, err: RuleError) -> RuleError {
+        if let Some(policy) = self.on_error {
+            self.apply_error_policy(ctx, policy, &err);
+        }
         self.last_evaluation = Some(ctx.ts);
+        self.health = Health::Bad;
+        self.last_error = Some(err.clone());
+        err
+    }
+
+    /// Records an evaluation's outcome in the rule's health.
+    fn evaluated(
+        &mut self,
+        ts: i64,
+        result: Result<Vec<OutputSample>, RuleError>,
+    ) -> Result<Vec<OutputSample>, RuleError> {
+        self.last_evaluation = Some(ts);
         match &result {
             Ok(_) => {
                 self.health = Health::Good;

@@ -92,6 +92,40 @@ impl GroupRule {
     }
 }
 
+/// Why the driver holds a rule back instead of evaluating it (see [`Group::eval_holding`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// A rule it reads has not run since the start: its alerts stay exactly as they are.
+    Start,
+    /// A rule it reads (`input`) has no fresh output because a source fails (`cause`, the
+    /// source's error). To this rule it is a failure on its source: it is unhealthy with that
+    /// error, its error policy applies, and the rules reading it hold in turn.
+    Failing { input: String, cause: String },
+}
+
+impl Hold {
+    /// The error of a rule held for a failing input (`None` for a start hold).
+    fn error(&self) -> Option<RuleError> {
+        match self {
+            Hold::Start => None,
+            Hold::Failing { input, cause } => Some(RuleError::Source(format!(
+                "not evaluated: it reads {input}, which has no fresh output while a source fails: {cause}"
+            ))),
+        }
+    }
+
+    /// What a rule's readers in its group hold for when `rule` is held for `self`.
+    fn passed_on(&self, rule: &str) -> Hold {
+        match self {
+            Hold::Start => Hold::Start,
+            Hold::Failing { cause, .. } => Hold::Failing {
+                input: rule.to_string(),
+                cause: cause.clone(),
+            },
+        }
+    }
+}
+
 /// A rule that cannot be evaluated: its expression did not parse, or a watchfire policy
 /// annotation has an invalid value (`file:line:col`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -111,9 +145,10 @@ pub struct EvalOutcome {
     pub errors: Vec<(usize, RuleError)>,
     /// Alerts due to be sent, by index of their rule.
     pub to_send: Vec<(usize, Vec<Alert>)>,
-    /// Per rule: held, not evaluated (asked to be, or reading an earlier rule of the group
-    /// that was held or failed on its source in this evaluation). Empty: none.
-    pub held: Vec<bool>,
+    /// Per rule: held, not evaluated, and why (asked to be, or reading an earlier rule of the
+    /// group that was held or failed on its source in this evaluation). Empty: none. A rule
+    /// held for a failing input is also in `errors`, with [`Hold::Failing`]'s error.
+    pub held: Vec<Option<Hold>>,
 }
 
 /// An evaluable rule group with its state.
@@ -294,11 +329,14 @@ impl Group {
         self.eval_holding(ts, engine, source, source_until, outputs, &[])
     }
 
-    /// [`Group::eval`], except that the rules marked in `held` are not evaluated: an alerting
-    /// rule keeps its alerts as they are (re-sending those due), a recording rule writes
-    /// nothing. `run` holds a rule while a rule of another group it reads has no output to
-    /// read (not yet run after a start, or failing on its source), so that it does not read
-    /// that output as gone. Rules past the end of `held` run.
+    /// [`Group::eval`], except that the rules given a [`Hold`] in `held` are not evaluated.
+    /// `run` holds a rule while a rule of another group it reads has no output to read (not yet
+    /// run after a start, or failing on its source), so that it does not read that output as
+    /// gone. Held for the start, an alerting rule keeps its alerts as they are (re-sending
+    /// those due) and a recording rule writes nothing. Held for a failing input, the rule fails
+    /// on its source without a query: it is unhealthy, its firing alerts stay, and its error
+    /// policy applies (the caller sends what is due, as for any failure on the source). Rules
+    /// past the end of `held` run.
     ///
     /// Within the group the same holds as the evaluation goes: a rule reading an earlier rule
     /// that is held or fails on its source is held too ([`EvalOutcome::held`] says which ran).
@@ -310,14 +348,18 @@ impl Group {
         source: &dyn Queryable,
         source_until: i64,
         outputs: &mut Store,
-        held: &[bool],
+        held: &[Option<Hold>],
     ) -> EvalOutcome {
-        let is_held = |i: usize| held.get(i).copied().unwrap_or(false);
+        let is_held = |i: usize| held.get(i).is_some_and(|h| h.is_some());
         let mut outcome = EvalOutcome::default();
-        let mut held_now: Vec<bool> = (0..self.rules.len()).map(is_held).collect();
-        // Rules held, or failed on their source, in this evaluation: their readers hold.
-        let mut blocked = held_now.clone();
-        let mut any_blocked = blocked.iter().any(|b| *b);
+        let mut held_now: Vec<Option<Hold>> = (0..self.rules.len()).map(|i| held.get(i).cloned().flatten()).collect();
+        // Per rule held, or failed on its source, in this evaluation: what its readers hold for.
+        let mut blocked: Vec<Option<Hold>> = held_now
+            .iter()
+            .zip(&self.rules)
+            .map(|(h, r)| h.as_ref().map(|h| h.passed_on(r.name())))
+            .collect();
+        let mut any_blocked = blocked.iter().any(|b| b.is_some());
         let query_offset = self.query_offset_ms;
         let qt = ts.saturating_sub(query_offset);
         // Rules the source answers whole and that read nothing this group writes are asked
@@ -337,13 +379,29 @@ impl Group {
         }
         .into_iter();
         for i in 0..self.rules.len() {
-            if !is_held(i) && any_blocked && self.reads_earlier()[i].iter().any(|&j| blocked[j]) {
-                // Its answer, asked up front, is not used.
-                ahead.next();
-                held_now[i] = true;
-                blocked[i] = true;
+            if !is_held(i) && any_blocked {
+                // A failing input goes before one not yet run: the rule then fails itself.
+                let reads: Vec<&Hold> = self.reads_earlier()[i]
+                    .iter()
+                    .filter_map(|&j| blocked[j].as_ref())
+                    .collect();
+                let hold = reads
+                    .iter()
+                    .find(|h| matches!(h, Hold::Failing { .. }))
+                    .or(reads.first())
+                    .map(|h| (*h).clone());
+                if let Some(hold) = hold {
+                    // Its answer, asked up front, is not used.
+                    ahead.next();
+                    blocked[i] = Some(hold.passed_on(self.rules[i].name()));
+                    held_now[i] = Some(hold);
+                }
             }
-            if blocked[i] {
+            let (answer, unevaluated) = match &held_now[i] {
+                Some(hold) => (None, Some(hold.error())),
+                None => (ahead.next().flatten(), None),
+            };
+            if let Some(None) = unevaluated {
                 if let GroupRule::Alerting(r) = &mut self.rules[i] {
                     let due = r.alerts_to_send(ts, self.resend_delay_ms, self.interval_ms);
                     if !due.is_empty() {
@@ -352,7 +410,6 @@ impl Group {
                 }
                 continue;
             }
-            let answer = ahead.next().flatten();
             let result = {
                 let view =
                     Layered::new(source, outputs)
@@ -367,17 +424,22 @@ impl Group {
                     external_url: &self.external_url,
                     limit: self.limit,
                 };
-                match &mut self.rules[i] {
-                    GroupRule::Alerting(r) => r.eval(&ctx),
-                    GroupRule::Recording(r) => r.eval(&ctx),
+                match (&mut self.rules[i], unevaluated.flatten()) {
+                    (GroupRule::Alerting(r), None) => r.eval(&ctx),
+                    (GroupRule::Recording(r), None) => r.eval(&ctx),
+                    (GroupRule::Alerting(r), Some(e)) => Err(r.fail(&ctx, e)),
+                    (GroupRule::Recording(r), Some(e)) => Err(r.fail(ts, e)),
                 }
             };
             let samples: Vec<OutputSample> = match result {
                 Ok(s) => s,
                 Err(e) => {
                     // No staleness markers after a failed evaluation: the last values stay.
-                    if e.is_source() {
-                        blocked[i] = true;
+                    if e.is_source() && blocked[i].is_none() {
+                        blocked[i] = Some(Hold::Failing {
+                            input: self.rules[i].name().to_string(),
+                            cause: e.to_string(),
+                        });
                         any_blocked = true;
                     }
                     outcome.errors.push((i, e));
@@ -409,7 +471,7 @@ impl Group {
             self.series_in_previous_eval[i] = returned;
         }
         self.last_evaluation = Some(ts);
-        if held_now.iter().any(|h| *h) {
+        if held_now.iter().any(|h| h.is_some()) {
             outcome.held = held_now;
         }
         outcome

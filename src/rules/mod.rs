@@ -21,5 +21,5 @@ pub(crate) use condition::compared_side;
 pub(crate) use file::RuleFile;
 pub use file::{load_file, load_str, LoadOptions};
 pub use file::{RuleGroup, RuleKind};
-pub(crate) use group::{Group, GroupConfig, GroupRule};
+pub(crate) use group::{Group, GroupConfig, GroupRule, Hold};
 pub(crate) use storage::merge_histogram_series;

@@ -67,7 +67,25 @@ impl RecordingRule {
     /// Evaluates the rule; the samples are timestamped `ts - query_offset`.
     pub fn eval(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
         let result = self.eval_inner(ctx);
-        self.last_evaluation = Some(ctx.ts);
+        self.evaluated(ctx.ts, result)
+    }
+
+    /// A failed evaluation without a query (the group held the rule: what it reads fails on
+    /// its source): the rule is unhealthy with `err`, and writes nothing. Returns `err`.
+    pub fn fail(&mut self, ts: i64, err: RuleError) -> RuleError {
+        self.last_evaluation = Some(ts);
+        self.health = Health::Bad;
+        self.last_error = Some(err.clone());
+        err
+    }
+
+    /// Records an evaluation's outcome in the rule's health.
+    fn evaluated(
+        &mut self,
+        ts: i64,
+        result: Result<Vec<OutputSample>, RuleError>,
+    ) -> Result<Vec<OutputSample>, RuleError> {
+        self.last_evaluation = Some(ts);
         match &result {
             Ok(_) => {
                 self.health = Health::Good;

@@ -433,10 +433,12 @@ impl Evaluation {
             let is_source = err.is_source() || source_errors.iter().any(|s| msg.contains(s.as_str()));
             if is_source {
                 // Its readers hold while it fails (see `readiness`).
-                runner.source_failed.push(*i);
+                runner.source_failed.push((*i, msg.clone()));
             }
             let name = runner.group.rules()[*i].name().to_string();
-            failures.push((name, msg, is_source));
+            // A rule held for a failing input was not evaluated: not an evaluation failure.
+            let held = runner.held.get(*i).is_some_and(|h| h.is_some());
+            failures.push((name, msg, is_source, held));
             if let Some(r) = runner.group.rules_mut()[*i].as_alerting_mut() {
                 // With an error policy the rule moved its alerts itself (a synthetic alert,
                 // or resolved ones): send whatever is due; by default only keep firing ones
@@ -458,7 +460,7 @@ impl Evaluation {
             rf.retain(|(g, _), _| g != &runner.key);
             // Rules failing because their source is down page once, as WatchfireSourceDown;
             // WatchfireRuleFailing is for rules that fail on their own (bad expression, limit).
-            for (name, msg, _) in failures.iter().filter(|f| !f.2) {
+            for (name, msg, ..) in failures.iter().filter(|f| !f.2) {
                 rf.insert((runner.key.clone(), name.clone()), msg.clone());
             }
         }
@@ -496,12 +498,12 @@ impl Evaluation {
             }
         }
         if let Ok(mut m) = to.metrics.lock() {
-            m.rule_evaluations_held += runner.held.iter().filter(|h| **h).count() as u64;
+            m.rule_evaluations_held += runner.held.iter().filter(|h| h.is_some()).count() as u64;
             *m.source_errors.entry(setup.source_name.clone()).or_default() += source_errors.len() as u64;
             let q = m.source_queries.entry(setup.source_name.clone()).or_default();
             q.0 += tracking.micros.load(Ordering::Relaxed) as f64 / 1e6;
             q.1 += tracking.ok_calls.load(Ordering::Relaxed) + source_errors.len() as u64;
-            m.rule_failures += failures.len() as u64;
+            m.rule_failures += failures.iter().filter(|f| !f.3).count() as u64;
         }
 
         // Persist alert state before anything is sent.
@@ -570,12 +572,8 @@ impl Evaluation {
         }
         // Only now may the rules reading this group's outputs run: they are there to read.
         if let Ok(mut w) = self.readiness.lock() {
-            w.evaluated(
-                &runner.key,
-                runner.group.rules().len(),
-                &runner.held,
-                &runner.source_failed,
-            );
+            let names: Vec<&str> = runner.group.rules().iter().map(|r| r.name()).collect();
+            w.evaluated(&runner.key, &names, &runner.held, &runner.source_failed);
         }
         // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
         if runner.iterations.is_multiple_of(64) {
@@ -796,6 +794,107 @@ mod tests {
             held,
             "nothing held once back"
         );
+    }
+
+    /// An outage reaching the alerts through two recordings (`x:rec`, then `z:rec` reading it):
+    /// nothing resolves on the way, and a reader held for it is, to its error policy, a rule
+    /// failing on its source: `Alerting` raises its error alert, `OK` resolves its alerts. Its
+    /// status says why it is not evaluated.
+    #[test]
+    fn a_held_reader_fails_on_the_source_it_reads_through_recordings() {
+        use crate::labels::Labels;
+        use crate::rules::AlertState;
+        use std::sync::atomic::Ordering;
+        use std::sync::Arc;
+        let src = "groups:\n  - name: rec\n    rules:\n      - record: x:rec\n        expr: metric_x\n\
+                   \x20 - name: mid\n    rules:\n      - record: z:rec\n        expr: x:rec * 1\n\
+                   \x20 - name: far\n    rules:\n      - alert: Far\n        expr: z:rec == 3\n\
+                   \x20 - name: policies\n    rules:\n      - alert: Loud\n        expr: x:rec == 3\n\
+                   \x20       annotations:\n          watchfire_error_state: Alerting\n\
+                   \x20     - alert: Quiet\n        expr: z:rec == 3\n\
+                   \x20       annotations:\n          watchfire_error_state: OK\n";
+        let (clock, svc) = sim_service(src);
+        let source = Arc::new(Switch {
+            inner: crate::source::embedded::SharedStore::default(),
+            down: false.into(),
+        });
+        {
+            let mut w = source.inner.0.write().unwrap();
+            for i in 0..=120 {
+                w.append(&Labels::from_pairs([("__name__", "metric_x")]), i * 60_000, 3.0);
+            }
+        }
+        let mut s = setup();
+        s.source = source.clone();
+        svc.reload(s, groups(src), None);
+        // Per alert of the rule: (synthetic error alert, state, activeAt); and its last error.
+        type Seen = (Vec<(bool, AlertState, i64)>, Option<String>);
+        let rule = |svc: &super::super::Service, group: &str, i: usize| -> Seen {
+            let snaps = svc.snapshots.read().unwrap();
+            let r = &snaps[&format!("g.yaml;{group}")].rules[i];
+            let alerts = r
+                .alerts
+                .iter()
+                .map(|a| (a.labels.get("watchfire_state") == Some("error"), a.state, a.active_at))
+                .collect();
+            (alerts, r.last_error.clone())
+        };
+        let firing = |seen: &Seen| seen.0.iter().any(|a| !a.0 && a.1 == AlertState::Firing);
+        let mut t = 0;
+        while ![("far", 0), ("policies", 0), ("policies", 1)]
+            .iter()
+            .all(|(g, i)| firing(&rule(&svc, g, *i)))
+        {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+            assert!(t < 600_000, "the alerts fire before the outage");
+        }
+        let (far, loud, quiet) = (
+            rule(&svc, "far", 0),
+            rule(&svc, "policies", 0),
+            rule(&svc, "policies", 1),
+        );
+        source.down.store(true, Ordering::Relaxed);
+        for m in 1..=15 {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+            assert_eq!(
+                rule(&svc, "far", 0).0,
+                far.0,
+                "{m} min into the outage: two recordings away"
+            );
+            let l = rule(&svc, "policies", 0);
+            assert!(
+                l.0.contains(&loud.0[0]) && l.0.iter().any(|a| a.0 && a.1 == AlertState::Firing),
+                "{m} min: Loud keeps its alert and raises its error alert: {l:?}"
+            );
+            let q = rule(&svc, "policies", 1);
+            assert!(!firing(&q), "{m} min: Quiet resolves (OK): {q:?}");
+            for (g, i, input) in [("mid", 0, "x:rec"), ("far", 0, "z:rec"), ("policies", 0, "x:rec")] {
+                let e = rule(&svc, g, i).1.unwrap_or_default();
+                assert!(
+                    e.contains(input) && e.contains("connection refused"),
+                    "{m} min: {g}/{i} says why it is held: {e:?}"
+                );
+            }
+        }
+        source.down.store(false, Ordering::Relaxed);
+        for _ in 0..3 {
+            t += 60_000;
+            clock.set(t);
+            svc.run_due(t);
+        }
+        assert_eq!(rule(&svc, "far", 0), (far.0, None), "back: still firing, same activeAt");
+        let l = rule(&svc, "policies", 0);
+        assert!(l.0.contains(&loud.0[0]) && l.1.is_none(), "{l:?}");
+        assert!(
+            l.0.iter().all(|a| !a.0 || a.1 == AlertState::Inactive),
+            "the error alert resolved: {l:?}"
+        );
+        let q = rule(&svc, "policies", 1);
+        assert!(firing(&q) && q.0 != quiet.0, "Quiet fires again, anew: {q:?}");
     }
 
     #[test]

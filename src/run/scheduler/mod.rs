@@ -259,7 +259,7 @@ impl Service {
             ts,
             ahead_ms = ts - self.clock.now_ms(),
             took_ms = started.elapsed().as_millis() as u64,
-            held = runner.held.iter().filter(|h| **h).count(),
+            held = runner.held.iter().filter(|h| h.is_some()).count(),
             source_failed = runner.source_failed.len(),
             alerts = alerts.len(),
             "group evaluated"

@@ -2,7 +2,7 @@
 //! the previous evaluation ran is counted as missed and skipped), its rule outputs, and the
 //! alert state a reload carries over.
 
-use crate::rules::{AlertState, Group, GroupRule};
+use crate::rules::{AlertState, Group, GroupRule, Hold};
 use crate::tsdb::Store;
 
 use super::clock::STEP_TOLERANCE_MS;
@@ -26,10 +26,10 @@ pub(super) struct GroupRunner {
     pub(super) iterations: u64,
     pub(super) iterations_missed: u64,
     pub(super) last_duration_s: f64,
-    /// The rules held in the last evaluation (see `readiness`).
-    pub(super) held: Vec<bool>,
-    /// The rules that failed on their source in the last evaluation.
-    pub(super) source_failed: Vec<usize>,
+    /// The rules held in the last evaluation, and why (see `readiness`).
+    pub(super) held: Vec<Option<Hold>>,
+    /// The rules that failed on their source in the last evaluation, with the error.
+    pub(super) source_failed: Vec<(usize, String)>,
 }
 
 impl GroupRunner {

@@ -365,6 +365,16 @@ impl StateStore {
         Ok(())
     }
 
+    /// The wall clock stepped by `d` ms at `from`: the retries waiting past `from` move with
+    /// it, so a step keeps their backoff instead of adding to it (back) or cutting it (forward).
+    /// Returns how many moved.
+    pub fn outbox_clock_stepped(&mut self, from: i64, d: i64) -> Result<usize, StateError> {
+        Ok(self.conn.execute(
+            "UPDATE outbox SET next_attempt_at = next_attempt_at + ?2 WHERE next_attempt_at > ?1",
+            params![from, d],
+        )?)
+    }
+
     /// Gives up on an outbox entry: moves it, with this last attempt counted, to the dead
     /// letters in one transaction. Returns whether the entry was there.
     pub fn outbox_dead_letter(&mut self, id: i64, failed_at: i64, error: &str) -> Result<bool, StateError> {

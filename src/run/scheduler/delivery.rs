@@ -86,6 +86,25 @@ impl Delivery {
         }
     }
 
+    /// The wall clock stepped from `from` to `to` (ms): the outbox's retries move with it, as
+    /// the notifier's timers do, stored ones and those in memory alike.
+    pub(super) fn clock_stepped(&self, state: &Mutex<StateStore>, metrics: &Mutex<Metrics>, from: i64, to: i64) {
+        let d = to - from;
+        if let Ok(mut u) = self.unstored.lock() {
+            for e in u.pending.iter_mut().filter(|e| e.next_attempt_at > from) {
+                e.next_attempt_at += d;
+            }
+        }
+        let Ok(mut st) = state.lock() else { return };
+        if let Err(e) = st.outbox_clock_stepped(from, d) {
+            // The retries wait out the step: late, not lost.
+            tracing::error!("outbox: moving the retries with the clock: {e}");
+            if let Ok(mut m) = metrics.lock() {
+                m.state_failed(to, "moving the outbox retries with a clock step", &e);
+            }
+        }
+    }
+
     /// The notifier's lock itself, for the service's `hub` and the silences.
     pub(super) fn notifier(&self) -> &Mutex<Option<Notifier>> {
         &self.notifier
@@ -524,6 +543,11 @@ mod tests {
 
     /// A webhook receiver on loopback: the `(alertname, status)` of every alert it was sent.
     fn recorder() -> (u16, Got) {
+        recorder_failing(Arc::default())
+    }
+
+    /// [`recorder`], answering 503 (and recording nothing) while `failing` is set.
+    fn recorder_failing(failing: Arc<std::sync::atomic::AtomicBool>) -> (u16, Got) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -553,6 +577,12 @@ mod tests {
                         break Some(buf[end + 4..end + 4 + len].to_vec());
                     }
                 };
+                if failing.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = c.write_all(
+                        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    continue;
+                }
                 if let Some(b) = body.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
                     for a in b["alerts"].as_array().into_iter().flatten() {
                         let name = a["labels"]["alertname"].as_str().unwrap_or("").to_string();
@@ -683,6 +713,74 @@ mod tests {
         // old clock.
         let after = left();
         assert!((3 * 60_000..=4 * 60_000).contains(&after), "{after}");
+    }
+
+    /// A delivery fails, and the wall clock steps forward, then back, 10 minutes before its
+    /// retry: the retry keeps its backoff (seconds), as the notifier's timers do, instead of
+    /// being due at once (forward) or waiting out the step (back).
+    #[test]
+    fn a_clock_step_moves_the_outbox_retries_with_it() {
+        use super::super::testing::Stepping;
+        use super::super::Clock;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let failing = Arc::new(AtomicBool::new(true));
+        let (port, got) = recorder_failing(failing.clone());
+        let routes = format!(
+            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1m\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n"
+        );
+        let notify = crate::notify::config::load_str(&routes, "routes.yaml").unwrap();
+        let clock = Arc::new(Stepping::default());
+        clock.wall.set(1_000 * 60_000);
+        let svc = Service::new(
+            setup(),
+            Vec::new(),
+            Some(notify),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let pass = |ms: i64| {
+            clock.wall.advance(ms);
+            clock.mono.advance(ms);
+            svc.run_due(clock.now_ms());
+            rt.block_on(svc.deliver_outbox())
+        };
+        let sent = || got.lock().unwrap().len();
+        let mut waited = 0;
+        while svc.outbox_depth() == 0 || pass(0).1 == 0 {
+            pass(10_000);
+            waited += 10_000;
+            assert!(
+                waited < 5 * 60_000,
+                "the Watchdog is paged, and the receiver refuses it"
+            );
+        }
+        assert_eq!(sent(), 0);
+        // Refused twice more: the next retry is 4 s away.
+        for _ in 0..2 {
+            let (_, failed) = pass(5_000);
+            assert!(failed > 0);
+        }
+        // Forward 10 minutes: the retries are not due at once.
+        clock.wall.advance(600_000);
+        assert_eq!(
+            pass(0),
+            (0, 0),
+            "the step forward is seen; the retries wait their backoff"
+        );
+        // Back 10 minutes: they do not wait out the step either.
+        clock.wall.advance(-600_000);
+        assert_eq!(
+            pass(2_000),
+            (0, 0),
+            "the step back is seen; the retries are not due yet"
+        );
+        failing.store(false, Ordering::SeqCst);
+        pass(10_000);
+        assert!(sent() > 0, "retried seconds after the refusal, not 10 minutes later");
     }
 
     #[test]

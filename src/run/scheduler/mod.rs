@@ -223,7 +223,7 @@ impl Service {
         // correction.
         if let Some((from, to)) = self.steps.observe(&*self.clock) {
             tracing::warn!(
-                "the wall clock stepped by {:+} s: notification timers and alert validity moved with it",
+                "the wall clock stepped by {:+} s: notification timers, outbox retries and alert validity moved with it",
                 (to - from) / 1000
             );
             if let Ok(mut m) = self.metrics.lock() {
@@ -232,6 +232,7 @@ impl Service {
             if let Some(n) = hub.as_mut() {
                 n.clock_stepped(ms_to_time(from), ms_to_time(to));
             }
+            self.delivery.clock_stepped(&self.state, &self.metrics, from, to);
         }
         while let Some((alerts, at)) = self.ingested.pop() {
             if let Some(n) = hub.as_mut() {

@@ -15,6 +15,7 @@
 //!     metrics: ['DCGM_.*', 'kube_.*']   # optional: metric names (anchored regexes) this source owns
 //!     query_concurrency: 4      # a group's whole-expression requests in flight (default 4)
 //!     query_batch: 16           # a group's vector expressions per request (default 16; 1: one each)
+//!     max_in_flight: 32         # requests in flight from the whole replica, every group's (default 32)
 //!   - name: cloudwatch
 //!     type: cloudwatch          # GetMetricData through the default credential chain (IRSA)
 //!     mapping_file: cloudwatch-mapping.yaml   # required: CloudWatch metrics as PromQL series
@@ -528,6 +529,18 @@ mod tests {
             "Prometheus' default for concurrent rule evaluation"
         );
         assert_eq!(c.sources[0].query_batch, 16);
+        assert_eq!(c.sources[0].max_in_flight, 32);
+        let c = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', max_in_flight: 8}\n").unwrap();
+        assert_eq!(c.sources[0].max_in_flight, 8);
+        let e = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', max_in_flight: 2000}\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("max_in_flight must be a whole number from 1 to 1024"),
+            "{e}"
+        );
+        let e =
+            load("sources:\n  - {name: a, type: cloudwatch, mapping_file: m.yaml, max_in_flight: 2}\n").unwrap_err();
+        assert!(e.message.contains("type cloudwatch takes no max_in_flight"), "{e}");
         let e = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', query_batch: 0}\n").unwrap_err();
         assert!(
             e.message.contains("query_batch must be a whole number from 1 to 256"),

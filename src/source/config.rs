@@ -28,6 +28,12 @@ pub struct SigV4Config {
 pub(crate) const DEFAULT_QUERY_CONCURRENCY: usize = 4;
 /// The most `query_concurrency` may say.
 pub(crate) const MAX_QUERY_CONCURRENCY: usize = 64;
+/// Requests to one source in flight at once from the whole replica, by default: every group's
+/// together, so that a burst (a start, a reload, groups catching up) queues here instead of in
+/// the backend, where it would slow every query down until they time out.
+pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 32;
+/// The most `max_in_flight` may say.
+pub(crate) const MAX_MAX_IN_FLIGHT: usize = 1024;
 /// Whole expressions of one group sent in one request by default (see
 /// `PrometheusSource::instant_query_batch`).
 pub(crate) const DEFAULT_QUERY_BATCH: usize = 16;
@@ -47,6 +53,8 @@ pub struct SourceConfig {
     /// Most of one rule group's vector expressions sent in one request (`prometheus`; 1: one
     /// request each).
     pub query_batch: usize,
+    /// Most requests in flight at once from the whole replica (`prometheus`).
+    pub max_in_flight: usize,
     pub headers: Vec<(String, String)>,
     pub sigv4: Option<SigV4Config>,
     /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
@@ -69,6 +77,7 @@ impl Default for SourceConfig {
             retries: 2,
             query_concurrency: DEFAULT_QUERY_CONCURRENCY,
             query_batch: DEFAULT_QUERY_BATCH,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             headers: Vec::new(),
             sigv4: None,
             metrics: Vec::new(),
@@ -90,6 +99,7 @@ impl PartialEq for SourceConfig {
             && self.retries == o.retries
             && self.query_concurrency == o.query_concurrency
             && self.query_batch == o.query_batch
+            && self.max_in_flight == o.max_in_flight
             && self.headers == o.headers
             && self.sigv4 == o.sigv4
             && res(&self.metrics) == res(&o.metrics)
@@ -122,6 +132,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
             "retries",
             "query_concurrency",
             "query_batch",
+            "max_in_flight",
             "headers",
             "sigv4",
             "metrics",
@@ -182,6 +193,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 sc.query_concurrency = whole_number(r, v, "query_concurrency", 1, MAX_QUERY_CONCURRENCY)?
             }
             "query_batch" => sc.query_batch = whole_number(r, v, "query_batch", 1, MAX_QUERY_BATCH)?,
+            "max_in_flight" => sc.max_in_flight = whole_number(r, v, "max_in_flight", 1, MAX_MAX_IN_FLIGHT)?,
             "headers" => {
                 for (hk, _, hv) in r.map(v, "headers", &[])? {
                     sc.headers.push((hk, r.string(hv, "a header value")?));
@@ -234,6 +246,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 "retries",
                 "query_concurrency",
                 "query_batch",
+                "max_in_flight",
                 "headers",
                 "sigv4",
                 "metrics",

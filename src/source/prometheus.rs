@@ -86,6 +86,9 @@ pub struct PrometheusSource {
     query_concurrency: usize,
     /// Most vector expressions in one request (`query_batch`).
     query_batch: usize,
+    /// The replica's request slots to this source (`max_in_flight`), shared by every group.
+    slots: tokio::sync::Semaphore,
+    max_in_flight: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -154,6 +157,8 @@ impl PrometheusSource {
             kept: Mutex::new(VecDeque::new()),
             query_concurrency: cfg.query_concurrency.max(1),
             query_batch: cfg.query_batch.max(1),
+            slots: tokio::sync::Semaphore::new(cfg.max_in_flight.max(1)),
+            max_in_flight: cfg.max_in_flight.max(1),
         })
     }
 
@@ -469,6 +474,21 @@ impl PrometheusSource {
         for (k, v) in &headers {
             req = req.header(k.as_str(), v.as_str());
         }
+        // Held until the answer is read. Waiting is bounded by the timeout too: a backend that
+        // keeps every slot busy that long is failing, and more requests would only slow it.
+        let _slot = match tokio::time::timeout(self.timeout, self.slots.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return Err((self.unavailable(format!("{url}: the request slots are closed")), false)),
+            Err(_) => {
+                return Err((
+                    self.unavailable(format!(
+                        "{url}: no request slot free within {:?} (max_in_flight: {}, all busy: the source is not keeping up)",
+                        self.timeout, self.max_in_flight
+                    )),
+                    false,
+                ))
+            }
+        };
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
@@ -835,6 +855,86 @@ mod tests {
         let v = rt.block_on(source(&url, 2, &rt).instant_query("x", 1000)).unwrap();
         assert_eq!(v[0].v, 2.0);
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    /// Every group's requests share the replica's slots to the source: however many are asked
+    /// at once, at most `max_in_flight` reach it; the rest wait their turn (within the
+    /// timeout) and are answered. A backend holding every slot past the timeout fails the
+    /// waiting requests without sending them.
+    #[test]
+    fn requests_in_flight_are_capped_for_the_whole_replica() {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let (now, most, hits) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (n2, m2, h2) = (now.clone(), most.clone(), hits.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let (now, most, hits) = (n2.clone(), m2.clone(), h2.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let k = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(k, Ordering::SeqCst);
+                    let first = hits.fetch_add(1, Ordering::SeqCst) == 0;
+                    // The first request of the second part hangs past the timeout.
+                    let hang = first && String::from_utf8_lossy(&buf).contains("hang");
+                    std::thread::sleep(StdDuration::from_millis(if hang { 1_500 } else { 100 }));
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    let _ = write!(
+                        c,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{OK}",
+                        OK.len()
+                    );
+                });
+            }
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let capped = |max_in_flight: usize, timeout_ms: u64| {
+            let cfg = SourceConfig {
+                name: "p".into(),
+                url: url.clone(),
+                timeout: StdDuration::from_millis(timeout_ms),
+                retries: 0,
+                max_in_flight,
+                ..SourceConfig::default()
+            };
+            PrometheusSource::new(&cfg, rt.handle().clone()).unwrap()
+        };
+        let src = capped(3, 5_000);
+        let answers = rt.block_on(futures_util::future::join_all(
+            (0..12).map(|i| src.instant_query(if i == 0 { "x" } else { "y" }, 1000)),
+        ));
+        assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
+        assert_eq!(most.load(Ordering::SeqCst), 3, "at most max_in_flight at the backend");
+        assert_eq!(hits.swap(0, Ordering::SeqCst), 12);
+
+        // One slot, held by a request that times out; of the two waiting, the first in line
+        // may get the slot as it frees, the second waits out its timeout and is never sent.
+        let src = capped(1, 400);
+        let answers = rt.block_on(futures_util::future::join_all(
+            ["hang", "y", "z"].map(|q| src.instant_query(q, 1000)),
+        ));
+        let errors: Vec<String> = answers
+            .iter()
+            .map(|a| a.as_ref().err().map(|e| e.to_string()).unwrap_or_default())
+            .collect();
+        assert!(errors[0].contains("timed out"), "{errors:?}");
+        assert!(
+            errors[2].contains("no request slot free within 400ms (max_in_flight: 1, all busy"),
+            "{errors:?}"
+        );
+        assert!(hits.load(Ordering::SeqCst) <= 2, "the last one waiting was not sent");
     }
 
     /// Prometheus 2.42's answers (`--enable-feature=native-histograms`, recorded from

@@ -1,9 +1,10 @@
-//! Which rules read which rules' outputs.
+//! Which rules read which rules' outputs, and how far back.
 //!
 //! A rule's outputs (recorded series, `ALERTS`, `ALERTS_FOR_STATE`) exist only where the rule is
-//! evaluated: nothing writes them back to a source. `run` needs to know who reads them twice: to
-//! keep a reader on its producer's shard, and to hold a reader back after a start until its
-//! producers have run once. A selector may read an output when it can match the output's name
+//! evaluated: nothing writes them to a source. `run` needs to know who reads them three
+//! times: to keep a reader on its producer's shard, to hold a reader back after a start until
+//! its producers have run once, and to keep the history a reader's windows reach back over
+//! ([`output_history`]). A selector may read an output when it can match the output's name
 //! and the labels the rule sets itself; a label the expression carries is unknown, so it may
 //! match.
 
@@ -42,6 +43,42 @@ pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
                 .collect()
         })
         .collect()
+}
+
+/// The longest history any rule keeps: windows reaching further back are read over this much.
+pub(crate) const MAX_OUTPUT_HISTORY_MS: i64 = 100 * 24 * 3_600_000;
+
+/// Per output name (a recording rule's, `ALERTS`, `ALERTS_FOR_STATE`) that some rule reads over
+/// more than an instant (a range, an offset, a subquery, beyond `lookback_ms`): how far back
+/// from the evaluation time it reads (ms, at most [`MAX_OUTPUT_HISTORY_MS`]). Prometheus keeps
+/// rule outputs in its TSDB for its whole retention; `run` keeps these names that long, across
+/// restarts, so that `avg_over_time(x:rec[7d])` reads seven days, not the time since the start.
+/// Selectors naming no output by an equality on the name are not counted.
+pub(crate) fn output_history(groups: &[&Group], lookback_ms: i64) -> HashMap<String, i64> {
+    let outputs = outputs(groups);
+    let mut out: HashMap<String, i64> = HashMap::new();
+    for r in groups.iter().flat_map(|g| g.rules()) {
+        // Evaluated at 0: each window's start, negated, is how far back it reads.
+        let Ok(windows) = crate::promql::selector_windows(r.expr(), 0, 0, lookback_ms) else {
+            continue;
+        };
+        for w in windows {
+            let Some(name) = w
+                .matchers
+                .iter()
+                .find(|m| m.name == "__name__" && matches!(m.op, crate::labels::MatchOp::Equal))
+                .map(|m| m.value.as_str())
+            else {
+                continue;
+            };
+            let reach = w.mint.saturating_neg().min(MAX_OUTPUT_HISTORY_MS);
+            if reach > lookback_ms && outputs.contains_key(name) {
+                let e = out.entry(name.to_string()).or_insert(0);
+                *e = (*e).max(reach);
+            }
+        }
+    }
+    out
 }
 
 /// One rule's output series: its name and the labels the rule sets.
@@ -147,5 +184,31 @@ mod tests {
             "team=\"b\" cannot match the rule's team=\"a\""
         );
         assert_eq!(inp[1][2], vec![(1, 2)], "a rule reading its own ALERTS");
+    }
+
+    #[test]
+    fn history_is_how_far_back_rules_read_each_output() {
+        let gs = groups(
+            "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: vector(1)\n      - record: y:rec\n        expr: vector(1)\n\
+             \x20     - record: z:rec\n        expr: vector(1)\n      - alert: A\n        expr: x:rec > 0\n\
+             \x20 - name: b\n    rules:\n      - alert: B\n        expr: avg_over_time(x:rec[1d]) > 1.5 * avg_over_time(x:rec[7d] offset 1d)\n\
+             \x20     - alert: C\n        expr: max_over_time((y:rec > 0)[2h:5m] offset 30m) > 0 and z:rec > 0\n\
+             \x20     - alert: D\n        expr: count_over_time(ALERTS{alertname=\"A\"}[1h]) > 30 and rate(raw_total[30d]) > 0\n",
+        );
+        let h = output_history(&gs.iter().collect::<Vec<_>>(), 300_000);
+        let hours = |n: i64| n * 3_600_000;
+        let mut got: Vec<(&str, i64)> = h.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            vec![
+                ("ALERTS", hours(1)),
+                ("x:rec", hours(8 * 24)),
+                // 2h30m of subquery, plus the lookback of its instant selector and a step
+                // (`selector_windows` is generous about the steps' alignment).
+                ("y:rec", hours(2) + 40 * 60_000),
+            ],
+            "z:rec is read at an instant only; raw_total is no rule's output"
+        );
     }
 }

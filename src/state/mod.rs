@@ -128,7 +128,37 @@ CREATE TABLE IF NOT EXISTS silences (
     id TEXT PRIMARY KEY,
     payload TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS output_series (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    labels TEXT NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS output_series_name ON output_series (name);
+CREATE TABLE IF NOT EXISTS outputs (
+    series INTEGER NOT NULL,
+    t INTEGER NOT NULL,
+    bits INTEGER,
+    histogram TEXT,
+    PRIMARY KEY (series, t)
+) WITHOUT ROWID;
 ";
+
+/// A sample of a rule output kept across restarts (see [`StateStore::save_outputs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputRow {
+    pub labels: Labels,
+    pub t: i64,
+    pub value: OutputValue,
+}
+
+/// A rule output's value as kept.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutputValue {
+    /// A float by its bits, so that staleness markers (a NaN of their own) come back as such.
+    Float(u64),
+    /// A native histogram as Prometheus' query API writes it (JSON).
+    Histogram(String),
+}
 
 /// A saved notification-log entry (what was last notified for a group and integration).
 #[derive(Clone, Debug, PartialEq)]
@@ -363,6 +393,98 @@ impl StateStore {
             params![id, next_attempt_at, error],
         )?;
         Ok(())
+    }
+
+    /// Keeps rule output samples (the history later evaluations read over their windows, see
+    /// `rules::deps::output_history`), in one transaction. A sample already kept is replaced.
+    pub fn save_outputs(&mut self, rows: &[OutputRow]) -> Result<(), StateError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.savepoint()?;
+        {
+            let mut series = tx.prepare_cached("INSERT OR IGNORE INTO output_series (name, labels) VALUES (?1, ?2)")?;
+            let mut id = tx.prepare_cached("SELECT id FROM output_series WHERE labels = ?1")?;
+            let mut put = tx.prepare_cached(
+                "INSERT OR REPLACE INTO outputs (series, t, bits, histogram) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            let mut last: Option<(&Labels, i64)> = None;
+            for r in rows {
+                let sid = match last {
+                    Some((l, sid)) if l == &r.labels => sid,
+                    _ => {
+                        let labels = labels_json(&r.labels).to_string();
+                        series.execute(params![r.labels.get("__name__").unwrap_or(""), labels])?;
+                        let sid: i64 = id.query_row(params![labels], |x| x.get(0))?;
+                        last = Some((&r.labels, sid));
+                        sid
+                    }
+                };
+                match &r.value {
+                    OutputValue::Float(bits) => put.execute(params![sid, r.t, *bits as i64, None::<String>])?,
+                    OutputValue::Histogram(h) => put.execute(params![sid, r.t, None::<i64>, h])?,
+                };
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The kept samples of output `name` at or after `since` (ms), by series then time.
+    pub fn load_outputs(&self, name: &str, since: i64) -> Result<Vec<OutputRow>, StateError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.labels, o.t, o.bits, o.histogram FROM outputs o JOIN output_series s ON s.id = o.series
+             WHERE s.name = ?1 AND o.t >= ?2 ORDER BY o.series, o.t",
+        )?;
+        let rows = stmt.query_map(params![name, since], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (labels, t, bits, histogram) = row?;
+            let value = match (bits, histogram) {
+                (Some(b), _) => OutputValue::Float(b as u64),
+                (None, Some(h)) => OutputValue::Histogram(h),
+                (None, None) => return Err(StateError::Corrupt(format!("output sample of {name} without a value"))),
+            };
+            out.push(OutputRow {
+                labels: labels_from_json(&labels)?,
+                t,
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Drops the kept outputs no longer needed: of each name in `keep`, the samples before its
+    /// time (ms); of every other name, all. Returns the samples dropped.
+    pub fn prune_outputs(&mut self, keep: &[(String, i64)]) -> Result<usize, StateError> {
+        let tx = self.conn.savepoint()?;
+        let mut dropped = 0;
+        {
+            let names: Vec<String> = {
+                let mut stmt = tx.prepare("SELECT DISTINCT name FROM output_series")?;
+                let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                names.collect::<Result<_, _>>()?
+            };
+            for name in names {
+                let before = keep.iter().find(|(n, _)| *n == name).map_or(i64::MAX, |(_, t)| *t);
+                dropped += tx.execute(
+                    "DELETE FROM outputs WHERE t < ?2 AND series IN (SELECT id FROM output_series WHERE name = ?1)",
+                    params![name, before],
+                )?;
+                if before == i64::MAX {
+                    tx.execute("DELETE FROM output_series WHERE name = ?1", params![name])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(dropped)
     }
 
     /// The wall clock stepped by `d` ms at `from`: the retries waiting past `from` move with
@@ -742,6 +864,47 @@ mod tests {
             valid_until: Some(active_at + 300_000),
             keep_firing_since: None,
         }
+    }
+
+    #[test]
+    fn outputs_round_trip_and_prune() {
+        let mut st = StateStore::in_memory().unwrap();
+        let x = Labels::from_pairs([("__name__", "x:rec"), ("a", "1")]);
+        let y = Labels::from_pairs([("__name__", "y:rec")]);
+        let stale = crate::promql::stale_nan().to_bits();
+        let rows = vec![
+            OutputRow {
+                labels: x.clone(),
+                t: 1_000,
+                value: OutputValue::Float(2.5f64.to_bits()),
+            },
+            OutputRow {
+                labels: x.clone(),
+                t: 2_000,
+                value: OutputValue::Float(stale),
+            },
+            OutputRow {
+                labels: y.clone(),
+                t: 1_000,
+                value: OutputValue::Histogram("{\"count\":\"1\"}".into()),
+            },
+        ];
+        st.save_outputs(&rows).unwrap();
+        st.save_outputs(&rows[..1]).unwrap();
+        assert_eq!(
+            st.load_outputs("x:rec", 0).unwrap(),
+            rows[..2].to_vec(),
+            "stale markers kept"
+        );
+        assert_eq!(st.load_outputs("x:rec", 1_500).unwrap(), rows[1..2].to_vec());
+        assert_eq!(st.load_outputs("y:rec", 0).unwrap(), rows[2..].to_vec());
+        assert_eq!(
+            st.prune_outputs(&[("x:rec".into(), 1_500)]).unwrap(),
+            2,
+            "x's first sample, all of y"
+        );
+        assert_eq!(st.load_outputs("x:rec", 0).unwrap(), rows[1..2].to_vec());
+        assert!(st.load_outputs("y:rec", 0).unwrap().is_empty());
     }
 
     #[test]

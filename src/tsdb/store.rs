@@ -311,10 +311,16 @@ impl Store {
     /// Appends every sample with `mint <= t <= maxt`, floats and native histograms, to `into`
     /// (rule outputs handed to other groups, or trimmed to recent history).
     pub fn copy_range_into(&self, into: &mut Store, mint: i64, maxt: i64) {
+        self.copy_since_into(into, |_| mint, maxt);
+    }
+
+    /// [`Store::copy_range_into`] with each series' own `mint` (history kept per name).
+    pub fn copy_since_into(&self, into: &mut Store, mint_of: impl Fn(&Labels) -> i64, maxt: i64) {
         let mut floats = Vec::new();
         let mut hists = Vec::new();
         for (id, s) in self.series.iter().enumerate() {
             let id = id as SeriesId;
+            let mint = mint_of(&s.labels);
             floats.clear();
             hists.clear();
             self.samples(id, mint, maxt, &mut floats);

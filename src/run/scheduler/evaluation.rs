@@ -25,6 +25,7 @@ use crate::tsdb::Store;
 
 use super::builtins::{self, Builtins, Condition};
 use super::clock::{ms_to_time, Clock};
+use super::history::{History, RECENT_MS};
 use super::readiness::Readiness;
 use super::runner::{trim_store, GroupRunner};
 use super::snapshot::{GroupSnapshot, Metrics, SourceHealth};
@@ -286,8 +287,11 @@ pub(super) struct Evaluation {
     groups: RwLock<Vec<Arc<Mutex<GroupRunner>>>>,
     /// Bumped on reload; group loops of an older generation stop.
     generation: AtomicU64,
-    /// Rule outputs of all groups (the last hour), read by every group.
+    /// Rule outputs of all groups, read by every group: the last hour, and as far back as
+    /// rules read them over windows (`history`).
     published: RwLock<Store>,
+    /// Which outputs are kept longer than the last hour, and across restarts.
+    history: History,
     evaluations: AtomicU64,
     /// Failing rules: (group key, rule name) → last error.
     rule_failures: Mutex<BTreeMap<(String, String), String>>,
@@ -306,8 +310,16 @@ pub(super) struct Reports<'a> {
 }
 
 impl Evaluation {
-    /// Makes `runners` the groups, with their snapshots in `snapshots`.
-    pub(super) fn install(&self, runners: Vec<GroupRunner>, snapshots: &RwLock<BTreeMap<String, GroupSnapshot>>) {
+    /// Makes `runners` the groups, with their snapshots in `snapshots`; `lookback_ms` is the
+    /// engine's (an instant selector reads that far back).
+    pub(super) fn install(
+        &self,
+        runners: Vec<GroupRunner>,
+        snapshots: &RwLock<BTreeMap<String, GroupSnapshot>>,
+        lookback_ms: i64,
+    ) {
+        self.history
+            .regroup(&runners.iter().map(|r| &r.group).collect::<Vec<_>>(), lookback_ms);
         let mut snaps = BTreeMap::new();
         for r in &runners {
             snaps.insert(r.key.clone(), r.snapshot());
@@ -320,6 +332,17 @@ impl Evaluation {
         }
         if let Ok(mut g) = self.groups.write() {
             *g = runners.into_iter().map(|r| Arc::new(Mutex::new(r))).collect();
+        }
+    }
+
+    /// At a start (`now`): the outputs rules read over windows, saved in `state`, back into the
+    /// published outputs (see `history`).
+    pub(super) fn restore_history(&self, state: &StateStore, now: i64) {
+        if let Ok(mut p) = self.published.write() {
+            let n = self.history.restore(state, now, &mut p);
+            if n > 0 {
+                tracing::info!(samples = n, "restored the history of rule outputs read over windows");
+            }
         }
     }
 
@@ -521,11 +544,28 @@ impl Evaluation {
             })
             .filter(|r| !r.alerts.is_empty())
             .collect();
+        // And this evaluation's outputs that rules read over windows (see `history`).
+        let kept = self
+            .history
+            .rows_at(&runner.outputs, ts.saturating_sub(runner.group.query_offset_ms()));
+        let prune = self.history.prune_due(ts);
         if let Ok(mut st) = to.state.lock() {
             if let Err(e) = st.save_group(&runner.key, &saved) {
                 tracing::error!("saving alert state of {}: {e}", runner.key);
                 if let Ok(mut m) = to.metrics.lock() {
                     m.state_failed(ts, "saving alert state", &e);
+                }
+            }
+            // A failure costs history after a restart, not paging: logged and alerted on.
+            if let Err(e) = st.save_outputs(&kept) {
+                tracing::error!("saving the rule outputs of {} read over windows: {e}", runner.key);
+                if let Ok(mut m) = to.metrics.lock() {
+                    m.state_failed(ts, "saving rule outputs", &e);
+                }
+            }
+            if let Some(keep) = prune {
+                if let Err(e) = st.prune_outputs(&keep) {
+                    tracing::error!("pruning the saved rule outputs: {e}");
                 }
             }
         }
@@ -575,13 +615,14 @@ impl Evaluation {
             let names: Vec<&str> = runner.group.rules().iter().map(|r| r.name()).collect();
             w.evaluated(&runner.key, &names, &runner.held, &runner.source_failed);
         }
-        // Keep rule outputs bounded: an hour of history is enough for ALERTS and chained rules.
+        // Keep rule outputs bounded: the group's own, an hour (what it reads of them over
+        // windows is published); the published ones, as far back as some rule reads them.
         if runner.iterations.is_multiple_of(64) {
-            runner.outputs = trim_store(&runner.outputs, ts - 3_600_000);
+            runner.outputs = trim_store(&runner.outputs, ts - RECENT_MS);
         }
         if (self.evaluations.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(256) {
             if let Ok(mut p) = self.published.write() {
-                *p = trim_store(&p, ts - 3_600_000);
+                *p = self.history.trim(&p, ts);
             }
         }
         // The whole cycle, as Prometheus' last_duration: evaluation, alert state saved, alerts
@@ -895,6 +936,53 @@ mod tests {
         );
         let q = rule(&svc, "policies", 1);
         assert!(firing(&q) && q.0 != quiet.0, "Quiet fires again, anew: {q:?}");
+    }
+
+    /// A rule reading another group's recording over two hours reads two hours of it, as
+    /// Prometheus reads it from its TSDB: through the trims of the published outputs, and across
+    /// a restart (the history is saved with the alerts and loaded back). It read an hour at
+    /// most, and after a restart the minutes since.
+    #[test]
+    fn a_window_over_a_recording_reads_its_whole_history_across_a_restart() {
+        use super::super::{Service, SimClock};
+        use std::sync::Arc;
+        let src = "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: vector(1)\n\
+                   \x20 - name: b\n    rules:\n      - alert: Window\n        expr: count_over_time(x:rec[2h]) > 0\n";
+        let (clock, svc) = sim_service(src);
+        // The alert's value: how many samples of x:rec the window holds.
+        let held = |svc: &Service| {
+            let snaps = svc.snapshots.read().unwrap();
+            snaps["g.yaml;b"].rules[0]
+                .alerts
+                .first()
+                .map(|a| (a.value, a.active_at))
+        };
+        let mut t = 0;
+        let mut least_after_2h = f64::INFINITY;
+        for m in 1..=180 {
+            t = m * 60_000;
+            clock.set(t);
+            svc.run_due(t);
+            if m > 125 {
+                least_after_2h = least_after_2h.min(held(&svc).unwrap().0);
+            }
+        }
+        assert!(
+            least_after_2h >= 119.0,
+            "two hours of samples, trims or not: {least_after_2h}"
+        );
+        let before = held(&svc).unwrap();
+        let state = svc.state.into_inner().unwrap();
+        let clock = Arc::new(SimClock::new(t + 30_000));
+        let svc = Service::new(setup(), groups(src), None, state, clock.clone());
+        for m in 1..=5 {
+            let now = t + 30_000 + m * 60_000;
+            clock.set(now);
+            svc.run_due(now);
+        }
+        let after = held(&svc).unwrap();
+        assert_eq!(after.1, before.1, "still the same alert");
+        assert!(after.0 >= 119.0, "two hours after the restart too: {after:?}");
     }
 
     #[test]

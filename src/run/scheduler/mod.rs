@@ -23,6 +23,7 @@ mod builtins;
 mod clock;
 mod delivery;
 mod evaluation;
+mod history;
 mod ingest;
 mod readiness;
 mod restore;
@@ -182,7 +183,11 @@ impl Service {
             silence_book: SilenceBook::new(restored.silences),
             steps: clock::StepWatch::default(),
         };
-        svc.evaluation.install(restored.runners, &svc.snapshots);
+        let lookback = svc.current_setup().map_or(0, |s| s.engine.opts.lookback_ms);
+        svc.evaluation.install(restored.runners, &svc.snapshots, lookback);
+        if let Ok(st) = svc.state.lock() {
+            svc.evaluation.restore_history(&st, now);
+        }
         svc.evaluation.begin_warmup(now);
         svc
     }
@@ -202,7 +207,8 @@ impl Service {
             *s = Arc::new(setup);
         }
         self.evaluation.next_generation();
-        self.evaluation.install(runners, &self.snapshots);
+        let lookback = self.current_setup().map_or(0, |s| s.engine.opts.lookback_ms);
+        self.evaluation.install(runners, &self.snapshots, lookback);
     }
 
     /// What the rules read, for the query API: the current setup's source with every group's

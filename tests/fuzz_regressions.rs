@@ -56,3 +56,22 @@ fn series_notation_expansion_is_bounded() {
     assert_eq!(line, 6, "six lines of 10 M points fit in 67 M");
     assert!(err.contains("more than 67108864 points in all"), "{err}");
 }
+
+/// `scripts/fuzz promql_eval` (session 15, 555 s in): the front pass read an unterminated string
+/// literal ending in a multi-byte character as a quoted literal and cut its last byte off, in the
+/// middle of the character (`end byte index 11 is not a char boundary`). The expression is now
+/// refused at a position like any other unterminated string.
+#[test]
+fn an_unterminated_string_ending_in_a_multibyte_character_is_an_error() {
+    for expr in [
+        "sum by (clusteday_of_year\t\t\t[\t\t\t0\t\t\tnden2aYO)bsentprocess_uptime(_total)jjjjj?\"}[1h])) >\u{2fa}",
+        "x\"\u{2fa}",
+        "count_values(\"\u{2fa}",
+        "label_replace(x, `\u{2fa}",
+    ] {
+        match watchfire::promql::parse(expr) {
+            Err(Error::Parse { line, col, .. }) => assert!(line >= 1 && col >= 1, "{expr:?}"),
+            other => panic!("{expr:?}: {other:?}"),
+        }
+    }
+}

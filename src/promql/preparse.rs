@@ -368,9 +368,15 @@ fn not_utf8_label_name(expr: &str, toks: &[Tok], i: usize) -> Option<String> {
 /// bytes, not characters.
 fn go_literal_bytes(lit: &str) -> Vec<u8> {
     let b = lit.as_bytes();
-    if b.len() < 2 || b[0] == b'`' {
-        return b.get(1..b.len().saturating_sub(1)).unwrap_or_default().to_vec();
+    // Unterminated (the parser refuses it at its position): no closing quote to drop, and the
+    // last byte may be inside a character.
+    if b.len() < 2 || b[b.len() - 1] != b[0] {
+        return b.get(1..).unwrap_or_default().to_vec();
     }
+    if b[0] == b'`' {
+        return b[1..b.len() - 1].to_vec();
+    }
+    // Both ends are ASCII quotes: character boundaries.
     let inner = &lit[1..lit.len() - 1];
     let ib = inner.as_bytes();
     let mut out = Vec::with_capacity(ib.len());

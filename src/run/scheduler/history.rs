@@ -5,10 +5,15 @@
 //! it says. Here rule outputs live in memory (the published store), trimmed to an hour, and a
 //! start begins with none: such a rule would read an hour at most, and after each rollout only
 //! the time since. So, per output name that some rule reads over more than an instant
-//! ([`deps::output_history`]): the published store keeps it as far back as its readers read,
-//! each evaluation's samples of it are saved in the state database, and a start loads them back.
-//! Names read only at an instant keep the last hour, in memory only (the start hold of
-//! `readiness` covers them).
+//! ([`deps::output_history`]), the published store keeps it as far back as its readers read;
+//! and of the names read further back than the hour every output keeps in memory, each
+//! evaluation's samples are saved in the state database and a start loads them back.
+//!
+//! Windows of an hour or less are not saved: their names are often per GPU or per node
+//! (`avg_over_time(throttle:active[15m])` over every node's every reason: thousands of
+//! series a replica, about 25 bytes a sample in SQLite), and after a start they read the time
+//! since the start until they are full, at most an hour. Names read only at an instant keep
+//! the last hour (the start hold of `readiness` covers them).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -29,7 +34,8 @@ const PRUNE_EVERY_MS: i64 = 10 * 60_000;
 /// Which outputs are kept how long, and when the saved ones were last pruned.
 #[derive(Default)]
 pub(super) struct History {
-    /// Per output name read over a window: how far back its readers read (ms).
+    /// Per output name read over a window: how far back its readers read (ms). Those read
+    /// further back than [`RECENT_MS`] are saved.
     reach: RwLock<HashMap<String, i64>>,
     last_prune_ms: AtomicI64,
 }
@@ -41,8 +47,10 @@ impl History {
         if !reach.is_empty() {
             tracing::info!(
                 names = reach.len(),
+                saved = reach.values().filter(|r| **r > RECENT_MS).count(),
                 longest_hours = reach.values().max().copied().unwrap_or(0) / 3_600_000,
-                "rule outputs read over windows are kept as far back as their readers read, across restarts"
+                "rule outputs read over windows are kept as far back as their readers read; \
+                 those read over more than an hour are saved across restarts"
             );
         }
         if let Ok(mut r) = self.reach.write() {
@@ -54,14 +62,19 @@ impl History {
         self.reach.read().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// The samples of `outputs` at `t` (one evaluation's) of the names kept, to save.
+    /// The names saved, with how far back they are read.
+    fn saved(&self) -> Vec<(String, i64)> {
+        self.reach().into_iter().filter(|(_, r)| *r > RECENT_MS).collect()
+    }
+
+    /// The samples of `outputs` at `t` (one evaluation's) of the names saved.
     pub(super) fn rows_at(&self, outputs: &Store, t: i64) -> Vec<OutputRow> {
         let Ok(reach) = self.reach.read() else {
             return Vec::new();
         };
         let mut rows = Vec::new();
         let (mut floats, mut hists) = (Vec::new(), Vec::new());
-        for name in reach.keys() {
+        for name in reach.iter().filter(|(_, r)| **r > RECENT_MS).map(|(n, _)| n) {
             for id in outputs.select_ids(&[Matcher::equal("__name__", name)]) {
                 floats.clear();
                 hists.clear();
@@ -83,11 +96,11 @@ impl History {
         rows
     }
 
-    /// At a start (`now`): the saved samples of the kept names, as far back as their readers
-    /// read, into `into`. Returns the samples loaded.
+    /// At a start (`now`): the saved samples, as far back as their readers read, into `into`.
+    /// Returns the samples loaded.
     pub(super) fn restore(&self, state: &StateStore, now: i64, into: &mut Store) -> usize {
         let mut n = 0;
-        for (name, reach) in self.reach() {
+        for (name, reach) in self.saved() {
             let rows = match state.load_outputs(&name, now - reach - MARGIN_MS) {
                 Ok(r) => r,
                 Err(e) => {
@@ -146,7 +159,7 @@ impl History {
             return None;
         }
         Some(
-            self.reach()
+            self.saved()
                 .into_iter()
                 .map(|(name, reach)| (name, now - reach - MARGIN_MS))
                 .collect(),

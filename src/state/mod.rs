@@ -134,30 +134,27 @@ CREATE TABLE IF NOT EXISTS output_series (
     labels TEXT NOT NULL UNIQUE
 );
 CREATE INDEX IF NOT EXISTS output_series_name ON output_series (name);
-CREATE TABLE IF NOT EXISTS outputs (
+CREATE TABLE IF NOT EXISTS output_blocks (
     series INTEGER NOT NULL,
-    t INTEGER NOT NULL,
-    bits INTEGER,
-    histogram TEXT,
-    PRIMARY KEY (series, t)
+    kind INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    samples BLOB NOT NULL,
+    PRIMARY KEY (series, kind, start)
 ) WITHOUT ROWID;
 ";
 
-/// A sample of a rule output kept across restarts (see [`StateStore::save_outputs`]).
+/// A block of samples of one rule output series kept across restarts (see
+/// [`StateStore::save_output_blocks`]); the caller encodes the samples.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OutputRow {
+pub struct OutputBlock {
     pub labels: Labels,
-    pub t: i64,
-    pub value: OutputValue,
-}
-
-/// A rule output's value as kept.
-#[derive(Clone, Debug, PartialEq)]
-pub enum OutputValue {
-    /// A float by its bits, so that staleness markers (a NaN of their own) come back as such.
-    Float(u64),
-    /// A native histogram as Prometheus' query API writes it (JSON).
-    Histogram(String),
+    /// The caller's encoding of the samples (floats, native histograms).
+    pub kind: u8,
+    /// The first and last sample's time (ms).
+    pub start: i64,
+    pub end: i64,
+    pub samples: Vec<u8>,
 }
 
 /// A saved notification-log entry (what was last notified for a group and integration).
@@ -395,10 +392,11 @@ impl StateStore {
         Ok(())
     }
 
-    /// Keeps rule output samples (the history later evaluations read over their windows, see
-    /// `rules::deps::output_history`), in one transaction. A sample already kept is replaced.
-    pub fn save_outputs(&mut self, rows: &[OutputRow]) -> Result<(), StateError> {
-        if rows.is_empty() {
+    /// Keeps blocks of rule output samples (the history later evaluations read over their
+    /// windows, see `run::scheduler::history`), in one transaction. A block is known by its
+    /// series, kind and start: saving it again replaces it (a block grows as samples come).
+    pub fn save_output_blocks(&mut self, blocks: &[OutputBlock]) -> Result<(), StateError> {
+        if blocks.is_empty() {
             return Ok(());
         }
         let tx = self.conn.savepoint()?;
@@ -406,63 +404,51 @@ impl StateStore {
             let mut series = tx.prepare_cached("INSERT OR IGNORE INTO output_series (name, labels) VALUES (?1, ?2)")?;
             let mut id = tx.prepare_cached("SELECT id FROM output_series WHERE labels = ?1")?;
             let mut put = tx.prepare_cached(
-                "INSERT OR REPLACE INTO outputs (series, t, bits, histogram) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT OR REPLACE INTO output_blocks (series, kind, start, end, samples) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
-            let mut last: Option<(&Labels, i64)> = None;
-            for r in rows {
-                let sid = match last {
-                    Some((l, sid)) if l == &r.labels => sid,
-                    _ => {
-                        let labels = labels_json(&r.labels).to_string();
-                        series.execute(params![r.labels.get("__name__").unwrap_or(""), labels])?;
-                        let sid: i64 = id.query_row(params![labels], |x| x.get(0))?;
-                        last = Some((&r.labels, sid));
-                        sid
-                    }
-                };
-                match &r.value {
-                    OutputValue::Float(bits) => put.execute(params![sid, r.t, *bits as i64, None::<String>])?,
-                    OutputValue::Histogram(h) => put.execute(params![sid, r.t, None::<i64>, h])?,
-                };
+            for b in blocks {
+                let labels = labels_json(&b.labels).to_string();
+                series.execute(params![b.labels.get("__name__").unwrap_or(""), labels])?;
+                let sid: i64 = id.query_row(params![labels], |x| x.get(0))?;
+                put.execute(params![sid, b.kind, b.start, b.end, b.samples])?;
             }
         }
         tx.commit()?;
         Ok(())
     }
 
-    /// The kept samples of output `name` at or after `since` (ms), by series then time.
-    pub fn load_outputs(&self, name: &str, since: i64) -> Result<Vec<OutputRow>, StateError> {
+    /// The kept blocks of output `name` that end at or after `since` (ms), by series, kind and
+    /// start.
+    pub fn load_output_blocks(&self, name: &str, since: i64) -> Result<Vec<OutputBlock>, StateError> {
         let mut stmt = self.conn.prepare(
-            "SELECT s.labels, o.t, o.bits, o.histogram FROM outputs o JOIN output_series s ON s.id = o.series
-             WHERE s.name = ?1 AND o.t >= ?2 ORDER BY o.series, o.t",
+            "SELECT s.labels, b.kind, b.start, b.end, b.samples FROM output_blocks b JOIN output_series s ON s.id = b.series
+             WHERE s.name = ?1 AND b.end >= ?2 ORDER BY b.series, b.kind, b.start",
         )?;
         let rows = stmt.query_map(params![name, since], |r| {
             Ok((
                 r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-                r.get::<_, Option<String>>(3)?,
+                r.get::<_, u8>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Vec<u8>>(4)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (labels, t, bits, histogram) = row?;
-            let value = match (bits, histogram) {
-                (Some(b), _) => OutputValue::Float(b as u64),
-                (None, Some(h)) => OutputValue::Histogram(h),
-                (None, None) => return Err(StateError::Corrupt(format!("output sample of {name} without a value"))),
-            };
-            out.push(OutputRow {
+            let (labels, kind, start, end, samples) = row?;
+            out.push(OutputBlock {
                 labels: labels_from_json(&labels)?,
-                t,
-                value,
+                kind,
+                start,
+                end,
+                samples,
             });
         }
         Ok(out)
     }
 
-    /// Drops the kept outputs no longer needed: of each name in `keep`, the samples before its
-    /// time (ms); of every other name, all. Returns the samples dropped.
+    /// Drops the kept outputs no longer needed: of each name in `keep`, the blocks that end
+    /// before its time (ms); of every other name, all. Returns the blocks dropped.
     pub fn prune_outputs(&mut self, keep: &[(String, i64)]) -> Result<usize, StateError> {
         let tx = self.conn.savepoint()?;
         let mut dropped = 0;
@@ -475,12 +461,15 @@ impl StateStore {
             for name in names {
                 let before = keep.iter().find(|(n, _)| *n == name).map_or(i64::MAX, |(_, t)| *t);
                 dropped += tx.execute(
-                    "DELETE FROM outputs WHERE t < ?2 AND series IN (SELECT id FROM output_series WHERE name = ?1)",
+                    "DELETE FROM output_blocks WHERE end < ?2 AND series IN (SELECT id FROM output_series WHERE name = ?1)",
                     params![name, before],
                 )?;
-                if before == i64::MAX {
-                    tx.execute("DELETE FROM output_series WHERE name = ?1", params![name])?;
-                }
+                // Series with no block left go too (a pod, a node gone).
+                tx.execute(
+                    "DELETE FROM output_series WHERE name = ?1
+                     AND NOT EXISTS (SELECT 1 FROM output_blocks b WHERE b.series = output_series.id)",
+                    params![name],
+                )?;
             }
         }
         tx.commit()?;
@@ -867,44 +856,38 @@ mod tests {
     }
 
     #[test]
-    fn outputs_round_trip_and_prune() {
+    fn output_blocks_round_trip_and_prune() {
         let mut st = StateStore::in_memory().unwrap();
         let x = Labels::from_pairs([("__name__", "x:rec"), ("a", "1")]);
         let y = Labels::from_pairs([("__name__", "y:rec")]);
-        let stale = crate::promql::stale_nan().to_bits();
-        let rows = vec![
-            OutputRow {
-                labels: x.clone(),
-                t: 1_000,
-                value: OutputValue::Float(2.5f64.to_bits()),
-            },
-            OutputRow {
-                labels: x.clone(),
-                t: 2_000,
-                value: OutputValue::Float(stale),
-            },
-            OutputRow {
-                labels: y.clone(),
-                t: 1_000,
-                value: OutputValue::Histogram("{\"count\":\"1\"}".into()),
-            },
-        ];
-        st.save_outputs(&rows).unwrap();
-        st.save_outputs(&rows[..1]).unwrap();
+        let block = |labels: &Labels, kind: u8, start: i64, end: i64, samples: &[u8]| OutputBlock {
+            labels: labels.clone(),
+            kind,
+            start,
+            end,
+            samples: samples.to_vec(),
+        };
+        let x1 = block(&x, 0, 1_000, 2_000, b"ab");
+        let x2 = block(&x, 0, 3_000, 4_000, b"cd");
+        let xh = block(&x, 1, 1_000, 1_000, b"h");
+        let y1 = block(&y, 0, 1_000, 1_000, b"e");
+        st.save_output_blocks(&[block(&x, 0, 1_000, 1_000, b"a"), x2.clone(), xh.clone(), y1.clone()])
+            .unwrap();
+        st.save_output_blocks(std::slice::from_ref(&x1)).unwrap();
         assert_eq!(
-            st.load_outputs("x:rec", 0).unwrap(),
-            rows[..2].to_vec(),
-            "stale markers kept"
+            st.load_output_blocks("x:rec", 0).unwrap(),
+            vec![x1.clone(), x2.clone(), xh.clone()],
+            "a block saved again is replaced"
         );
-        assert_eq!(st.load_outputs("x:rec", 1_500).unwrap(), rows[1..2].to_vec());
-        assert_eq!(st.load_outputs("y:rec", 0).unwrap(), rows[2..].to_vec());
+        assert_eq!(st.load_output_blocks("x:rec", 2_500).unwrap(), vec![x2.clone()]);
+        assert_eq!(st.load_output_blocks("y:rec", 0).unwrap(), vec![y1]);
         assert_eq!(
-            st.prune_outputs(&[("x:rec".into(), 1_500)]).unwrap(),
-            2,
-            "x's first sample, all of y"
+            st.prune_outputs(&[("x:rec".into(), 2_500)]).unwrap(),
+            3,
+            "x's blocks ending before, all of y"
         );
-        assert_eq!(st.load_outputs("x:rec", 0).unwrap(), rows[1..2].to_vec());
-        assert!(st.load_outputs("y:rec", 0).unwrap().is_empty());
+        assert_eq!(st.load_output_blocks("x:rec", 0).unwrap(), vec![x2]);
+        assert!(st.load_output_blocks("y:rec", 0).unwrap().is_empty());
     }
 
     #[test]

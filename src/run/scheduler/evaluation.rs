@@ -547,7 +547,7 @@ impl Evaluation {
         // And this evaluation's outputs that rules read over windows (see `history`).
         let kept = self
             .history
-            .rows_at(&runner.outputs, ts.saturating_sub(runner.group.query_offset_ms()));
+            .blocks_at(&runner.outputs, ts.saturating_sub(runner.group.query_offset_ms()));
         let prune = self.history.prune_due(ts);
         if let Ok(mut st) = to.state.lock() {
             if let Err(e) = st.save_group(&runner.key, &saved) {
@@ -557,7 +557,7 @@ impl Evaluation {
                 }
             }
             // A failure costs history after a restart, not paging: logged and alerted on.
-            if let Err(e) = st.save_outputs(&kept) {
+            if let Err(e) = st.save_output_blocks(&kept) {
                 tracing::error!("saving the rule outputs of {} read over windows: {e}", runner.key);
                 if let Ok(mut m) = to.metrics.lock() {
                     m.state_failed(ts, "saving rule outputs", &e);

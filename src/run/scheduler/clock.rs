@@ -69,11 +69,17 @@ pub(crate) struct StepWatch {
 }
 
 impl StepWatch {
-    /// [`Mark::step_to`] since the last call.
-    pub(crate) fn observe(&self, clock: &dyn Clock) -> Option<(i64, i64)> {
-        let mut last = self.last.lock().ok()?;
-        let now = Mark::now(clock)?;
-        last.replace(now)?.step_to(now)
+    /// The wall time now, and [`Mark::step_to`] since the last call: one reading of the clock,
+    /// so a step between two readings cannot slip between the step and the time it is applied at.
+    pub(crate) fn observe(&self, clock: &dyn Clock) -> (i64, Option<(i64, i64)>) {
+        let Some(now) = Mark::now(clock) else {
+            return (clock.now_ms(), None);
+        };
+        let step = match self.last.lock() {
+            Ok(mut last) => last.replace(now).and_then(|l| l.step_to(now)),
+            Err(_) => None,
+        };
+        (now.wall, step)
     }
 }
 
@@ -115,18 +121,34 @@ mod tests {
         let c = Stepping::default();
         c.wall.set(1_000_000);
         let w = StepWatch::default();
-        assert_eq!(w.observe(&c), None, "the first look has nothing to compare with");
+        assert_eq!(
+            w.observe(&c),
+            (1_000_000, None),
+            "the first look has nothing to compare with"
+        );
         c.wall.advance(60_000);
         c.mono.advance(60_000);
-        assert_eq!(w.observe(&c), None, "a minute passed");
+        assert_eq!(w.observe(&c), (1_060_000, None), "a minute passed");
         c.wall.advance(500);
-        assert_eq!(w.observe(&c), None, "under the tolerance");
+        assert_eq!(w.observe(&c), (1_060_500, None), "under the tolerance");
         c.wall.set(1_000_000);
-        assert_eq!(w.observe(&c), Some((1_060_500, 1_000_000)), "stepped back");
+        assert_eq!(
+            w.observe(&c),
+            (1_000_000, Some((1_060_500, 1_000_000))),
+            "stepped back, and the time it was seen at"
+        );
         c.wall.advance(3_600_000);
         c.mono.advance(10);
-        assert_eq!(w.observe(&c), Some((1_000_010, 4_600_000)), "stepped forward");
-        assert_eq!(StepWatch::default().observe(&SimClock::new(5)), None);
+        assert_eq!(
+            w.observe(&c),
+            (4_600_000, Some((1_000_010, 4_600_000))),
+            "stepped forward"
+        );
+        assert_eq!(
+            StepWatch::default().observe(&SimClock::new(5)),
+            (5, None),
+            "no monotonic clock: no step, the wall time"
+        );
     }
 
     #[test]

@@ -783,6 +783,57 @@ mod tests {
         assert!(sent() > 0, "retried seconds after the refusal, not 10 minutes later");
     }
 
+    /// The wall clock steps back 5 minutes between a caller reading the time and the service
+    /// taking the notifier (a VM resumed, libfaketime flickering under load in the faults
+    /// bench): the notifier moves its alerts with the step, and from then on works at its own
+    /// time. It worked at the time read before the step, 5 minutes ahead of what it had moved:
+    /// the built-in alerts it raised then were valid 5 minutes too long (and a timer or a
+    /// validity due within those 5 minutes would have run early).
+    #[test]
+    fn a_step_just_before_the_notifier_is_taken_moves_nothing_twice() {
+        use super::super::testing::Stepping;
+        use super::super::Clock;
+        let clock = Arc::new(Stepping::default());
+        clock.wall.set(1_000 * 60_000);
+        let svc = Service::new(
+            setup(),
+            groups("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n"),
+            Some(notify_config()),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let pass = |ms: i64| {
+            clock.wall.advance(ms);
+            clock.mono.advance(ms);
+            svc.run_due(clock.now_ms());
+        };
+        let left = |name: &str| {
+            svc.notifier_alerts()
+                .iter()
+                .find(|a| a.alert.name() == name)
+                .and_then(|a| a.alert.ends_at)
+                .map(|e| e.timestamp_millis() - clock.now_ms())
+        };
+        for _ in 0..4 {
+            pass(60_000);
+        }
+        pass(10_000);
+        let (a, watchdog) = (left("A").unwrap(), left("Watchdog").unwrap());
+        let before = clock.now_ms();
+        clock.wall.advance(-300_000);
+        svc.run_due(before);
+        assert_eq!(
+            left("A"),
+            Some(a),
+            "moved with the step: as long as before by the wall clock"
+        );
+        let w = left("Watchdog").unwrap();
+        assert!(
+            (watchdog - 1_000..=watchdog + 1_000).contains(&w),
+            "the Watchdog raised again at the notifier's time: {w} ms left, {watchdog} before"
+        );
+    }
+
     #[test]
     fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
         let (port, got) = recorder();

@@ -224,10 +224,19 @@ impl Service {
     /// The notifier, with every queued API alert applied. Batches are taken off the queue only
     /// while the notifier is held, so they enter it in arrival order.
     fn hub(&self) -> Option<MutexGuard<'_, Option<Notifier>>> {
+        self.hub_at().map(|(hub, _)| hub)
+    }
+
+    /// [`Service::hub`], and the wall time it was taken at: the time the notifier's timers and
+    /// alerts are in once a step of the wall clock seen here has moved them. Work on the
+    /// notifier uses it, never a time read before: after a step back, a time read before it
+    /// is ahead of the moved validities, and would resolve alerts that still fire.
+    fn hub_at(&self) -> Option<(MutexGuard<'_, Option<Notifier>>, i64)> {
         let mut hub = self.delivery.lock()?;
         // Looked at with the notifier held, so that no timer runs between a step and its
         // correction.
-        if let Some((from, to)) = self.steps.observe(&*self.clock) {
+        let (at, step) = self.steps.observe(&*self.clock);
+        if let Some((from, to)) = step {
             tracing::warn!(
                 "the wall clock stepped by {:+} s: notification timers, outbox retries and alert validity moved with it",
                 (to - from) / 1000
@@ -240,13 +249,13 @@ impl Service {
             }
             self.delivery.clock_stepped(&self.state, &self.metrics, from, to);
         }
-        while let Some((alerts, at)) = self.ingested.pop() {
+        while let Some((alerts, received)) = self.ingested.pop() {
             if let Some(n) = hub.as_mut() {
-                n.put_fingerprinted(alerts, ms_to_time(at));
+                n.put_fingerprinted(alerts, ms_to_time(received));
                 self.delivery.timers_moved(n);
             }
         }
-        Some(hub)
+        Some((hub, at))
     }
 
     /// Evaluates one group at `ts` (blocking: queries a remote source) and hands its alerts to
@@ -272,13 +281,13 @@ impl Service {
             "group evaluated"
         );
         if !alerts.is_empty() {
-            if let Some(mut hub) = self.hub() {
+            if let Some((mut hub, at)) = self.hub_at() {
                 if let Some(n) = hub.as_mut() {
                     // Received at the notifier's own time, as Alertmanager receives them: after a
                     // step back of the wall clock, evaluation time runs ahead of it, and a new
                     // alert group's `group_wait` counted from there would hold the page back by
                     // the step.
-                    n.put_alerts(alerts, ms_to_time(self.clock.now_ms()));
+                    n.put_alerts(alerts, ms_to_time(at));
                 }
             }
         }
@@ -312,8 +321,8 @@ impl Service {
             self.evaluation
                 .builtin_conditions(&setup, &self.sources, delivery_failing, dead_letters, state_failing);
         // The notifier is held while the built-ins change, so concurrent rounds hand them over
-        // in the order they saw them.
-        let Some(mut hub) = self.hub() else { return };
+        // in the order they saw them; from here on, the notifier's time.
+        let Some((mut hub, now)) = self.hub_at() else { return };
         let out = self.evaluation.builtins.raise(conds, now, &setup);
         if let Some(n) = hub.as_mut() {
             let owners = setup.owners.as_ref();
@@ -383,23 +392,28 @@ impl Service {
     /// Waits until the notifier's next timer is due, at most `max_ms`, or until an incoming
     /// alert makes a timer due sooner (the delivery loop's pause).
     pub async fn wait_for_notifier(&self, max_ms: i64) {
-        let now = self.clock.now_ms();
-        let next = self
-            .hub()
-            .and_then(|h| h.as_ref().map(|n| n.next_timer().timestamp_millis()))
-            .unwrap_or(i64::MAX);
+        let Some((now, next)) = self
+            .hub_at()
+            .map(|(h, at)| (at, h.as_ref().map_or(i64::MAX, |n| n.next_timer().timestamp_millis())))
+        else {
+            return;
+        };
         self.delivery.wait(now, next, max_ms).await;
     }
 
     /// Delivers due outbox entries (one attempt each); returns (delivered, failed).
     pub async fn deliver_outbox(&self) -> (usize, usize) {
-        let now = self.clock.now_ms();
-        if let Some(mut hub) = self.hub() {
-            if let Some(n) = hub.as_mut() {
+        // The notifier is let go before any await.
+        let (cfg, now) = {
+            let Some((mut hub, now)) = self.hub_at() else {
+                return (0, 0);
+            };
+            let cfg = hub.as_mut().map(|n| {
                 self.advance_notifier(n, now);
-            }
-        }
-        let cfg = self.hub().and_then(|h| h.as_ref().map(|n| n.config().clone()));
+                n.config().clone()
+            });
+            (cfg, now)
+        };
         let Some(cfg) = cfg else { return (0, 0) };
         self.delivery
             .deliver_due(&cfg, &self.state, &*self.clock, &self.metrics, now)

@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 use crate::promql::Expr;
 
-use super::eval::{EvalContext, Health, OutputSample, RuleError};
+use super::eval::{EvalContext, Health, OutputSample, RuleError, Status};
 use super::template;
 
 /// How long a resolved alert is kept and re-sent (ms).
@@ -242,9 +242,7 @@ pub struct AlertingRule {
     /// restoration before writing them).
     restored: bool,
     active: BTreeMap<Labels, Alert>,
-    health: Health,
-    last_error: Option<RuleError>,
-    last_evaluation: Option<i64>,
+    status: Status,
 }
 
 impl AlertingRule {
@@ -286,9 +284,7 @@ impl AlertingRule {
             on_error,
             restored: true,
             active: BTreeMap::new(),
-            health: Health::Unknown,
-            last_error: None,
-            last_evaluation: None,
+            status: Status::default(),
         }
     }
 
@@ -335,15 +331,15 @@ impl AlertingRule {
     }
 
     pub fn health(&self) -> Health {
-        self.health
+        self.status.health
     }
 
     pub fn last_error(&self) -> Option<&RuleError> {
-        self.last_error.as_ref()
+        self.status.last_error.as_ref()
     }
 
     pub fn last_evaluation(&self) -> Option<i64> {
-        self.last_evaluation
+        self.status.last_evaluation
     }
 
     /// All alerts held, including resolved ones still retained.
@@ -358,7 +354,7 @@ impl AlertingRule {
 
     /// The highest state among the alerts; `None` before the first evaluation.
     pub fn state(&self) -> Option<AlertState> {
-        self.last_evaluation?;
+        self.status.last_evaluation?;
         Some(
             self.active
                 .values()
@@ -393,9 +389,7 @@ impl AlertingRule {
         if let Some(policy) = self.on_error {
             self.apply_error_policy(ctx, policy, &err);
         }
-        self.last_evaluation = Some(ctx.ts);
-        self.health = Health::Bad;
-        self.last_error = Some(err.clone());
+        self.status.record::<()>(ctx.ts, &Err(err.clone()));
         err
     }
 
@@ -405,17 +399,7 @@ impl AlertingRule {
         ts: i64,
         result: Result<Vec<OutputSample>, RuleError>,
     ) -> Result<Vec<OutputSample>, RuleError> {
-        self.last_evaluation = Some(ts);
-        match &result {
-            Ok(_) => {
-                self.health = Health::Good;
-                self.last_error = None;
-            }
-            Err(e) => {
-                self.health = Health::Bad;
-                self.last_error = Some(e.clone());
-            }
-        }
+        self.status.record(ts, &result);
         result
     }
 

@@ -141,6 +141,31 @@ pub struct OutputSample {
     pub h: Option<std::sync::Arc<crate::tsdb::FloatHistogram>>,
 }
 
+/// What a rule reports of its last evaluation, as Prometheus' rules API does.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Status {
+    pub(crate) health: Health,
+    pub(crate) last_error: Option<RuleError>,
+    pub(crate) last_evaluation: Option<i64>,
+}
+
+impl Status {
+    /// Records the outcome of an evaluation at `ts` (a failure without a query included).
+    pub(crate) fn record<T>(&mut self, ts: i64, result: &Result<T, RuleError>) {
+        self.last_evaluation = Some(ts);
+        match result {
+            Ok(_) => {
+                self.health = Health::Good;
+                self.last_error = None;
+            }
+            Err(e) => {
+                self.health = Health::Bad;
+                self.last_error = Some(e.clone());
+            }
+        }
+    }
+}
+
 /// A rule's health after its last evaluation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Health {

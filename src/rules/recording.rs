@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
 use crate::promql::Expr;
 
-use super::eval::{EvalContext, Health, OutputSample, RuleError};
+use super::eval::{EvalContext, Health, OutputSample, RuleError, Status};
 
 /// A recording rule.
 #[derive(Clone, Debug)]
@@ -17,9 +17,7 @@ pub struct RecordingRule {
     expr_text: String,
     /// Group labels under rule labels, sorted by name; an empty value removes the label.
     labels: Vec<(String, String)>,
-    health: Health,
-    last_error: Option<RuleError>,
-    last_evaluation: Option<i64>,
+    status: Status,
 }
 
 impl RecordingRule {
@@ -30,9 +28,7 @@ impl RecordingRule {
             expr,
             expr_text: expr_text.to_string(),
             labels: labels.into_iter().collect(),
-            health: Health::Unknown,
-            last_error: None,
-            last_evaluation: None,
+            status: Status::default(),
         }
     }
 
@@ -53,15 +49,15 @@ impl RecordingRule {
     }
 
     pub fn health(&self) -> Health {
-        self.health
+        self.status.health
     }
 
     pub fn last_error(&self) -> Option<&RuleError> {
-        self.last_error.as_ref()
+        self.status.last_error.as_ref()
     }
 
     pub fn last_evaluation(&self) -> Option<i64> {
-        self.last_evaluation
+        self.status.last_evaluation
     }
 
     /// Evaluates the rule; the samples are timestamped `ts - query_offset`.
@@ -73,9 +69,7 @@ impl RecordingRule {
     /// A failed evaluation without a query (the group held the rule: what it reads fails on
     /// its source): the rule is unhealthy with `err`, and writes nothing. Returns `err`.
     pub fn fail(&mut self, ts: i64, err: RuleError) -> RuleError {
-        self.last_evaluation = Some(ts);
-        self.health = Health::Bad;
-        self.last_error = Some(err.clone());
+        self.status.record::<()>(ts, &Err(err.clone()));
         err
     }
 
@@ -85,17 +79,7 @@ impl RecordingRule {
         ts: i64,
         result: Result<Vec<OutputSample>, RuleError>,
     ) -> Result<Vec<OutputSample>, RuleError> {
-        self.last_evaluation = Some(ts);
-        match &result {
-            Ok(_) => {
-                self.health = Health::Good;
-                self.last_error = None;
-            }
-            Err(e) => {
-                self.health = Health::Bad;
-                self.last_error = Some(e.clone());
-            }
-        }
+        self.status.record(ts, &result);
         result
     }
 

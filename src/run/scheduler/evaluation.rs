@@ -770,19 +770,17 @@ mod tests {
         }
     }
 
-    /// An outage longer than the lookback: the alerts reading the source through a recording,
-    /// of another group or of their own, stay firing; they were resolving once the recording's
-    /// last value was 5 minutes old.
-    #[test]
-    fn a_source_outage_resolves_nothing_that_reads_it_through_a_recording() {
+    /// A service over `src` reading a [`Switch`] that holds `metric_x` = 3 for two hours.
+    fn switched_service(
+        src: &str,
+    ) -> (
+        std::sync::Arc<super::super::SimClock>,
+        super::super::Service,
+        std::sync::Arc<Switch>,
+    ) {
         use crate::labels::Labels;
-        use std::sync::atomic::Ordering;
-        use std::sync::Arc;
-        let src = "groups:\n  - name: rec\n    rules:\n      - record: x:rec\n        expr: metric_x\n\
-                   \x20 - name: alerts\n    rules:\n      - alert: B\n        expr: x:rec == 3\n\
-                   \x20 - name: chain\n    rules:\n      - record: y:rec\n        expr: metric_x\n      - alert: C\n        expr: y:rec == 3\n";
         let (clock, svc) = sim_service(src);
-        let source = Arc::new(Switch {
+        let source = std::sync::Arc::new(Switch {
             inner: crate::source::embedded::SharedStore::default(),
             down: false.into(),
         });
@@ -795,6 +793,19 @@ mod tests {
         let mut s = setup();
         s.source = source.clone();
         svc.reload(s, groups(src), None);
+        (clock, svc, source)
+    }
+
+    /// An outage longer than the lookback: the alerts reading the source through a recording,
+    /// of another group or of their own, stay firing; they were resolving once the recording's
+    /// last value was 5 minutes old.
+    #[test]
+    fn a_source_outage_resolves_nothing_that_reads_it_through_a_recording() {
+        use std::sync::atomic::Ordering;
+        let src = "groups:\n  - name: rec\n    rules:\n      - record: x:rec\n        expr: metric_x\n\
+                   \x20 - name: alerts\n    rules:\n      - alert: B\n        expr: x:rec == 3\n\
+                   \x20 - name: chain\n    rules:\n      - record: y:rec\n        expr: metric_x\n      - alert: C\n        expr: y:rec == 3\n";
+        let (clock, svc, source) = switched_service(src);
         let alert = |svc: &super::super::Service, group: &str| {
             let snaps = svc.snapshots.read().unwrap();
             snaps[group]
@@ -843,10 +854,8 @@ mod tests {
     /// status says why it is not evaluated.
     #[test]
     fn a_held_reader_fails_on_the_source_it_reads_through_recordings() {
-        use crate::labels::Labels;
         use crate::rules::AlertState;
         use std::sync::atomic::Ordering;
-        use std::sync::Arc;
         let src = "groups:\n  - name: rec\n    rules:\n      - record: x:rec\n        expr: metric_x\n\
                    \x20 - name: mid\n    rules:\n      - record: z:rec\n        expr: x:rec * 1\n\
                    \x20 - name: far\n    rules:\n      - alert: Far\n        expr: z:rec == 3\n\
@@ -854,20 +863,7 @@ mod tests {
                    \x20       annotations:\n          watchfire_error_state: Alerting\n\
                    \x20     - alert: Quiet\n        expr: z:rec == 3\n\
                    \x20       annotations:\n          watchfire_error_state: OK\n";
-        let (clock, svc) = sim_service(src);
-        let source = Arc::new(Switch {
-            inner: crate::source::embedded::SharedStore::default(),
-            down: false.into(),
-        });
-        {
-            let mut w = source.inner.0.write().unwrap();
-            for i in 0..=120 {
-                w.append(&Labels::from_pairs([("__name__", "metric_x")]), i * 60_000, 3.0);
-            }
-        }
-        let mut s = setup();
-        s.source = source.clone();
-        svc.reload(s, groups(src), None);
+        let (clock, svc, source) = switched_service(src);
         // Per alert of the rule: (synthetic error alert, state, activeAt); and its last error.
         type Seen = (Vec<(bool, AlertState, i64)>, Option<String>);
         let rule = |svc: &super::super::Service, group: &str, i: usize| -> Seen {

@@ -379,7 +379,8 @@ impl AlertingRule {
                 self.apply_error_policy(ctx, policy, e);
             }
         }
-        self.evaluated(ctx.ts, result)
+        self.status.record(ctx.ts, &result);
+        result
     }
 
     /// A failed evaluation without a query (the group held the rule: what it reads fails on
@@ -391,16 +392,6 @@ impl AlertingRule {
         }
         self.status.record::<()>(ctx.ts, &Err(err.clone()));
         err
-    }
-
-    /// Records an evaluation's outcome in the rule's health.
-    fn evaluated(
-        &mut self,
-        ts: i64,
-        result: Result<Vec<OutputSample>, RuleError>,
-    ) -> Result<Vec<OutputSample>, RuleError> {
-        self.status.record(ts, &result);
-        result
     }
 
     fn eval_inner(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {

@@ -63,7 +63,8 @@ impl RecordingRule {
     /// Evaluates the rule; the samples are timestamped `ts - query_offset`.
     pub fn eval(&mut self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
         let result = self.eval_inner(ctx);
-        self.evaluated(ctx.ts, result)
+        self.status.record(ctx.ts, &result);
+        result
     }
 
     /// A failed evaluation without a query (the group held the rule: what it reads fails on
@@ -71,16 +72,6 @@ impl RecordingRule {
     pub fn fail(&mut self, ts: i64, err: RuleError) -> RuleError {
         self.status.record::<()>(ts, &Err(err.clone()));
         err
-    }
-
-    /// Records an evaluation's outcome in the rule's health.
-    fn evaluated(
-        &mut self,
-        ts: i64,
-        result: Result<Vec<OutputSample>, RuleError>,
-    ) -> Result<Vec<OutputSample>, RuleError> {
-        self.status.record(ts, &result);
-        result
     }
 
     fn eval_inner(&self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {

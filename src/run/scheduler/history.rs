@@ -189,8 +189,12 @@ impl History {
     /// The samples of `outputs` at `t` (one evaluation's) of the names saved, added to their
     /// series' blocks: the blocks that grew, to save.
     pub(super) fn blocks_at(&self, outputs: &Store, t: i64) -> Vec<OutputBlock> {
-        let names: Vec<String> = self.saved().into_iter().map(|(n, _)| n).collect();
-        if names.is_empty() {
+        // Every group evaluation comes here: the names are read in place, not copied.
+        let Ok(reach) = self.reach.read() else {
+            return Vec::new();
+        };
+        let mut names = reach.iter().filter(|(_, r)| **r > RECENT_MS).map(|(n, _)| n).peekable();
+        if names.peek().is_none() {
             return Vec::new();
         }
         let Ok(mut open) = self.open.lock() else {
@@ -198,7 +202,7 @@ impl History {
         };
         let mut grown = Vec::new();
         let (mut floats, mut hists) = (Vec::new(), Vec::new());
-        for name in &names {
+        for name in names {
             for id in outputs.select_ids(&[Matcher::equal("__name__", name)]) {
                 floats.clear();
                 hists.clear();

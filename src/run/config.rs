@@ -63,7 +63,7 @@ use crate::source::config::{self as source_config, SourceConfig};
 use crate::yaml::v2::{Node, Pos};
 use crate::yaml::{FileError, Reader};
 
-/// A shard: this replica evaluates groups with `hash % total == index`.
+/// A shard: this replica evaluates the groups `run::shard` places at `index` of `total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
     pub index: u32,
@@ -94,21 +94,6 @@ impl Shard {
             return Err(format!("shard {s:?}: need 0 <= N < M"));
         }
         Ok(Shard { index, total })
-    }
-
-    /// Whether a group (by file and name) belongs to this shard (FNV-1a, stable across builds).
-    /// `run` asks it for the first group of each set of groups that read each other's outputs
-    /// (`run::shard`).
-    pub fn owns(&self, file: &str, group: &str) -> bool {
-        if self.total <= 1 {
-            return true;
-        }
-        let mut h: u32 = 0x811c_9dc5;
-        for b in file.bytes().chain([0x1f]).chain(group.bytes()) {
-            h ^= u32::from(b);
-            h = h.wrapping_mul(0x0100_0193);
-        }
-        h % self.total == self.index
     }
 }
 
@@ -638,13 +623,5 @@ mod tests {
         let mapping = dir.join(cw.mapping_file.as_ref().unwrap());
         let m = crate::source::cloudwatch::Mapping::load_file(&mapping).unwrap();
         assert!(m.names().any(|n| n == "aws_s3_5xx_errors_sum"));
-    }
-
-    #[test]
-    fn shards_partition_groups() {
-        let s: Vec<Shard> = (0..3).map(|i| Shard { index: i, total: 3 }).collect();
-        for g in ["a", "b", "c", "d"] {
-            assert_eq!(s.iter().filter(|x| x.owns("f.yaml", g)).count(), 1);
-        }
     }
 }

@@ -46,70 +46,108 @@ fn step_to(file: &Path, offset: &str) {
     std::fs::rename(&tmp, file).unwrap();
 }
 
-#[test]
-fn wall_clock_steps_stall_nothing_and_resolve_nothing() {
-    let Some(lib) = libfaketime() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let hook = l.local_addr().unwrap().port();
-    let bodies = common::record_json(l);
-    let port = common::free_port();
-    std::fs::write(
-        root.join("rules.yaml"),
-        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Up\n        expr: vector(1)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Up]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        format!(
-            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
-        ),
-    )
-    .unwrap();
-    let clock = root.join("faketime");
-    step_to(&clock, "+0");
-    let lib = lib.display().to_string();
-    let clock_file = clock.display().to_string();
-    let _p = common::start_watchfire(
-        &root.join("watchfire.yaml"),
-        &[],
-        &[
-            ("LD_PRELOAD", lib.as_str()),
-            ("FAKETIME_TIMESTAMP_FILE", clock_file.as_str()),
-            ("FAKETIME_NO_CACHE", "1"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ],
-    );
-    let count = |b: &Mutex<Vec<serde_json::Value>>, status: &str| {
-        b.lock()
+/// A `watchfire run` under libfaketime with `rules` (groups at 1 s), routing `Up` to a webhook
+/// recorder; the clock file starts at the true time.
+struct Stepped {
+    _dir: tempfile::TempDir,
+    _proc: common::Proc,
+    port: u16,
+    clock: PathBuf,
+    bodies: std::sync::Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Stepped {
+    fn start(rules: &str) -> Option<Stepped> {
+        let lib = libfaketime()?;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let hook = l.local_addr().unwrap().port();
+        let bodies = common::record_json(l);
+        let port = common::free_port();
+        std::fs::write(root.join("rules.yaml"), rules).unwrap();
+        std::fs::write(
+            root.join("routes.yaml"),
+            format!(
+                "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Up]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("watchfire.yaml"),
+            format!(
+                "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+            ),
+        )
+        .unwrap();
+        let clock = root.join("faketime");
+        step_to(&clock, "+0");
+        let lib = lib.display().to_string();
+        let clock_file = clock.display().to_string();
+        let proc = common::start_watchfire(
+            &root.join("watchfire.yaml"),
+            &[],
+            &[
+                ("LD_PRELOAD", lib.as_str()),
+                ("FAKETIME_TIMESTAMP_FILE", clock_file.as_str()),
+                ("FAKETIME_NO_CACHE", "1"),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ],
+        );
+        Some(Stepped {
+            _dir: dir,
+            _proc: proc,
+            port,
+            clock,
+            bodies,
+        })
+    }
+
+    /// Notifications for `Up` with this status.
+    fn count(&self, status: &str) -> usize {
+        self.bodies
+            .lock()
             .unwrap()
             .iter()
             .filter(|n| n["status"] == status && n["alerts"][0]["labels"]["alertname"] == "Up")
             .count()
+    }
+
+    fn assert_one_page_no_resolve(&self) {
+        assert_eq!(
+            (self.count("firing"), self.count("resolved")),
+            (1, 0),
+            "one page, no resolve: {:?}",
+            self.bodies.lock().unwrap()
+        );
+    }
+}
+
+fn ms(t: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(t).map_or(0, |d| d.timestamp_millis())
+}
+
+#[test]
+fn wall_clock_steps_stall_nothing_and_resolve_nothing() {
+    let Some(w) = Stepped::start(
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Up\n        expr: vector(1)\n",
+    ) else {
+        return;
     };
-    common::wait_for("the page", 20, || (count(&bodies, "firing") == 1).then_some(()));
+    common::wait_for("the page", 20, || (w.count("firing") == 1).then_some(()));
 
     // Back two minutes, forward to the true time, forward ten minutes, back to the true time:
     // the 1 s group evaluates throughout (it stalled for the length of a step back, and the
     // alert's validity at the receiver ran out meanwhile), and its evaluation time never goes
     // back (read as of two minutes ago, an incident younger than that would vanish).
-    let mut last = evaluations_during(port, 1).pop().unwrap_or_default();
+    let mut last = evaluations_during(w.port, 1).pop().unwrap_or_default();
     for offset in ["-120", "+0", "+600", "+0"] {
-        step_to(&clock, offset);
-        let seen = evaluations_during(port, 6);
+        step_to(&w.clock, offset);
+        let seen = evaluations_during(w.port, 6);
         assert!(
             seen.len() >= 3,
             "after the step to {offset} s the group evaluated at {seen:?} only"
         );
-        let ms = |t: &str| chrono::DateTime::parse_from_rfc3339(t).map_or(0, |d| d.timestamp_millis());
         assert!(
             seen.iter().all(|t| ms(t) >= ms(&last)),
             "after the step to {offset} s evaluation time went back from {last}: {seen:?}"
@@ -117,12 +155,48 @@ fn wall_clock_steps_stall_nothing_and_resolve_nothing() {
         last = seen.last().cloned().unwrap_or(last);
     }
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        (count(&bodies, "firing"), count(&bodies, "resolved")),
-        (1, 0),
-        "one page, no resolve: {:?}",
-        bodies.lock().unwrap()
-    );
-    let steps = common::metric(port, "watchfire_clock_steps_total").unwrap_or(0.0);
+    w.assert_one_page_no_resolve();
+    let steps = common::metric(w.port, "watchfire_clock_steps_total").unwrap_or(0.0);
     assert!(steps >= 4.0, "the steps were noticed: {steps}");
+}
+
+/// The flicker the fault benchmark met under libfaketime (three minutes back and forward again
+/// within about a second), several times, at gaps shorter and longer than the 1 s interval,
+/// with the alert behind a recording and a `for`: the clock read for a group's evaluation and
+/// for the notifier's work is never one from before a step.
+#[test]
+fn a_flickering_wall_clock_pages_once_and_resolves_nothing() {
+    let Some(w) = Stepped::start(
+        "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - record: job:up\n        expr: vector(1)\n      - alert: Up\n        expr: job:up == 1\n        for: 2s\n",
+    ) else {
+        return;
+    };
+    common::wait_for("the page", 20, || (w.count("firing") == 1).then_some(()));
+    let mut last = evaluations_during(w.port, 1).pop().unwrap_or_default();
+    for (away, gap_ms) in [
+        ("-180", 1200),
+        ("-180", 300),
+        ("+180", 1200),
+        ("-180", 2500),
+        ("+180", 400),
+        ("-180", 700),
+    ] {
+        step_to(&w.clock, away);
+        std::thread::sleep(Duration::from_millis(gap_ms));
+        step_to(&w.clock, "+0");
+        let seen = evaluations_during(w.port, 3);
+        assert!(
+            seen.len() >= 2,
+            "after {away} s for {gap_ms} ms the group evaluated at {seen:?} only"
+        );
+        assert!(
+            seen.iter().all(|t| ms(t) >= ms(&last)),
+            "after {away} s for {gap_ms} ms evaluation time went back from {last}: {seen:?}"
+        );
+        last = seen.last().cloned().unwrap_or(last);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    w.assert_one_page_no_resolve();
+    let steps = common::metric(w.port, "watchfire_clock_steps_total").unwrap_or(0.0);
+    assert!(steps >= 6.0, "the steps were noticed: {steps}");
 }

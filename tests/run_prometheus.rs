@@ -380,4 +380,5 @@ fn real_clock_loop_queries_prometheus_from_blocking_threads() {
         "{m}"
     );
     assert!(m.contains("watchfire_source_up{source=\"prom\"} 1"), "{m}");
+    assert!(m.contains("watchfire_source_warnings_total{source=\"prom\"} 0"), "{m}");
 }

@@ -134,6 +134,11 @@ pub trait Queryable: Send + Sync {
         Vec::new()
     }
 
+    /// Answers that came with warnings so far, per underlying source that reports them.
+    fn warnings(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     /// Told of the points the evaluator computes itself at each step of a subquery; `Err`
     /// stops the evaluation. A bounded view (the query API's) counts them against its sample
     /// limit, as Prometheus does, and checks its deadline there: a query that reads little but

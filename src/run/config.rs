@@ -16,6 +16,8 @@
 //!     query_concurrency: 4      # a group's whole-expression requests in flight (default 4)
 //!     query_batch: 16           # a group's vector expressions per request (default 16; 1: one each)
 //!     max_in_flight: 32         # requests in flight from the whole replica, every group's (default 32)
+//!     query_params:             # optional: form fields added to every query (the backend's own;
+//!       max_samples_processed_warning_threshold: '100000000'   # here AMP's sample guards)
 //!   - name: cloudwatch
 //!     type: cloudwatch          # GetMetricData through the default credential chain (IRSA)
 //!     mapping_file: cloudwatch-mapping.yaml   # required: CloudWatch metrics as PromQL series
@@ -526,6 +528,39 @@ mod tests {
         let e =
             load("sources:\n  - {name: a, type: cloudwatch, mapping_file: m.yaml, max_in_flight: 2}\n").unwrap_err();
         assert!(e.message.contains("type cloudwatch takes no max_in_flight"), "{e}");
+    }
+
+    #[test]
+    fn query_params_are_the_backends_own_fields() {
+        let c = load(
+            "sources:\n  - name: amp\n    type: prometheus\n    url: 'http://x'\n    query_params:\n      max_samples_processed_warning_threshold: 1000000\n      partial_response: 'false'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.sources[0].query_params,
+            vec![
+                (
+                    "max_samples_processed_warning_threshold".to_string(),
+                    "1000000".to_string()
+                ),
+                ("partial_response".to_string(), "false".to_string())
+            ]
+        );
+        let e = load(
+            "sources:\n  - name: amp\n    type: prometheus\n    url: 'http://x'\n    query_params:\n      time: '5'\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("query parameter \"time\" is set by watchfire"),
+            "{e}"
+        );
+        assert_eq!((e.pos.line, e.pos.col), (6, 7), "{e}");
+        let e =
+            load("sources:\n  - name: amp\n    type: prometheus\n    url: 'http://x'\n    query_params: {'a b': 1}\n")
+                .unwrap_err();
+        assert!(e.message.contains("must be [a-zA-Z0-9_.-]+"), "{e}");
+        let e = load("sources:\n  - {name: a, type: embedded, query_params: {x: 1}}\n").unwrap_err();
+        assert!(e.message.contains("type embedded takes no query_params"), "{e}");
         let e = load("sources:\n  - {name: a, type: prometheus, url: 'http://x', query_batch: 0}\n").unwrap_err();
         assert!(
             e.message.contains("query_batch must be a whole number from 1 to 256"),

@@ -675,6 +675,16 @@ pub fn render_metrics(svc: &Service) -> String {
         }
     }
     x.family(
+        "watchfire_source_warnings_total",
+        "counter",
+        "Answers from the source that carried warnings (a backend's limit near, a partial answer).",
+    );
+    if let Ok(setup) = svc.setup.read() {
+        for (src, n) in setup.source.warnings() {
+            x.sample("watchfire_source_warnings_total", &[("source", &src)], n);
+        }
+    }
+    x.family(
         "watchfire_rule_evaluation_failures_total",
         "counter",
         "Failed rule evaluations.",

@@ -418,6 +418,10 @@ impl Queryable for Bounded<'_> {
         self.inner.requests()
     }
 
+    fn warnings(&self) -> Vec<(String, u64)> {
+        self.inner.warnings()
+    }
+
     fn computed(&self, points: usize) -> Result<(), SourceError> {
         self.check_deadline()?;
         self.count(points)

@@ -37,6 +37,9 @@ pub(crate) const MAX_MAX_IN_FLIGHT: usize = 1024;
 /// Whole expressions of one group sent in one request by default (see
 /// `PrometheusSource::instant_query_batch`).
 pub(crate) const DEFAULT_QUERY_BATCH: usize = 16;
+/// The form fields watchfire sets itself on the query API; `query_params` cannot.
+pub(crate) const RESERVED_QUERY_PARAMS: &[&str] = &["query", "time", "start", "end", "step"];
+
 /// The most `query_batch` may say.
 pub(crate) const MAX_QUERY_BATCH: usize = 256;
 
@@ -56,6 +59,9 @@ pub struct SourceConfig {
     /// Most requests in flight at once from the whole replica (`prometheus`).
     pub max_in_flight: usize,
     pub headers: Vec<(String, String)>,
+    /// Form fields added to every query (`prometheus`): a backend's own parameters, such as
+    /// AMP's `max_samples_processed_warning_threshold`.
+    pub query_params: Vec<(String, String)>,
     pub sigv4: Option<SigV4Config>,
     /// Metric names (anchored regexes) this source owns in federation (`prometheus` only).
     pub metrics: Vec<regex::Regex>,
@@ -79,6 +85,7 @@ impl Default for SourceConfig {
             query_batch: DEFAULT_QUERY_BATCH,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             headers: Vec::new(),
+            query_params: Vec::new(),
             sigv4: None,
             metrics: Vec::new(),
             region: String::new(),
@@ -101,6 +108,7 @@ impl PartialEq for SourceConfig {
             && self.query_batch == o.query_batch
             && self.max_in_flight == o.max_in_flight
             && self.headers == o.headers
+            && self.query_params == o.query_params
             && self.sigv4 == o.sigv4
             && res(&self.metrics) == res(&o.metrics)
             && self.region == o.region
@@ -134,6 +142,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
             "query_batch",
             "max_in_flight",
             "headers",
+            "query_params",
             "sigv4",
             "metrics",
             "region",
@@ -199,6 +208,27 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                     sc.headers.push((hk, r.string(hv, "a header value")?));
                 }
             }
+            "query_params" => {
+                for (pk, pp, pv) in r.map(v, "query_params", &[])? {
+                    if pk.is_empty()
+                        || !pk
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                    {
+                        return Err(r.err(pp, format!("query parameter name {pk:?} must be [a-zA-Z0-9_.-]+")));
+                    }
+                    if RESERVED_QUERY_PARAMS.contains(&pk.as_str()) {
+                        return Err(r.err(
+                            pp,
+                            format!(
+                                "query parameter {pk:?} is set by watchfire for each query (reserved: {})",
+                                RESERVED_QUERY_PARAMS.join(", ")
+                            ),
+                        ));
+                    }
+                    sc.query_params.push((pk, r.string(pv, "a query parameter value")?));
+                }
+            }
             "sigv4" => {
                 let mut region = None;
                 let mut service = "aps".to_string();
@@ -248,6 +278,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 "query_batch",
                 "max_in_flight",
                 "headers",
+                "query_params",
                 "sigv4",
                 "metrics",
             ],

@@ -539,6 +539,16 @@ impl Queryable for Federated {
             .collect()
     }
 
+    fn warnings(&self) -> Vec<(String, u64)> {
+        self.members
+            .iter()
+            .filter_map(|m| match &m.source {
+                MemberSource::Prometheus(p) => Some((m.name.clone(), p.warnings())),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }

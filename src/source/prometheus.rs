@@ -89,7 +89,16 @@ pub struct PrometheusSource {
     /// The replica's request slots to this source (`max_in_flight`), shared by every group.
     slots: tokio::sync::Semaphore,
     max_in_flight: usize,
+    /// `&name=value...` of `query_params`, appended to every request's form body.
+    extra_form: String,
+    /// Successful answers that carried warnings (a backend's limits close to being hit, a
+    /// partial answer), and when a warning was last logged.
+    warnings: std::sync::atomic::AtomicU64,
+    warned_at: Mutex<Option<std::time::Instant>>,
 }
+
+/// Warnings are logged at most this often per source (the count says how many came between).
+const WARNING_LOG_EVERY: StdDuration = StdDuration::from_secs(60);
 
 #[derive(Clone, Debug)]
 struct CachedCreds {
@@ -109,6 +118,8 @@ struct ApiResponse {
     error_type: Option<String>,
     #[serde(default)]
     error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -159,7 +170,42 @@ impl PrometheusSource {
             query_batch: cfg.query_batch.max(1),
             slots: tokio::sync::Semaphore::new(cfg.max_in_flight.max(1)),
             max_in_flight: cfg.max_in_flight.max(1),
+            extra_form: cfg
+                .query_params
+                .iter()
+                .map(|(k, v)| format!("&{}={}", crate::url::encode(k), crate::url::encode(v)))
+                .collect(),
+            warnings: std::sync::atomic::AtomicU64::new(0),
+            warned_at: Mutex::new(None),
         })
+    }
+
+    /// Successful answers so far that carried warnings.
+    pub fn warnings(&self) -> u64 {
+        self.warnings.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts an answer's warnings and logs them, at most once a [`WARNING_LOG_EVERY`]: a
+    /// backend near a limit warns on every query of a heavy rule.
+    fn warned(&self, endpoint: &str, warnings: &[String]) {
+        if warnings.is_empty() {
+            return;
+        }
+        let n = self.warnings.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let now = std::time::Instant::now();
+        let mut at = self.warned_at.lock().unwrap_or_else(|e| e.into_inner());
+        if at.is_some_and(|t| now.duration_since(t) < WARNING_LOG_EVERY) {
+            tracing::debug!(source = %self.name, endpoint, warnings = ?warnings, "the source answered with warnings");
+            return;
+        }
+        *at = Some(now);
+        tracing::warn!(
+            source = %self.name,
+            endpoint,
+            warnings = ?warnings,
+            answers_with_warnings = n,
+            "the source answered with warnings (logged at most once a minute; watchfire_source_warnings_total counts them)"
+        );
     }
 
     pub fn name(&self) -> &str {
@@ -440,11 +486,21 @@ impl PrometheusSource {
     /// `POST /api/v1/{endpoint}` with retries; returns the `data` of a successful response.
     async fn api(&self, endpoint: &str, body: &str) -> Result<ApiData, SourceError> {
         let url = format!("{}/api/v1/{endpoint}", self.base_url);
+        let extended;
+        let body = if self.extra_form.is_empty() {
+            body
+        } else {
+            extended = format!("{body}{}", self.extra_form);
+            extended.as_str()
+        };
         let mut attempt = 0u32;
         loop {
             attempt += 1;
             match self.post_once(&url, body).await {
-                Ok(d) => return Ok(d),
+                Ok((d, warnings)) => {
+                    self.warned(endpoint, &warnings);
+                    return Ok(d);
+                }
                 Err((e, retryable)) => {
                     if !retryable || attempt > self.retries {
                         return Err(e);
@@ -457,7 +513,8 @@ impl PrometheusSource {
     }
 
     /// One request: the error and whether it is worth retrying.
-    async fn post_once(&self, url: &str, body: &str) -> Result<ApiData, (SourceError, bool)> {
+    /// An answer comes with its warnings.
+    async fn post_once(&self, url: &str, body: &str) -> Result<(ApiData, Vec<String>), (SourceError, bool)> {
         let mut headers: Vec<(String, String)> = vec![(
             "content-type".to_string(),
             "application/x-www-form-urlencoded".to_string(),
@@ -518,9 +575,10 @@ impl PrometheusSource {
             if p.status != "success" {
                 return Err((self.api_error(status, &p), false));
             }
-            return p
-                .data
-                .ok_or_else(|| (self.unavailable(format!("{url}: success without data")), false));
+            return match p.data {
+                Some(d) => Ok((d, p.warnings)),
+                None => Err((self.unavailable(format!("{url}: success without data")), false)),
+            };
         }
         let err = match &parsed {
             Some(p) => self.api_error(status, p),
@@ -668,6 +726,10 @@ impl PrometheusSource {
 }
 
 impl Queryable for PrometheusSource {
+    fn warnings(&self) -> Vec<(String, u64)> {
+        vec![(self.name.clone(), PrometheusSource::warnings(self))]
+    }
+
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
         // Blocks this (blocking) thread on the runtime the source was built with.
         let (floats, hists) = self.handle.block_on(self.select_async(matchers, mint, maxt))?;
@@ -843,6 +905,84 @@ mod tests {
 
     const OK: &str =
         r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]}]}}"#;
+
+    /// A server answering every request with `body`, recording each request's form body.
+    fn recording(body: &'static str) -> (String, std::sync::Arc<Mutex<Vec<String>>>) {
+        use std::io::{BufRead, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(c) = conn else { continue };
+                let mut r = std::io::BufReader::new(c);
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut form = vec![0u8; len];
+                let _ = r.read_exact(&mut form);
+                s2.lock().unwrap().push(String::from_utf8_lossy(&form).into_owned());
+                let _ = write!(
+                    r.get_mut(),
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        (url, seen)
+    }
+
+    #[test]
+    fn query_params_go_with_every_query_and_warnings_are_counted() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (url, seen) = recording(
+            r#"{"status":"success","warnings":["query processed 1200000 samples, over the warning threshold of 1000000"],"data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]}]}}"#,
+        );
+        let cfg = SourceConfig {
+            name: "amp".into(),
+            url,
+            query_params: vec![
+                ("max_samples_processed_warning_threshold".into(), "1000000".into()),
+                ("max_samples_processed_error_threshold".into(), "50000000".into()),
+            ],
+            ..SourceConfig::default()
+        };
+        let s = PrometheusSource::new(&cfg, rt.handle().clone()).unwrap();
+        assert_eq!(s.warnings(), 0);
+        let got = rt.block_on(s.instant_query("up", 1_000)).unwrap();
+        assert_eq!(got.len(), 1, "an answer with warnings is still the answer");
+        rt.block_on(s.range_query("up", 0, 60_000, 15_000)).unwrap_err(); // a vector, not a matrix
+        assert_eq!(s.warnings(), 2);
+        let forms = seen.lock().unwrap().clone();
+        assert_eq!(forms.len(), 2);
+        for f in &forms {
+            assert!(
+                f.ends_with(
+                    "&max_samples_processed_warning_threshold=1000000&max_samples_processed_error_threshold=50000000"
+                ),
+                "{f}"
+            );
+        }
+        assert!(forms[0].starts_with("query=up&time=1.000&"), "{}", forms[0]);
+        assert!(
+            forms[1].starts_with("query=up&start=0.000&end=60.000&step=15.000&"),
+            "{}",
+            forms[1]
+        );
+        assert_eq!(
+            source("http://127.0.0.1:9", 0, &rt).extra_form,
+            "",
+            "no query_params, nothing added"
+        );
+    }
 
     #[test]
     fn retries_5xx_then_succeeds() {

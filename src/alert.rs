@@ -90,12 +90,16 @@ impl Alert {
     }
 
     /// The wall clock stepped by `d` at `from` (no time passed): an alert still valid at `from`
-    /// keeps the validity it had left, and its receipt moves with it. Returns whether it moved.
+    /// keeps the validity it had left, and its receipt moves with it; a resolved one stays
+    /// resolved (after a step back, a resolve younger than the step would otherwise read as an
+    /// end still to come, and the alert as firing again). Returns whether it moved.
     pub fn move_with_clock(&mut self, from: DateTime<Utc>, d: chrono::Duration) -> bool {
-        if self.ends_at.is_none_or(|e| e <= from) {
+        let Some(e) = self.ends_at else { return false };
+        if e <= from && d >= chrono::Duration::zero() {
+            // Resolved, and stays so by a clock that went forward.
             return false;
         }
-        self.ends_at = self.ends_at.map(|e| e + d);
+        self.ends_at = Some(e + d);
         self.updated_at += d;
         true
     }

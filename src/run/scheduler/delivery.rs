@@ -834,6 +834,82 @@ mod tests {
         );
     }
 
+    /// An alert resolves, and then the wall clock steps back 5 minutes: its resolve is older
+    /// than the step, and read by the stepped clock its end lies ahead. Unmoved, the notifier
+    /// took it (and the rule's re-sends of it, stamped with evaluation time, which does not go
+    /// back) for firing again, and the receiver got a second page for a resolved incident; the
+    /// faults benchmark counted it on both replicas of a pair.
+    #[test]
+    fn a_step_back_after_a_resolve_reopens_nothing() {
+        use super::super::testing::Stepping;
+        use super::super::Clock;
+        let (port, got) = recorder();
+        let routes = format!(
+            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 10s\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n        send_resolved: true\n"
+        );
+        let notify = crate::notify::config::load_str(&routes, "routes.yaml").unwrap();
+        let t0 = 1_000 * 60_000;
+        // A fires until evaluation time passes t0 + 4 min.
+        let rules = format!(
+            "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
+            t0 / 1000 + 4 * 60
+        );
+        let clock = Arc::new(Stepping::default());
+        clock.wall.set(t0);
+        let svc = Service::new(
+            setup(),
+            groups(&rules),
+            Some(notify),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tick = || {
+            clock.wall.advance(10_000);
+            clock.mono.advance(10_000);
+            svc.run_due(clock.now_ms());
+            rt.block_on(svc.deliver_outbox());
+        };
+        let statuses = || -> Vec<String> {
+            got.lock()
+                .unwrap()
+                .iter()
+                .filter(|(n, _)| n == "A")
+                .map(|(_, s)| s.clone())
+                .collect()
+        };
+        let mut waited = 0;
+        while !statuses().iter().any(|s| s == "resolved") {
+            tick();
+            waited += 1;
+            assert!(waited < 60, "A resolves: {:?}", statuses());
+        }
+        // A minute after the resolve the clock steps back 5 minutes; then 8 minutes pass.
+        for _ in 0..6 {
+            tick();
+        }
+        clock.wall.advance(-300_000);
+        for _ in 0..48 {
+            tick();
+        }
+        let seen = statuses();
+        let first_resolve = seen.iter().position(|s| s == "resolved").unwrap();
+        assert!(
+            seen[first_resolve..].iter().all(|s| s == "resolved"),
+            "no firing after the resolve: {seen:?}"
+        );
+        assert!(
+            svc.notifier_alerts()
+                .iter()
+                .filter(|a| a.alert.name() == "A")
+                .all(|a| a.alert.resolved_at(super::super::clock::ms_to_time(clock.now_ms()))),
+            "the notifier holds A resolved"
+        );
+    }
+
     #[test]
     fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
         let (port, got) = recorder();

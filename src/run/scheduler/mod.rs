@@ -282,12 +282,23 @@ impl Service {
         );
         if !alerts.is_empty() {
             if let Some((mut hub, at)) = self.hub_at() {
+                // After a step back of the wall clock, evaluation time runs ahead of it: a
+                // resolve stamped with it (a new one, or a resolved alert re-sent) would read at
+                // the notifier as an end still to come, the alert as firing again, and the
+                // receiver would get a second page for a resolved incident.
+                let mut alerts = alerts;
+                let received = ms_to_time(at);
+                for a in &mut alerts {
+                    if a.ends_at.is_some_and(|e| e.timestamp_millis() <= ts && e > received) {
+                        a.ends_at = Some(received);
+                    }
+                }
                 if let Some(n) = hub.as_mut() {
                     // Received at the notifier's own time, as Alertmanager receives them: after a
                     // step back of the wall clock, evaluation time runs ahead of it, and a new
                     // alert group's `group_wait` counted from there would hold the page back by
                     // the step.
-                    n.put_alerts(alerts, ms_to_time(at));
+                    n.put_alerts(alerts, received);
                 }
             }
         }

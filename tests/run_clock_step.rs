@@ -61,25 +61,7 @@ impl Stepped {
         let lib = libfaketime()?;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let hook = l.local_addr().unwrap().port();
-        let bodies = common::record_json(l);
-        let port = common::free_port();
-        std::fs::write(root.join("rules.yaml"), rules).unwrap();
-        std::fs::write(
-            root.join("routes.yaml"),
-            format!(
-                "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=Up]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: true\n  - name: none\n"
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            root.join("watchfire.yaml"),
-            format!(
-                "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
-            ),
-        )
-        .unwrap();
+        let (port, bodies) = common::configure_hooked(root, rules, "Up", true);
         let clock = root.join("faketime");
         step_to(&clock, "+0");
         let lib = lib.display().to_string();

@@ -4,16 +4,8 @@
 
 mod common;
 
-use std::net::TcpListener;
-
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
-
-fn recorder() -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    (port, common::record_json(l))
-}
 
 fn alerts(port: u16) -> Option<serde_json::Value> {
     common::get_json(port, "/api/v1/alerts")
@@ -37,35 +29,6 @@ fn start(dir: &std::path::Path) -> common::Proc {
     common::start_watchfire(&dir.join("watchfire.yaml"), &[], &[])
 }
 
-/// Writes `rules`, routes sending `alertname` to a recording webhook (with `send_resolved` when
-/// asked; everything else to nowhere) and a watchfire.yaml with a state directory into `root`.
-/// Returns the API port and what the webhook records.
-fn configure(
-    root: &std::path::Path,
-    rules: &str,
-    alertname: &str,
-    send_resolved: bool,
-) -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
-    let (hook, bodies) = recorder();
-    let port = common::free_port();
-    std::fs::write(root.join("rules.yaml"), rules).unwrap();
-    std::fs::write(
-        root.join("routes.yaml"),
-        format!(
-            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname={alertname}]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: {send_resolved}\n  - name: none\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("watchfire.yaml"),
-        format!(
-            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
-        ),
-    )
-    .unwrap();
-    (port, bodies)
-}
-
 /// The notifications with `status` whose first alert is `alertname`.
 fn sent(bodies: &Mutex<Vec<serde_json::Value>>, alertname: &str, status: &str) -> usize {
     bodies
@@ -80,7 +43,7 @@ fn sent(bodies: &Mutex<Vec<serde_json::Value>>, alertname: &str, status: &str) -
 fn kill_9_and_restart_restores_alerts_and_pages_once() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let (port, bodies) = configure(
+    let (port, bodies) = common::configure_hooked(
         root,
         "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Slow\n        expr: vector(1)\n        for: 2s\n",
         "Slow",
@@ -115,7 +78,7 @@ fn kill_9_keeps_pending_alerts_and_loses_no_resolve() {
         .unwrap()
         .as_secs()
         + 12;
-    let (port, bodies) = configure(
+    let (port, bodies) = common::configure_hooked(
         root,
         &format!(
             "groups:\n  - name: g\n    interval: 1s\n    rules:\n      - alert: Ends\n        expr: vector(time()) < {until}\n        for: 1s\n      - alert: Waits\n        expr: vector(1)\n        for: 1h\n"
@@ -166,7 +129,7 @@ fn kill_9_resolves_nothing_that_reads_a_recording_not_yet_back() {
     let root = dir.path();
     // `writes` runs every 15 s, `reads` every second: killed just after `writes` ran, the new
     // process evaluates `reads` about 14 s before the recording it reads exists again.
-    let (port, bodies) = configure(
+    let (port, bodies) = common::configure_hooked(
         root,
         "groups:\n  - name: reads\n    interval: 1s\n    rules:\n      - alert: OnRec\n        expr: x:rec == 3\n\
          \x20 - name: writes\n    interval: 15s\n    rules:\n      - record: x:rec\n        expr: vector(3)\n",

@@ -196,6 +196,37 @@ pub fn start_watchfire(config: &std::path::Path, args: &[&str], env: &[(&str, &s
     )
 }
 
+/// Writes `rules`, routes sending `alertname` to a recording webhook (with `send_resolved` when
+/// asked; everything else to nowhere) and a watchfire.yaml with a state directory into `root`.
+/// Returns the API port and what the webhook records.
+pub fn configure_hooked(
+    root: &std::path::Path,
+    rules: &str,
+    alertname: &str,
+    send_resolved: bool,
+) -> (u16, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = l.local_addr().unwrap().port();
+    let bodies = record_json(l);
+    let port = free_port();
+    std::fs::write(root.join("rules.yaml"), rules).unwrap();
+    std::fs::write(
+        root.join("routes.yaml"),
+        format!(
+            "route:\n  receiver: hook\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname={alertname}]\n      receiver: hook\n    - receiver: none\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: http://127.0.0.1:{hook}/hook\n        send_resolved: {send_resolved}\n  - name: none\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("watchfire.yaml"),
+        format!(
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nresend_delay: 1s\nevaluation_interval: 1s\nstate_dir: state\nhttp: {{listen: '127.0.0.1:{port}', open: true}}\n"
+        ),
+    )
+    .unwrap();
+    (port, bodies)
+}
+
 /// Whether Debian's prometheus and promtool are installed; missing, see [`require`] (a failure,
 /// or with `WATCHFIRE_TEST_OFFLINE=1` a recorded skip and `false`).
 pub fn prometheus_present() -> bool {

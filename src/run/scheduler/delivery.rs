@@ -597,12 +597,30 @@ mod tests {
         (port, got)
     }
 
+    /// A service over `rules` on a [`Stepping`](super::super::testing::Stepping) clock whose
+    /// wall and monotonic parts start at `t0`.
+    fn stepping_service(
+        t0: i64,
+        rules: &str,
+        notify: crate::notify::Config,
+    ) -> (Arc<super::super::testing::Stepping>, Service) {
+        let clock = Arc::new(super::super::testing::Stepping::default());
+        clock.wall.set(t0);
+        let svc = Service::new(
+            setup(),
+            groups(rules),
+            Some(notify),
+            crate::state::StateStore::in_memory().unwrap(),
+            clock.clone(),
+        );
+        (clock, svc)
+    }
+
     /// After a step back of the wall clock, evaluation runs ahead of it (it never goes back);
     /// an alert that fires then is paged `group_wait` after it reached the notifier by the
     /// notifier's own clock, not `group_wait` after its evaluation time (10 minutes later).
     #[test]
     fn an_alert_firing_while_evaluation_runs_ahead_of_the_clock_pages_on_time() {
-        use super::super::testing::Stepping;
         use super::super::Clock;
         let routes = "route:\n  receiver: none\n  group_by: [alertname]\n  group_wait: 30s\n  group_interval: 1m\n  repeat_interval: 4h\n  routes:\n    - matchers: [alertname=A]\n      receiver: r\nreceivers:\n  - name: none\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:9/\n";
         let notify = crate::notify::config::load_str(routes, "routes.yaml").unwrap();
@@ -612,15 +630,7 @@ mod tests {
             "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(time()) > {}\n",
             t0 / 1000 + 8 * 60
         );
-        let clock = Arc::new(Stepping::default());
-        clock.wall.set(t0);
-        let svc = Service::new(
-            setup(),
-            groups(&rules),
-            Some(notify),
-            crate::state::StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
+        let (clock, svc) = stepping_service(t0, &rules, notify);
         let tick = |ms: i64| {
             clock.wall.advance(ms);
             clock.mono.advance(ms);
@@ -841,7 +851,6 @@ mod tests {
     /// faults benchmark counted it on both replicas of a pair.
     #[test]
     fn a_step_back_after_a_resolve_reopens_nothing() {
-        use super::super::testing::Stepping;
         use super::super::Clock;
         let (port, got) = recorder();
         let routes = format!(
@@ -854,15 +863,7 @@ mod tests {
             "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
             t0 / 1000 + 4 * 60
         );
-        let clock = Arc::new(Stepping::default());
-        clock.wall.set(t0);
-        let svc = Service::new(
-            setup(),
-            groups(&rules),
-            Some(notify),
-            crate::state::StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
+        let (clock, svc) = stepping_service(t0, &rules, notify);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

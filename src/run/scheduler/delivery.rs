@@ -597,6 +597,14 @@ mod tests {
         (port, got)
     }
 
+    /// Every alert to the webhook on `port`, resolves too, no `group_wait`.
+    fn routes_to(port: u16, group_interval: &str) -> crate::notify::Config {
+        let routes = format!(
+            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: {group_interval}\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n        send_resolved: true\n"
+        );
+        crate::notify::config::load_str(&routes, "routes.yaml").unwrap()
+    }
+
     /// A service over `rules` on a [`Stepping`](super::super::testing::Stepping) clock whose
     /// wall and monotonic parts start at `t0`.
     fn stepping_service(
@@ -853,10 +861,7 @@ mod tests {
     fn a_step_back_after_a_resolve_reopens_nothing() {
         use super::super::Clock;
         let (port, got) = recorder();
-        let routes = format!(
-            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 10s\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n        send_resolved: true\n"
-        );
-        let notify = crate::notify::config::load_str(&routes, "routes.yaml").unwrap();
+        let notify = routes_to(port, "10s");
         let t0 = 1_000 * 60_000;
         // A fires until evaluation time passes t0 + 4 min.
         let rules = format!(
@@ -914,10 +919,7 @@ mod tests {
     #[test]
     fn a_state_database_refusing_writes_loses_and_repeats_no_notification() {
         let (port, got) = recorder();
-        let routes = format!(
-            "route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 4h\nreceivers:\n  - name: r\n    webhook_configs:\n      - url: http://127.0.0.1:{port}/\n        send_resolved: true\n"
-        );
-        let notify = crate::notify::config::load_str(&routes, "routes.yaml").unwrap();
+        let notify = routes_to(port, "1s");
         let clock = Arc::new(SimClock::new(0));
         let rules = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n      - alert: B\n        expr: vector(1)\n        for: 2m\n";
         let svc = Service::new(

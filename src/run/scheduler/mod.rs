@@ -268,7 +268,7 @@ impl Service {
             sources: &self.sources,
         };
         let started = std::time::Instant::now();
-        let alerts = self.evaluation.eval_group(&setup, runner, ts, &reports, &*self.clock);
+        let mut alerts = self.evaluation.eval_group(&setup, runner, ts, &reports, &*self.clock);
         // Debug: with the resolves (`rules::alerting`), the timeline of a group around a fault.
         tracing::debug!(
             group = %runner.key,
@@ -286,7 +286,6 @@ impl Service {
                 // resolve stamped with it (a new one, or a resolved alert re-sent) would read at
                 // the notifier as an end still to come, the alert as firing again, and the
                 // receiver would get a second page for a resolved incident.
-                let mut alerts = alerts;
                 let received = ms_to_time(at);
                 for a in &mut alerts {
                     if a.ends_at.is_some_and(|e| e.timestamp_millis() <= ts && e > received) {

@@ -263,6 +263,7 @@ impl Delivery {
                 Ok(()) => {
                     ok += 1;
                     latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
+                    log_delivered(&e, clock.now_ms());
                     u.pending.remove(i);
                 }
                 Err(err) => {
@@ -303,6 +304,7 @@ impl Delivery {
                 Ok(()) => {
                     ok += 1;
                     latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
+                    log_delivered(&e, clock.now_ms());
                     delivered_ids.push(e.id);
                     if let Err(err) = st.outbox_done(e.id) {
                         tracing::error!("outbox: {err}");
@@ -524,6 +526,25 @@ pub(super) fn dead_letter_condition(
 }
 
 /// Whether a delivery error is final (the one attempt the outbox makes wraps it in `GaveUp`).
+/// One debug line per notification a receiver took, as Alertmanager logs "Notify success": the
+/// order of what went out, which the receivers' side alone cannot tell when two replicas send.
+/// The target (its URL may carry a key) is not in it.
+fn log_delivered(e: &OutboxEntry, now: i64) {
+    let n = &e.notification;
+    let firing = n.alerts.iter().filter(|a| !a.resolved_at(n.at)).count();
+    tracing::debug!(
+        receiver = %n.receiver,
+        integration = %n.target.key.integration,
+        group_key = %n.group_key,
+        status = n.status(),
+        firing,
+        resolved = n.alerts.len() - firing,
+        attempts = e.attempts + 1,
+        waited_ms = (now - e.created_at).max(0),
+        "notification delivered"
+    );
+}
+
 fn is_final(e: &DeliveryError) -> bool {
     match e {
         DeliveryError::GaveUp { last, .. } => !last.retryable(),
@@ -913,6 +934,84 @@ mod tests {
                 .filter(|a| a.alert.name() == "A")
                 .all(|a| a.alert.resolved_at(super::super::clock::ms_to_time(clock.now_ms()))),
             "the notifier holds A resolved"
+        );
+    }
+
+    /// The log says what went out, in order, without the receiver's URL.
+    #[test]
+    fn each_delivered_notification_is_logged_without_its_target() {
+        use super::super::Clock;
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let (port, got) = recorder();
+        let t0 = 1_000 * 60_000;
+        let rules = format!(
+            "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
+            t0 / 1000 + 60
+        );
+        let (clock, svc) = stepping_service(t0, &rules, routes_to(port, "10s"));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..12 {
+                clock.wall.advance(10_000);
+                clock.mono.advance(10_000);
+                svc.run_due(clock.now_ms());
+                rt.block_on(svc.deliver_outbox());
+            }
+        });
+        let sent = got.lock().unwrap().clone();
+        assert!(
+            sent.ends_with(&[("A".into(), "firing".into()), ("A".into(), "resolved".into())]),
+            "{sent:?}"
+        );
+        let log = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = log.lines().filter(|l| l.contains("notification delivered")).collect();
+        assert_eq!(lines.len(), sent.len(), "one line per notification:\n{log}");
+        let statuses: Vec<&str> = lines
+            .iter()
+            .map(|l| {
+                if l.contains("status=\"resolved\"") {
+                    "resolved"
+                } else {
+                    "firing"
+                }
+            })
+            .collect();
+        let expected: Vec<&str> = sent.iter().map(|(_, s)| s.as_str()).collect();
+        assert_eq!(statuses, expected, "in the order sent:\n{log}");
+        for line in &lines {
+            assert!(line.contains("DEBUG"), "{line}");
+            assert!(line.contains("receiver=r"), "{line}");
+            assert!(line.contains("integration=webhook"), "{line}");
+            assert!(line.contains("attempts=1"), "{line}");
+        }
+        assert!(
+            lines[lines.len() - 1].contains("firing=0 resolved=1"),
+            "{}",
+            lines[lines.len() - 1]
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains(&format!("127.0.0.1:{port}"))),
+            "the target's URL is logged: {log}"
         );
     }
 

@@ -635,14 +635,51 @@ mod tests {
     ) -> (Arc<super::super::testing::Stepping>, Service) {
         let clock = Arc::new(super::super::testing::Stepping::default());
         clock.wall.set(t0);
-        let svc = Service::new(
+        let svc = service_on(clock.clone(), rules, notify);
+        (clock, svc)
+    }
+
+    /// A service over `rules` routed by `notify`, its state in memory, on `clock`.
+    fn service_on(clock: Arc<dyn super::super::Clock>, rules: &str, notify: crate::notify::Config) -> Service {
+        Service::new(
             setup(),
             groups(rules),
             Some(notify),
             crate::state::StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
-        (clock, svc)
+            clock,
+        )
+    }
+
+    /// Alert `A` (groups at 10 s) firing until evaluation time passes `t0 + fires_s`, paging
+    /// the webhook on `port` with resolves; `tick` lets 10 s pass, evaluates and delivers.
+    struct Ticking {
+        clock: Arc<super::super::testing::Stepping>,
+        svc: Service,
+        rt: tokio::runtime::Runtime,
+    }
+
+    impl Ticking {
+        fn new(port: u16, fires_s: i64) -> Self {
+            let t0 = 1_000 * 60_000;
+            let rules = format!(
+                "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
+                t0 / 1000 + fires_s
+            );
+            let (clock, svc) = stepping_service(t0, &rules, routes_to(port, "10s"));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            Ticking { clock, svc, rt }
+        }
+
+        fn tick(&self) {
+            use super::super::Clock;
+            self.clock.wall.advance(10_000);
+            self.clock.mono.advance(10_000);
+            self.svc.run_due(self.clock.now_ms());
+            self.rt.block_on(self.svc.deliver_outbox());
+        }
     }
 
     /// After a step back of the wall clock, evaluation runs ahead of it (it never goes back);
@@ -830,16 +867,11 @@ mod tests {
     /// validity due within those 5 minutes would have run early).
     #[test]
     fn a_step_just_before_the_notifier_is_taken_moves_nothing_twice() {
-        use super::super::testing::Stepping;
         use super::super::Clock;
-        let clock = Arc::new(Stepping::default());
-        clock.wall.set(1_000 * 60_000);
-        let svc = Service::new(
-            setup(),
-            groups("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n"),
-            Some(notify_config()),
-            crate::state::StateStore::in_memory().unwrap(),
-            clock.clone(),
+        let (clock, svc) = stepping_service(
+            1_000 * 60_000,
+            "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n",
+            notify_config(),
         );
         let pass = |ms: i64| {
             clock.wall.advance(ms);
@@ -882,24 +914,10 @@ mod tests {
     fn a_step_back_after_a_resolve_reopens_nothing() {
         use super::super::Clock;
         let (port, got) = recorder();
-        let notify = routes_to(port, "10s");
-        let t0 = 1_000 * 60_000;
         // A fires until evaluation time passes t0 + 4 min.
-        let rules = format!(
-            "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
-            t0 / 1000 + 4 * 60
-        );
-        let (clock, svc) = stepping_service(t0, &rules, notify);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let tick = || {
-            clock.wall.advance(10_000);
-            clock.mono.advance(10_000);
-            svc.run_due(clock.now_ms());
-            rt.block_on(svc.deliver_outbox());
-        };
+        let w = Ticking::new(port, 4 * 60);
+        let (clock, svc) = (&w.clock, &w.svc);
+        let tick = || w.tick();
         let statuses = || -> Vec<String> {
             got.lock()
                 .unwrap()
@@ -940,7 +958,6 @@ mod tests {
     /// The log says what went out, in order, without the receiver's URL.
     #[test]
     fn each_delivered_notification_is_logged_without_its_target() {
-        use super::super::Clock;
         #[derive(Clone, Default)]
         struct Buf(Arc<Mutex<Vec<u8>>>);
         impl Write for Buf {
@@ -960,22 +977,10 @@ mod tests {
             .with_writer(move || writer.clone())
             .finish();
         let (port, got) = recorder();
-        let t0 = 1_000 * 60_000;
-        let rules = format!(
-            "groups:\n  - name: g\n    interval: 10s\n    rules:\n      - alert: A\n        expr: vector(time()) < {}\n",
-            t0 / 1000 + 60
-        );
-        let (clock, svc) = stepping_service(t0, &rules, routes_to(port, "10s"));
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let w = Ticking::new(port, 60);
         tracing::subscriber::with_default(subscriber, || {
             for _ in 0..12 {
-                clock.wall.advance(10_000);
-                clock.mono.advance(10_000);
-                svc.run_due(clock.now_ms());
-                rt.block_on(svc.deliver_outbox());
+                w.tick();
             }
         });
         let sent = got.lock().unwrap().clone();
@@ -1021,13 +1026,7 @@ mod tests {
         let notify = routes_to(port, "1s");
         let clock = Arc::new(SimClock::new(0));
         let rules = "groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: vector(1)\n      - alert: B\n        expr: vector(1)\n        for: 2m\n";
-        let svc = Service::new(
-            setup(),
-            groups(rules),
-            Some(notify),
-            crate::state::StateStore::in_memory().unwrap(),
-            clock.clone(),
-        );
+        let svc = service_on(clock.clone(), rules, notify);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -63,6 +63,7 @@ fn api_endpoints() {
             }
         }),
         query_limits: Default::default(),
+        mirror: Default::default(),
     };
     rt.block_on(async move {
         tokio::spawn(Arc::clone(&svc).run_groups());

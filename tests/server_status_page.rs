@@ -170,6 +170,7 @@ fn status_page_in_headless_chromium() {
         })),
         reload: Arc::new(|| Ok(())),
         query_limits: Default::default(),
+        mirror: Default::default(),
     };
     let profile = root.join("chromium-profile");
     let shots = shots_dir();

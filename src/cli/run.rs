@@ -8,6 +8,7 @@ use clap::Parser;
 use watchfire::run::config::{self, RunConfig, Shard};
 use watchfire::run::{Service, SystemClock};
 use watchfire::server::{self, AppState, Auth, QueryLimits};
+use watchfire::source::MirrorSlot;
 use watchfire::state::StateStore;
 
 #[derive(Parser, Debug)]
@@ -40,7 +41,9 @@ pub fn run(args: Args) -> i32 {
         Ok(rt) => rt,
         Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
     };
-    let loaded = match watchfire::run::load(&cfg, rt.handle()) {
+    // The mirror outlives reloads that keep its configuration (what the agents wrote stays).
+    let mirror = MirrorSlot::default();
+    let loaded = match watchfire::run::load_keeping(&cfg, rt.handle(), &mirror) {
         Ok(l) => l,
         Err(e) => return super::fail(e),
     };
@@ -54,6 +57,7 @@ pub fn run(args: Args) -> i32 {
         );
         return 0;
     }
+    mirror.set(loaded.mirror.clone());
     let state = match &cfg.state_dir {
         Some(d) => StateStore::open_dir(d),
         None => {
@@ -98,6 +102,7 @@ pub fn run(args: Args) -> i32 {
         let handle = rt.handle().clone();
         let config_path = args.config.clone();
         let shard = args.shard.clone();
+        let mirror = mirror.clone();
         Arc::new(move || {
             let a = Args {
                 config: config_path.clone(),
@@ -105,7 +110,8 @@ pub fn run(args: Args) -> i32 {
                 check: false,
             };
             let cfg = load_config(&a)?;
-            let l = watchfire::run::load(&cfg, &handle)?;
+            let l = watchfire::run::load_keeping(&cfg, &handle, &mirror)?;
+            mirror.set(l.mirror.clone());
             svc.reload(l.setup, l.groups, l.notify);
             if let Ok(mut au) = auth.write() {
                 *au = Auth {
@@ -175,6 +181,7 @@ pub fn run(args: Args) -> i32 {
             auth,
             reload,
             query_limits,
+            mirror,
         };
         server::serve_with_limits(listener, server::router(state), conn_limits, shutdown_signal())
             .await

@@ -15,7 +15,7 @@ use crate::promql::Engine;
 use crate::rules::file::{self, LoadOptions};
 use crate::rules::{Group, GroupConfig};
 use crate::source::federated::Federated;
-use crate::source::Queryable;
+use crate::source::{Mirror, MirrorSlot, Queryable};
 use config::RunConfig;
 use scheduler::Setup;
 
@@ -24,11 +24,19 @@ pub struct Loaded {
     pub setup: Setup,
     pub groups: Vec<Group>,
     pub notify: Option<crate::notify::Config>,
+    /// The mirror the rules read through, for the caller to put in its slot once applied.
+    pub mirror: Option<Arc<Mirror>>,
 }
 
 /// Loads rule files, SLO specs, routes and owners, and builds the sources, for this shard.
 /// Any error rejects the whole configuration (nothing is applied).
 pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, String> {
+    load_keeping(cfg, handle, &MirrorSlot::default())
+}
+
+/// [`load`], keeping the mirror in `slot` across reloads: what the agents wrote to it stays
+/// when its configuration does not change. The slot is where the HTTP face writes to it.
+pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &MirrorSlot) -> Result<Loaded, String> {
     let first = cfg.sources.first().ok_or("no sources configured")?;
     let federated = Federated::from_configs(&cfg.sources, handle)?;
     let gcfg = GroupConfig {
@@ -117,10 +125,16 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
     // Groups that read each other's outputs stay on one shard (see `shard`).
     let mut owned = shard::owned(&groups, cfg.shard).into_iter();
     groups.retain(|_| owned.next().unwrap_or(false));
-    let source: Arc<dyn Queryable> = Arc::new(federated.with_local_names(recorded_here));
+    let engine = Engine::default();
+    let mut federated = federated.with_local_names(recorded_here);
+    let mirror = mirror_for(cfg, &groups, engine.opts.lookback_ms, slot)?;
+    if let Some(m) = &mirror {
+        federated = federated.with_mirror(Arc::clone(m))?;
+    }
+    let source: Arc<dyn Queryable> = Arc::new(federated);
     Ok(Loaded {
         setup: Setup {
-            engine: Engine::default(),
+            engine,
             source,
             source_name: first.name.clone(),
             owners,
@@ -131,7 +145,47 @@ pub fn load(cfg: &RunConfig, handle: &tokio::runtime::Handle) -> Result<Loaded, 
         },
         groups,
         notify,
+        mirror,
     })
+}
+
+/// The mirror of the one source with a `mirror:` block: the slot's when its source and
+/// configuration are the same, else a new one. It keeps the series of every selector of this
+/// shard's rules. The slot itself is set by the caller once the configuration is applied.
+fn mirror_for(
+    cfg: &RunConfig,
+    groups: &[Group],
+    lookback_ms: i64,
+    slot: &MirrorSlot,
+) -> Result<Option<Arc<Mirror>>, String> {
+    let mut mirrored = cfg.sources.iter().filter(|s| s.mirror.is_some());
+    let Some(sc) = mirrored.next() else {
+        return Ok(None);
+    };
+    if let Some(other) = mirrored.next() {
+        return Err(format!(
+            "sources {} and {}: only one source can have a mirror (remote writes have one endpoint)",
+            sc.name, other.name
+        ));
+    }
+    let mcfg = sc.mirror.clone().unwrap_or_default();
+    let mirror = match slot.get() {
+        Some(m) if m.source_name() == sc.name && *m.config() == mcfg => m,
+        _ => Arc::new(Mirror::new(
+            &sc.name,
+            mcfg,
+            lookback_ms,
+            Arc::new(|| SystemClock.now_ms()),
+        )),
+    };
+    let mut sets = Vec::new();
+    for r in groups.iter().flat_map(|g| g.rules()) {
+        if let Ok(windows) = crate::promql::selector_windows(r.expr(), 0, 0, lookback_ms) {
+            sets.extend(windows.into_iter().map(|w| w.matchers));
+        }
+    }
+    mirror.set_selectors(sets);
+    Ok(Some(mirror))
 }
 
 /// `external_url`, or what Prometheus defaults to when it is not set: `http://HOST:PORT` of the

@@ -66,6 +66,8 @@ pub struct AppState {
     pub reload: ReloadFn,
     /// The query API's bounds (watchfire.yaml's `http.query_*`).
     pub query_limits: QueryLimits,
+    /// The mirror remote writes go to (`POST /api/v1/write`), when a source has one.
+    pub mirror: crate::source::MirrorSlot,
 }
 
 /// The router.
@@ -94,6 +96,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v2/receivers", get(v2_receivers))
         .route("/api/v2/status", get(v2_status))
         .route("/metrics", get(metrics))
+        .route("/api/v1/write", post(remote_write))
         .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .route("/-/reload", post(reload))
@@ -314,6 +317,28 @@ async fn post_alerts(State(st): State<AppState>, headers: HeaderMap, body: Bytes
             StatusCode::OK.into_response()
         }
         Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &e),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+    }
+}
+
+/// Prometheus' remote write 1.0 (an agent's `remote_write` to this replica): the samples go to
+/// the mirror of the source that has one. 204 when stored; 400 for a body that does not
+/// decode (the sender drops it, as Prometheus drops any 4xx batch; the mirror then counts its
+/// data as lost); 404 when no source has a mirror.
+async fn remote_write(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(r) = refused(&st, &headers) {
+        return r;
+    }
+    let Some(mirror) = st.mirror.get() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no source has a mirror: remote writes are taken only with a source's mirror: block",
+        );
+    };
+    let stored = tokio::task::spawn_blocking(move || mirror.ingest_body(&body)).await;
+    match stored {
+        Ok(Ok(_)) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, &format!("remote write: {e}")),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
     }
 }
@@ -600,6 +625,73 @@ impl Exposition {
     }
 }
 
+/// The mirror's metrics in Prometheus' text format.
+pub fn render_mirror_metrics(m: &crate::source::Mirror) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &m.counters;
+    let stats = m.stats();
+    let src = [("source", m.source_name())];
+    let mut x = Exposition::default();
+    let counters: [(&str, &str, u64); 5] = [
+        (
+            "watchfire_mirror_writes_total",
+            "Remote-write requests stored.",
+            c.writes.load(Relaxed),
+        ),
+        (
+            "watchfire_mirror_writes_refused_total",
+            "Remote-write requests refused (their data lost: coverage starts again).",
+            c.writes_refused.load(Relaxed),
+        ),
+        (
+            "watchfire_mirror_samples_received_total",
+            "Samples received.",
+            c.samples.load(Relaxed),
+        ),
+        (
+            "watchfire_mirror_samples_kept_total",
+            "Samples kept (of series the shard's rules read).",
+            c.samples_kept.load(Relaxed),
+        ),
+        (
+            "watchfire_mirror_refreshes_failed_total",
+            "Failed questions to the backend about its senders.",
+            c.refreshes_failed.load(Relaxed),
+        ),
+    ];
+    for (name, help, v) in counters {
+        x.family(name, "counter", help).sample(name, &src, v);
+    }
+    let n = "watchfire_mirror_selects_total";
+    x.family(
+        n,
+        "counter",
+        "Selectors answered from the mirror (local) or sent to the backend.",
+    )
+    .sample(n, &[src[0], ("answer", "local")], c.selects_local.load(Relaxed))
+    .sample(n, &[src[0], ("answer", "backend")], c.selects_backend.load(Relaxed));
+    let n = "watchfire_mirror_expressions_local_total";
+    x.family(
+        n,
+        "counter",
+        "Whole expressions evaluated over the mirror instead of sent to the backend.",
+    )
+    .sample(n, &src, c.exprs_local.load(Relaxed));
+    let n = "watchfire_mirror_series";
+    x.family(n, "gauge", "Series the mirror holds.")
+        .sample(n, &src, stats.series);
+    let n = "watchfire_mirror_senders";
+    x.family(
+        n,
+        "gauge",
+        "Senders by whether they wrote within max_silence, and those the backend knows.",
+    )
+    .sample(n, &[src[0], ("state", "live")], stats.senders_live)
+    .sample(n, &[src[0], ("state", "silent")], stats.senders_silent)
+    .sample(n, &[src[0], ("state", "backend")], stats.backend_senders);
+    x.0
+}
+
 /// The self-monitoring metrics in Prometheus' text format.
 pub fn render_metrics(svc: &Service) -> String {
     let m = svc.metrics.lock().map(|m| m.clone()).unwrap_or_default();
@@ -764,9 +856,16 @@ pub fn render_metrics(svc: &Service) -> String {
 
 async fn metrics(State(st): State<AppState>) -> Response {
     let svc = Arc::clone(&st.svc);
-    let body = tokio::task::spawn_blocking(move || render_metrics(&svc))
-        .await
-        .unwrap_or_default();
+    let mirror = st.mirror.get();
+    let body = tokio::task::spawn_blocking(move || {
+        let mut text = render_metrics(&svc);
+        if let Some(m) = mirror {
+            text.push_str(&render_mirror_metrics(&m));
+        }
+        text
+    })
+    .await
+    .unwrap_or_default();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         body,

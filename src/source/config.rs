@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration as StdDuration;
 
+use super::mirror::MirrorConfig;
 use crate::yaml::v2::{Node, Pos};
 use crate::yaml::{FileError, Reader};
 
@@ -71,6 +72,8 @@ pub struct SourceConfig {
     pub endpoint: String,
     /// CloudWatch: the mapping file (relative paths resolve against the configuration file).
     pub mapping_file: Option<PathBuf>,
+    /// Prometheus: answer what the agents' remote writes to this replica cover from them.
+    pub mirror: Option<MirrorConfig>,
 }
 
 impl Default for SourceConfig {
@@ -91,6 +94,7 @@ impl Default for SourceConfig {
             region: String::new(),
             endpoint: String::new(),
             mapping_file: None,
+            mirror: None,
         }
     }
 }
@@ -114,6 +118,7 @@ impl PartialEq for SourceConfig {
             && self.region == o.region
             && self.endpoint == o.endpoint
             && self.mapping_file == o.mapping_file
+            && self.mirror == o.mirror
     }
 }
 
@@ -148,6 +153,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
             "region",
             "endpoint",
             "mapping_file",
+            "mirror",
         ],
     )?;
     let mut name = None;
@@ -262,6 +268,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 sc.region = reg;
             }
             "mapping_file" => sc.mapping_file = Some(PathBuf::from(r.string(v, "mapping_file")?)),
+            "mirror" => sc.mirror = Some(decode_mirror(r, v)?),
             _ => {}
         }
     }
@@ -281,6 +288,7 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
                 "query_params",
                 "sigv4",
                 "metrics",
+                "mirror",
             ],
         ),
         SourceKind::CloudWatch => ("cloudwatch", &["region", "endpoint", "mapping_file", "timeout"]),
@@ -305,4 +313,46 @@ pub(crate) fn decode(r: &Reader<'_>, node: &Node) -> Result<SourceConfig, FileEr
         _ => {}
     }
     Ok(sc)
+}
+
+/// The `mirror:` block of a Prometheus source.
+fn decode_mirror(r: &Reader<'_>, node: &Node) -> Result<MirrorConfig, FileError> {
+    let mut m = MirrorConfig::default();
+    let keys = [
+        "sender_label",
+        "retention",
+        "max_silence",
+        "start_margin",
+        "refresh",
+        "senders_query",
+    ];
+    for (k, _, v) in r.map(node, "mirror", &keys)? {
+        let positive = |what: &str| -> Result<i64, FileError> {
+            let ms = r.duration_ms(v, what, "1m or 30s")?;
+            if ms <= 0 {
+                return Err(r.err(v.pos(), format!("mirror {what} must be greater than 0")));
+            }
+            Ok(ms)
+        };
+        match k.as_str() {
+            "sender_label" => {
+                let l = r.string(v, "mirror sender_label")?;
+                if !crate::labels::is_valid_label_name(&l) || l == crate::labels::METRIC_NAME {
+                    return Err(r.err(v.pos(), format!("mirror sender_label {l:?} is not a label name")));
+                }
+                m.sender_label = l;
+            }
+            "retention" => m.retention_ms = positive("retention")?,
+            "max_silence" => m.max_silence_ms = positive("max_silence")?,
+            "start_margin" => m.start_margin_ms = r.duration_ms(v, "start_margin", "1m")?.max(0),
+            "refresh" => m.refresh_ms = positive("refresh")?,
+            _ => {
+                let q = r.string(v, "mirror senders_query")?;
+                crate::promql::parse(&q)
+                    .map_err(|e| r.err(v.pos(), format!("mirror senders_query {q:?} does not parse: {e}")))?;
+                m.senders_query = q;
+            }
+        }
+    }
+    Ok(m)
 }

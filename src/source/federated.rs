@@ -32,6 +32,7 @@ use promql_parser::parser::{Expr, VectorSelector};
 use super::cloudwatch::{CloudWatchSource, Mapping};
 use super::config::{SourceConfig, SourceKind};
 use super::embedded::SharedStore;
+use super::mirror::Mirror;
 use super::prometheus::{answered_error, BatchError, PrometheusSource};
 use super::{HistogramSeriesData, Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
@@ -53,6 +54,9 @@ pub(crate) struct Member {
     pub selects: AtomicU64,
     /// Whole expressions sent to the source.
     pub pushdowns: AtomicU64,
+    /// The series agents remote-write to this replica for this source, when it has a mirror:
+    /// what it provably covers is answered here (see [`super::mirror`]).
+    pub mirror: Option<Arc<Mirror>>,
 }
 
 impl Member {
@@ -63,7 +67,34 @@ impl Member {
             claims,
             selects: AtomicU64::new(0),
             pushdowns: AtomicU64::new(0),
+            mirror: None,
         }
+    }
+
+    /// `select` on this member: from its mirror when the mirror covers the window.
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        if let Some(m) = &self.mirror {
+            if m.covers(matchers, mint, maxt) {
+                return m.select(matchers, mint, maxt);
+            }
+            m.counters.selects_backend.fetch_add(1, Ordering::Relaxed);
+        }
+        self.selects.fetch_add(1, Ordering::Relaxed);
+        self.queryable().select(matchers, mint, maxt)
+    }
+
+    /// `select_histograms` on this member: a mirror keeps none, and covers no name that comes
+    /// as native histograms, so a covered selector has none.
+    fn select_histograms(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<HistogramSeriesData>, SourceError> {
+        if self.mirror.as_ref().is_some_and(|m| m.covers(matchers, mint, maxt)) {
+            return Ok(Vec::new());
+        }
+        self.queryable().select_histograms(matchers, mint, maxt)
     }
 
     fn queryable(&self) -> &dyn Queryable {
@@ -182,6 +213,10 @@ impl Federated {
         end: i64,
         step_ms: i64,
     ) -> Option<Result<super::prometheus::MatrixAnswer, SourceError>> {
+        self.refresh_mirrors();
+        if self.mirrored(expr, start, end) {
+            return None;
+        }
         self.remote(expr, |p, text| p.range_query_blocking(text, start, end, step_ms))
     }
 
@@ -235,6 +270,46 @@ impl Federated {
     pub(crate) fn with_local_names(mut self, names: impl IntoIterator<Item = String>) -> Self {
         self.local_names.extend(names);
         self
+    }
+
+    /// Answers what `mirror` covers of its Prometheus member's selectors from the mirror.
+    pub(crate) fn with_mirror(mut self, mirror: Arc<Mirror>) -> Result<Self, String> {
+        let m = self
+            .members
+            .iter_mut()
+            .find(|m| m.name == mirror.source_name() && matches!(m.source, MemberSource::Prometheus(_)))
+            .ok_or_else(|| format!("mirror: no prometheus source named {}", mirror.source_name()))?;
+        m.mirror = Some(mirror);
+        Ok(self)
+    }
+
+    /// Asks the backends of the mirrors that are due which senders they know (one query each,
+    /// about once a `refresh`).
+    fn refresh_mirrors(&self) {
+        for m in &self.members {
+            if let (Some(mirror), MemberSource::Prometheus(p)) = (&m.mirror, &m.source) {
+                if mirror.refresh_due() {
+                    mirror.refresh(p);
+                }
+                mirror.backfill_if_due(p);
+            }
+        }
+    }
+
+    /// Whether the member that would answer `expr` whole has a mirror covering it over
+    /// `[tmin, tmax]`: then the engine evaluates it here, over the mirror's series.
+    fn mirrored(&self, expr: &Expr, tmin: i64, tmax: i64) -> bool {
+        let Some(i) = self.pushdown_target(expr) else {
+            return false;
+        };
+        let Some(mirror) = &self.members[i].mirror else {
+            return false;
+        };
+        let covered = mirror.covers_expr(expr, tmin, tmax);
+        if covered {
+            mirror.counters.exprs_local.fetch_add(1, Ordering::Relaxed);
+        }
+        covered
     }
 
     /// Per member: (name, selects sent, expressions pushed down).
@@ -458,9 +533,7 @@ impl Queryable for Federated {
             let Some(o) = self.route(n) else {
                 return Ok(Vec::new());
             };
-            let m = &self.members[o];
-            m.selects.fetch_add(1, Ordering::Relaxed);
-            return m.queryable().select(matchers, mint, maxt);
+            return self.members[o].select(matchers, mint, maxt);
         }
         // No metric name: every source, each keeping what it owns.
         let mut merged: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
@@ -471,8 +544,7 @@ impl Queryable for Federated {
                     continue;
                 }
             }
-            m.selects.fetch_add(1, Ordering::Relaxed);
-            for s in m.queryable().select(matchers, mint, maxt)? {
+            for s in m.select(matchers, mint, maxt)? {
                 let owned = match s.labels.metric_name() {
                     Some(n) => self.route(n) == Some(i),
                     None => i == self.default,
@@ -508,14 +580,14 @@ impl Queryable for Federated {
             let Some(o) = self.route(n) else {
                 return Ok(Vec::new());
             };
-            return self.members[o].queryable().select_histograms(matchers, mint, maxt);
+            return self.members[o].select_histograms(matchers, mint, maxt);
         }
         let mut out: Vec<HistogramSeriesData> = Vec::new();
         for (i, m) in self.members.iter().enumerate() {
             if !m.queryable().has_histograms() {
                 continue;
             }
-            for s in m.queryable().select_histograms(matchers, mint, maxt)? {
+            for s in m.select_histograms(matchers, mint, maxt)? {
                 let owned = match s.labels.metric_name() {
                     Some(n) => self.route(n) == Some(i),
                     None => i == self.default,
@@ -550,6 +622,10 @@ impl Queryable for Federated {
     }
 
     fn pushdown(&self, expr: &Expr, t: i64) -> Option<Result<Vec<crate::promql::PushedSample>, SourceError>> {
+        self.refresh_mirrors();
+        if self.mirrored(expr, t, t) {
+            return None;
+        }
         self.remote(expr, |p, text| p.instant_query_blocking(text, t))
     }
 
@@ -568,8 +644,17 @@ impl Queryable for Federated {
         t: i64,
     ) -> Vec<Option<Result<Vec<crate::promql::PushedSample>, SourceError>>> {
         type Answer = Result<Vec<crate::promql::PushedSample>, SourceError>;
-        let mut plans: Vec<Option<(usize, &PrometheusSource, String)>> =
-            exprs.iter().map(|e| self.remote_plan(e)).collect();
+        self.refresh_mirrors();
+        let mut plans: Vec<Option<(usize, &PrometheusSource, String)>> = exprs
+            .iter()
+            .map(|e| {
+                if self.mirrored(e, t, t) {
+                    None
+                } else {
+                    self.remote_plan(e)
+                }
+            })
+            .collect();
         let mut answers: Vec<Option<Answer>> = exprs.iter().map(|_| None).collect();
         let Some(first) = plans.iter().flatten().next() else {
             return answers;

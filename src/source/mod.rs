@@ -7,11 +7,14 @@ pub(crate) mod cloudwatch;
 pub(crate) mod config;
 pub(crate) mod embedded;
 pub(crate) mod federated;
+pub(crate) mod mirror;
 pub(crate) mod prometheus;
+pub(crate) mod remote_write;
 
 // The interface every source implements is the engine's; re-exported for the drivers.
 pub(crate) use crate::promql::{HistogramSeriesData, StartTimestampSeriesData};
 pub use crate::promql::{Queryable, SeriesData, SourceError};
 pub use cloudwatch::{CloudWatchSource, Mapping};
 pub use config::SourceKind;
+pub use mirror::{Mirror, MirrorConfig, MirrorSlot, MirrorStats};
 pub use prometheus::{BatchError, PrometheusSource};

@@ -133,7 +133,7 @@ pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T
 
 /// The whole response (head and body) to `GET path` on loopback over HTTP/1.0, or `None` when
 /// nothing answers.
-fn get_raw(port: u16, path: &str) -> Option<String> {
+pub fn get_raw(port: u16, path: &str) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(2))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;

@@ -1,0 +1,929 @@
+//! The mirror: the series that the agents remote-write to this replica (as they write them to
+//! AMP), kept for the windows the shard's rules read, so that an expression whose every
+//! selector the copy provably covers is evaluated here with watchfire's own engine instead of
+//! being sent to the backend.
+//!
+//! "Provably" is the whole design: a local answer must be the answer the backend would give,
+//! or an alert resolves on data the replica never got. A selector reading `[mint, maxt]` is
+//! answered here only when all of these hold, and is otherwise sent to the backend as before:
+//! - the replica keeps the series it reads: its matchers include one of the rules' selectors
+//!   the mirror was told to keep (the query API may ask anything);
+//! - the window lies inside what the replica has received: `mint` is at least `start_margin`
+//!   after the first write of every sender it may read, after the mirror started and after the
+//!   kept selectors last changed, and within `retention`; a write the mirror refused (its data
+//!   lost) starts coverage again;
+//! - every sender the backend knows (its `senders_query`, refreshed every `refresh`) that the
+//!   selector may read, by the `sender_label` matcher, wrote to the replica within
+//!   `max_silence`: an agent that stopped writing here, or was never configured to, sends its
+//!   rules back to the backend instead of resolving their alerts;
+//! - each metric name it may read is known: received here, or absent at the backend (asked at
+//!   the next refresh), and never sent as native histograms (the mirror keeps floats only);
+//!   a selector whose names cannot be listed (`{job="x"}`, an open regex) is not covered.
+//!
+//! Samples arrive when the sender's queue flushes (Prometheus' `batch_send_deadline`, 5 s by
+//! default), as they reach AMP: the newest few seconds may be missing from both.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use promql_parser::parser::Expr;
+
+use super::embedded::SharedStore;
+use super::prometheus::PrometheusSource;
+use super::remote_write::WriteSeries;
+use super::{Queryable, SeriesData, SourceError};
+use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
+use crate::tsdb::Store;
+
+/// The `mirror:` block of a Prometheus source in watchfire.yaml.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorConfig {
+    /// The label that tells senders apart (AMP's external label, usually `cluster`).
+    pub sender_label: String,
+    /// How far back the mirror keeps samples; longer windows go to the backend.
+    pub retention_ms: i64,
+    /// A sender silent for longer is not live: the selectors reading it go to the backend.
+    pub max_silence_ms: i64,
+    /// How long after a sender's first write its data counts as complete.
+    pub start_margin_ms: i64,
+    /// How often the backend is asked which senders (and unseen names) it knows.
+    pub refresh_ms: i64,
+    /// The query listing the senders the backend knows, one series per sender (empty: `group
+    /// by (<sender_label>) (up)`).
+    pub senders_query: String,
+}
+
+impl Default for MirrorConfig {
+    fn default() -> Self {
+        MirrorConfig {
+            sender_label: "cluster".into(),
+            retention_ms: 3_600_000,
+            max_silence_ms: 30_000,
+            start_margin_ms: 60_000,
+            refresh_ms: 60_000,
+            senders_query: String::new(),
+        }
+    }
+}
+
+impl MirrorConfig {
+    /// The query listing the backend's senders.
+    pub fn senders_query(&self) -> String {
+        if self.senders_query.is_empty() {
+            format!("group by ({}) (up)", self.sender_label)
+        } else {
+            self.senders_query.clone()
+        }
+    }
+}
+
+/// The most a write request may decode to (a sender's batch is tens of kB).
+pub(crate) const MAX_DECODED_BYTES: usize = 64 << 20;
+
+/// What the backend said at the last refresh.
+#[derive(Default)]
+struct BackendView {
+    /// When it answered (ms); `None` before the first answer, or after a failed refresh.
+    at_ms: Option<i64>,
+    senders: HashSet<String>,
+    /// Of the names asked because the mirror had not received them, those the backend holds.
+    present: HashSet<String>,
+    asked: HashSet<String>,
+}
+
+/// A sender: when its first and latest writes arrived (ms, the mirror's clock).
+#[derive(Clone, Copy)]
+struct Sender {
+    first_ms: i64,
+    last_ms: i64,
+}
+
+/// A matcher as a comparable key.
+type MatcherKey = (String, &'static str, String);
+
+fn key(m: &Matcher) -> MatcherKey {
+    (m.name.clone(), m.op_str(), m.value.clone())
+}
+
+/// The selectors whose series the mirror keeps.
+#[derive(Default)]
+struct Keep {
+    /// Matcher sets; only those whose names can be listed keep anything.
+    sets: Vec<Vec<Matcher>>,
+    keys: Vec<Vec<MatcherKey>>,
+    by_name: HashMap<String, Vec<usize>>,
+}
+
+impl PartialEq for Keep {
+    fn eq(&self, o: &Keep) -> bool {
+        self.keys == o.keys
+    }
+}
+
+impl Keep {
+    fn new(sets: Vec<Vec<Matcher>>) -> Keep {
+        let mut keyed: Vec<(Vec<MatcherKey>, Vec<Matcher>)> = sets
+            .into_iter()
+            .map(|mut s| {
+                s.sort_by_key(key);
+                (s.iter().map(key).collect(), s)
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.dedup_by(|a, b| a.0 == b.0);
+        let (keys, sets): (Vec<_>, Vec<_>) = keyed.into_iter().unzip();
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, s) in sets.iter().enumerate() {
+            if let Some(names) = selector_names(s) {
+                for n in names {
+                    by_name.entry(n).or_default().push(i);
+                }
+            }
+        }
+        Keep { sets, keys, by_name }
+    }
+
+    fn keeps(&self, labels: &Labels) -> bool {
+        let Some(name) = labels.metric_name() else {
+            return false;
+        };
+        self.by_name.get(name).is_some_and(|ids| {
+            ids.iter().any(|&i| {
+                self.sets[i]
+                    .iter()
+                    .all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
+            })
+        })
+    }
+
+    /// Whether every series `matchers` select is kept: some kept set's matchers are all among
+    /// them (a narrower selector reads a subset).
+    fn covers(&self, matchers: &[Matcher]) -> bool {
+        let given: Vec<MatcherKey> = matchers.iter().map(key).collect();
+        self.keys.iter().any(|s| s.iter().all(|k| given.contains(k)))
+    }
+}
+
+/// The metric names a selector may read, when they can be listed: an equality on the name, or
+/// a regex with a small finite language (`a|b`).
+fn selector_names(matchers: &[Matcher]) -> Option<Vec<String>> {
+    let mut out: Option<Vec<String>> = None;
+    for m in matchers.iter().filter(|m| m.name == METRIC_NAME) {
+        let names = match m.op {
+            MatchOp::Equal => vec![m.value.clone()],
+            MatchOp::Regex(_) => crate::labels::finite_language(&m.value, 64)?,
+            _ => continue,
+        };
+        out = Some(match out {
+            None => names,
+            Some(prev) => prev.into_iter().filter(|n| names.contains(n)).collect(),
+        });
+    }
+    // A further `!=` or `!~` on the name only narrows the set.
+    out.map(|names| {
+        names
+            .into_iter()
+            .filter(|n| matchers.iter().filter(|m| m.name == METRIC_NAME).all(|m| m.matches(n)))
+            .collect()
+    })
+}
+
+struct State {
+    senders: HashMap<String, Sender>,
+    /// Coverage starts no earlier than this (ms): the start, a change of the kept selectors, a
+    /// refused write.
+    since_ms: i64,
+    names: HashSet<String>,
+    histogram_names: HashSet<String>,
+    keep: Keep,
+    backend: BackendView,
+    /// Names selectors asked about that the mirror has not received, for the next refresh.
+    unseen: HashSet<String>,
+    last_compact_ms: i64,
+    /// The last backfill from the backend, while no data was lost since.
+    backfill: Option<Backfill>,
+    /// Whether a backfill is under way.
+    backfilling: bool,
+}
+
+/// A backfill: at `at` the backend's samples from `from` on were copied, while the writes
+/// were complete since `since` (the floor then).
+#[derive(Clone, Copy)]
+struct Backfill {
+    at: i64,
+    from: i64,
+    since: i64,
+}
+
+impl State {
+    /// The backfill that still holds: none after data was lost.
+    fn backfill(&self) -> Option<Backfill> {
+        self.backfill.filter(|b| b.since == self.since_ms)
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Default)]
+pub struct MirrorCounters {
+    pub writes: AtomicU64,
+    pub writes_refused: AtomicU64,
+    pub samples: AtomicU64,
+    pub samples_kept: AtomicU64,
+    pub selects_local: AtomicU64,
+    pub selects_backend: AtomicU64,
+    pub exprs_local: AtomicU64,
+    pub refreshes_failed: AtomicU64,
+}
+
+/// A point-in-time view of the mirror, for `/metrics` and the logs.
+#[derive(Clone, Debug, Default)]
+pub struct MirrorStats {
+    pub series: usize,
+    pub senders_live: usize,
+    pub senders_silent: usize,
+    pub backend_senders: usize,
+    pub backend_answered_ms: Option<i64>,
+}
+
+/// The mirror of one Prometheus source.
+pub struct Mirror {
+    source_name: String,
+    cfg: MirrorConfig,
+    lookback_ms: i64,
+    now: Arc<dyn Fn() -> i64 + Send + Sync>,
+    store: SharedStore,
+    state: Mutex<State>,
+    refreshing: Mutex<()>,
+    pub counters: MirrorCounters,
+}
+
+/// A write the mirror refused.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The body does not decode as a remote-write request.
+    #[error("{0}")]
+    Decode(String),
+}
+
+impl Mirror {
+    /// A mirror of source `source_name`; `lookback_ms` is the engine's lookback (instant
+    /// selectors read that far back), `now` the clock receipts and liveness are read on.
+    pub fn new(
+        source_name: &str,
+        cfg: MirrorConfig,
+        lookback_ms: i64,
+        now: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Mirror {
+        let t = now();
+        Mirror {
+            source_name: source_name.to_string(),
+            cfg,
+            lookback_ms,
+            now,
+            store: SharedStore::default(),
+            state: Mutex::new(State {
+                senders: HashMap::new(),
+                since_ms: t,
+                names: HashSet::new(),
+                histogram_names: HashSet::new(),
+                keep: Keep::default(),
+                backend: BackendView::default(),
+                unseen: HashSet::new(),
+                last_compact_ms: t,
+                backfill: None,
+                backfilling: false,
+            }),
+            refreshing: Mutex::new(()),
+            counters: MirrorCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &MirrorConfig {
+        &self.cfg
+    }
+
+    pub fn source_name(&self) -> &str {
+        &self.source_name
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The selectors whose series to keep (every selector of the shard's rules). A different
+    /// set starts coverage again: series it newly keeps were dropped until now.
+    pub fn set_selectors(&self, sets: Vec<Vec<Matcher>>) {
+        let keep = Keep::new(sets);
+        let mut st = self.state();
+        if st.keep != keep {
+            if !st.keep.sets.is_empty() {
+                tracing::info!(
+                    "mirror of {}: the rules read other selectors; answering from the backend until the mirror holds them",
+                    self.source_name
+                );
+            }
+            st.keep = keep;
+            st.since_ms = (self.now)();
+        }
+    }
+
+    /// One remote-write request body (snappy-compressed protobuf). A body that does not decode
+    /// is refused, and since its samples are lost, coverage starts again.
+    pub fn ingest_body(&self, body: &[u8]) -> Result<usize, IngestError> {
+        match super::remote_write::decode(body, MAX_DECODED_BYTES) {
+            Ok(series) => Ok(self.ingest(series)),
+            Err(e) => {
+                self.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
+                self.lost_data();
+                Err(IngestError::Decode(e.to_string()))
+            }
+        }
+    }
+
+    /// Samples of a write that could not be stored: nothing before now is complete.
+    pub fn lost_data(&self) {
+        let now = (self.now)();
+        self.state().since_ms = now;
+    }
+
+    /// Stores a decoded write; returns the samples kept.
+    pub(crate) fn ingest(&self, series: Vec<WriteSeries>) -> usize {
+        let now = (self.now)();
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let mut kept: Vec<WriteSeries> = Vec::new();
+        let mut received = 0usize;
+        {
+            let mut st = self.state();
+            for s in series {
+                received += s.samples.len();
+                let sender = s.labels.get(&self.cfg.sender_label).unwrap_or("").to_string();
+                let e = st.senders.entry(sender).or_insert(Sender {
+                    first_ms: now,
+                    last_ms: now,
+                });
+                e.last_ms = now;
+                if let Some(n) = s.labels.metric_name() {
+                    if !st.names.contains(n) {
+                        st.names.insert(n.to_string());
+                    }
+                    if s.histograms > 0 && !st.histogram_names.contains(n) {
+                        tracing::info!(
+                            "mirror of {}: {n} comes as native histograms, which the mirror does not keep; its selectors go to the backend",
+                            self.source_name
+                        );
+                        st.histogram_names.insert(n.to_string());
+                    }
+                }
+                if !s.samples.is_empty() && st.keep.keeps(&s.labels) {
+                    kept.push(s);
+                }
+            }
+        }
+        self.counters.samples.fetch_add(received as u64, Ordering::Relaxed);
+        let n: usize = kept.iter().map(|s| s.samples.len()).sum();
+        if !kept.is_empty() {
+            let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+            for s in kept {
+                let id = store.get_or_create(&s.labels);
+                for (t, v) in s.samples {
+                    store.append_id(id, t, v);
+                }
+            }
+        }
+        self.counters.samples_kept.fetch_add(n as u64, Ordering::Relaxed);
+        self.compact_if_due(now);
+        n
+    }
+
+    /// Drops what is older than the retention (and series no selector keeps), every half
+    /// retention: the store has no deletion, so the kept part is copied into a new one.
+    fn compact_if_due(&self, now: i64) {
+        let keep_from = now - self.cfg.retention_ms - self.lookback_ms;
+        {
+            let mut st = self.state();
+            if now - st.last_compact_ms < (self.cfg.retention_ms / 2).max(60_000) {
+                return;
+            }
+            st.last_compact_ms = now;
+        }
+        let keep = {
+            let st = self.state();
+            Keep::new(st.keep.sets.clone())
+        };
+        let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+        let mut fresh = Store::new();
+        store.copy_since_into(
+            &mut fresh,
+            |l| if keep.keeps(l) { keep_from } else { i64::MAX },
+            i64::MAX,
+        );
+        tracing::debug!(
+            "mirror of {}: compacted from {} to {} series",
+            self.source_name,
+            store.num_series(),
+            fresh.num_series()
+        );
+        *store = fresh;
+    }
+
+    /// Whether the copy holds what the backend holds for this selector over `[mint, maxt]`.
+    pub fn covers(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> bool {
+        let now = (self.now)();
+        let mut st = self.state();
+        self.covers_locked(&mut st, matchers, mint, maxt, now)
+    }
+
+    fn covers_locked(&self, st: &mut State, matchers: &[Matcher], mint: i64, maxt: i64, now: i64) -> bool {
+        if maxt > now || mint < now - self.cfg.retention_ms || !st.keep.covers(matchers) {
+            return false;
+        }
+        let Some(at) = st.backend.at_ms else {
+            return false;
+        };
+        // A view older than three refreshes is not trusted: the backend may know new senders.
+        if now - at > 3 * self.cfg.refresh_ms {
+            return false;
+        }
+        let Some(names) = selector_names(matchers) else {
+            return false;
+        };
+        for n in &names {
+            if st.histogram_names.contains(n) {
+                return false;
+            }
+            // A name never received here is read locally only once the backend lacks it too.
+            if !st.names.contains(n) && (st.backend.present.contains(n) || !st.backend.asked.contains(n)) {
+                st.unseen.insert(n.clone());
+                return false;
+            }
+        }
+        let on_sender: Vec<&Matcher> = matchers.iter().filter(|m| m.name == self.cfg.sender_label).collect();
+        let since = st.since_ms;
+        let backfill = st.backfill();
+        let margin = self.cfg.start_margin_ms;
+        for s in &st.backend.senders {
+            if !on_sender.iter().all(|m| m.matches(s)) {
+                continue;
+            }
+            let Some(here) = st.senders.get(s) else {
+                return false;
+            };
+            // A sender writing here since before a backfill is complete from the backfill's
+            // start; one that began later, from its first write.
+            let floor = match backfill {
+                Some(b) if here.first_ms + margin <= b.at => b.from,
+                _ => here.first_ms.max(since) + margin,
+            };
+            if now - here.last_ms > self.cfg.max_silence_ms || floor > mint {
+                return false;
+            }
+        }
+        // A sender only the mirror knows wrote everything it wrote here too; the floor still
+        // holds for what arrived before a lost write.
+        backfill.map_or(since + margin, |b| b.from) <= mint
+    }
+
+    /// Whether every selector of `expr`, evaluated at each time in `[tmin, tmax]`, is covered.
+    pub fn covers_expr(&self, expr: &Expr, tmin: i64, tmax: i64) -> bool {
+        let Ok(windows) = crate::promql::selector_windows(expr, tmin, tmax, self.lookback_ms) else {
+            return false;
+        };
+        if windows.is_empty() {
+            return false;
+        }
+        let now = (self.now)();
+        let mut st = self.state();
+        windows
+            .iter()
+            .all(|w| self.covers_locked(&mut st, &w.matchers, w.mint, w.maxt, now))
+    }
+
+    /// Whether the backend view is due for a refresh.
+    pub fn refresh_due(&self) -> bool {
+        let now = (self.now)();
+        let st = self.state();
+        st.backend.at_ms.is_none_or(|at| now - at >= self.cfg.refresh_ms) || !st.unseen.is_empty()
+    }
+
+    /// Starts a backfill on a thread of its own when one is due: the writes have been
+    /// complete for `start_margin` and nothing backfilled since.
+    pub fn backfill_if_due(self: &Arc<Self>, backend: &Arc<PrometheusSource>) {
+        let now = (self.now)();
+        let since = {
+            let mut st = self.state();
+            let margin = self.cfg.start_margin_ms;
+            // Due when nothing holds, or a sender began writing after the last one (its
+            // history is not here yet); not before the writes have been complete for the margin.
+            let due = match st.backfill() {
+                None => true,
+                Some(b) => st
+                    .senders
+                    .values()
+                    .any(|s| s.first_ms + margin > b.at && s.first_ms + margin <= now),
+            };
+            if !due
+                || st.backfilling
+                || now < st.since_ms + margin
+                || st.keep.sets.is_empty()
+                || st.backend.at_ms.is_none()
+            {
+                return;
+            }
+            st.backfilling = true;
+            st.since_ms
+        };
+        let me = Arc::clone(self);
+        let backend = Arc::clone(backend);
+        let spawned = std::thread::Builder::new()
+            .name("mirror-backfill".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                match me.backfill(&backend, now, since) {
+                    Ok(n) => tracing::info!(
+                        "mirror of {}: backfilled {n} series from the backend in {:.1} s",
+                        me.source_name,
+                        started.elapsed().as_secs_f64()
+                    ),
+                    Err(e) => {
+                        me.counters.refreshes_failed.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            "mirror of {}: backfill from the backend failed ({e}); windows before the writes began go to the backend",
+                            me.source_name
+                        );
+                    }
+                }
+                me.state().backfilling = false;
+            });
+        if spawned.is_err() {
+            self.state().backfilling = false;
+        }
+    }
+
+    /// Copies the backend's samples of every kept selector over the retention (and lookback)
+    /// before `at` into the store. Range answers carry no staleness markers, so a series the
+    /// backend no longer shows at `at` gets one just after its last sample, as it had there.
+    fn backfill(&self, backend: &PrometheusSource, at: i64, since: i64) -> Result<usize, SourceError> {
+        let window = self.cfg.retention_ms + self.lookback_ms;
+        let sets = self.state().keep.sets.clone();
+        let mut fetched: HashMap<Labels, Vec<(i64, f64)>> = HashMap::new();
+        let mut visible: HashSet<Labels> = HashSet::new();
+        // Only selectors whose names can be listed are ever kept (and covered).
+        for set in sets.iter().filter(|s| selector_names(s).is_some()) {
+            for s in backend.select(set, at - window, at)? {
+                fetched.entry(s.labels).or_default().extend(s.samples);
+            }
+            for s in backend.instant_query_blocking(&selector_text(set), at)? {
+                visible.insert(s.labels);
+            }
+        }
+        let mut fresh = Store::new();
+        let n = fetched.len();
+        for (labels, mut samples) in fetched {
+            samples.sort_by_key(|x| x.0);
+            samples.dedup_by_key(|x| x.0);
+            let id = fresh.get_or_create(&labels);
+            let last = samples.last().map(|x| x.0);
+            for (t, v) in samples {
+                fresh.append_id(id, t, v);
+            }
+            if let Some(last) = last.filter(|l| *l < at && !visible.contains(&labels)) {
+                fresh.append_id(id, last + 1, crate::promql::stale_nan());
+            }
+        }
+        // What arrived meanwhile goes on top, in order; writes wait for the swap.
+        let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+        store.copy_range_into(&mut fresh, i64::MIN, i64::MAX);
+        *store = fresh;
+        drop(store);
+        let mut st = self.state();
+        if st.since_ms == since {
+            st.backfill = Some(Backfill {
+                at,
+                from: at - window + 1,
+                since,
+            });
+        }
+        Ok(n)
+    }
+
+    /// Asks the backend which senders it knows and which of the names asked about (and not
+    /// received here) it holds. One caller at a time; the others go on with the view they have.
+    pub fn refresh(&self, backend: &PrometheusSource) {
+        let Ok(_one) = self.refreshing.try_lock() else {
+            return;
+        };
+        let now = (self.now)();
+        let unseen: Vec<String> = {
+            let st = self.state();
+            if st.backend.at_ms.is_some_and(|at| now - at < self.cfg.refresh_ms) && st.unseen.is_empty() {
+                return;
+            }
+            let mut v: Vec<String> = st.unseen.iter().cloned().collect();
+            v.sort();
+            v
+        };
+        let senders = backend.instant_query_blocking(&self.cfg.senders_query(), now);
+        let present = if unseen.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let alternatives: Vec<String> = unseen.iter().map(|n| regex::escape(n)).collect();
+            let q = format!("group by (__name__) ({{__name__=~\"{}\"}})", alternatives.join("|"));
+            backend.instant_query_blocking(&q, now)
+        };
+        let mut st = self.state();
+        match (senders, present) {
+            (Ok(senders), Ok(present)) => {
+                st.backend.at_ms = Some(now);
+                st.backend.senders = senders
+                    .iter()
+                    .map(|s| s.labels.get(&self.cfg.sender_label).unwrap_or("").to_string())
+                    .collect();
+                for n in &unseen {
+                    st.unseen.remove(n);
+                    st.backend.asked.insert(n.clone());
+                }
+                for p in present {
+                    if let Some(n) = p.labels.metric_name() {
+                        st.backend.present.insert(n.to_string());
+                    }
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                self.counters.refreshes_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "mirror of {}: cannot ask the backend which senders it knows ({e}); answering from the backend",
+                    self.source_name
+                );
+                st.backend.at_ms = None;
+            }
+        }
+    }
+
+    /// The copy's series over `[mint, maxt]`, counted as a local answer.
+    pub fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
+        self.counters.selects_local.fetch_add(1, Ordering::Relaxed);
+        self.store.select(matchers, mint, maxt)
+    }
+
+    pub fn stats(&self) -> MirrorStats {
+        let now = (self.now)();
+        let series = self.store.0.read().map(|s| s.num_series()).unwrap_or(0);
+        let st = self.state();
+        let live = st
+            .senders
+            .values()
+            .filter(|s| now - s.last_ms <= self.cfg.max_silence_ms)
+            .count();
+        MirrorStats {
+            series,
+            senders_live: live,
+            senders_silent: st.senders.len() - live,
+            backend_senders: st.backend.senders.len(),
+            backend_answered_ms: st.backend.at_ms,
+        }
+    }
+}
+
+/// A selector's text for an instant query.
+fn selector_text(matchers: &[Matcher]) -> String {
+    let parts: Vec<String> = matchers
+        .iter()
+        .map(|m| format!("{}{}{}", m.name, m.op_str(), crate::gofmt::quote(&m.value)))
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+/// Where `run` keeps the mirror across reloads, and the HTTP face finds it.
+#[derive(Clone, Default)]
+pub struct MirrorSlot(pub Arc<RwLock<Option<Arc<Mirror>>>>);
+
+impl MirrorSlot {
+    pub fn get(&self) -> Option<Arc<Mirror>> {
+        self.0.read().ok().and_then(|m| m.clone())
+    }
+
+    pub fn set(&self, m: Option<Arc<Mirror>>) {
+        if let Ok(mut slot) = self.0.write() {
+            *slot = m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicI64;
+
+    const MIN: i64 = 60_000;
+
+    struct Fixture {
+        clock: Arc<AtomicI64>,
+        mirror: Mirror,
+    }
+
+    fn fixture() -> Fixture {
+        let clock = Arc::new(AtomicI64::new(1_000 * MIN));
+        let c = Arc::clone(&clock);
+        let mirror = Mirror::new(
+            "amp",
+            MirrorConfig::default(),
+            5 * MIN,
+            Arc::new(move || c.load(Ordering::Relaxed)),
+        );
+        mirror.set_selectors(vec![vec![
+            Matcher::equal(METRIC_NAME, "up"),
+            Matcher::equal("cluster", "a"),
+        ]]);
+        Fixture { clock, mirror }
+    }
+
+    impl Fixture {
+        fn now(&self) -> i64 {
+            self.clock.load(Ordering::Relaxed)
+        }
+        fn advance(&self, ms: i64) {
+            self.clock.fetch_add(ms, Ordering::Relaxed);
+        }
+        fn write(&self, cluster: &str, v: f64) {
+            let labels = Labels::from_pairs([("__name__", "up"), ("cluster", cluster), ("job", "x")]);
+            self.mirror.ingest(vec![WriteSeries {
+                labels,
+                samples: vec![(self.now(), v)],
+                histograms: 0,
+            }]);
+        }
+        fn backend_knows(&self, senders: &[&str]) {
+            let mut st = self.mirror.state();
+            st.backend.at_ms = Some(self.now());
+            st.backend.senders = senders.iter().map(|s| s.to_string()).collect();
+        }
+        fn covers_up(&self, cluster: &str, back: i64) -> bool {
+            let m = [Matcher::equal(METRIC_NAME, "up"), Matcher::equal("cluster", cluster)];
+            self.mirror.covers(&m, self.now() - back, self.now())
+        }
+    }
+
+    #[test]
+    fn a_window_is_covered_only_after_the_start_margin_of_a_live_known_sender() {
+        let f = fixture();
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        assert!(!f.covers_up("a", 5 * MIN), "just started");
+        for _ in 0..12 {
+            f.advance(30_000);
+            f.write("a", 1.0);
+        }
+        f.backend_knows(&["a"]);
+        assert!(f.covers_up("a", 5 * MIN), "six minutes of writes cover five");
+        assert!(!f.covers_up("a", 6 * MIN), "not before the first write plus the margin");
+        assert!(!f.covers_up("a", 2 * 60 * MIN), "beyond the retention");
+        // Silent for longer than max_silence: back to the backend.
+        f.advance(31_000);
+        f.backend_knows(&["a"]);
+        assert!(!f.covers_up("a", 5 * MIN));
+    }
+
+    #[test]
+    fn a_sender_the_backend_knows_and_the_mirror_does_not_hear_sends_the_selector_back() {
+        let f = fixture();
+        for _ in 0..14 {
+            f.write("a", 1.0);
+            f.advance(30_000);
+        }
+        f.write("a", 1.0);
+        f.backend_knows(&["a", "b"]);
+        assert!(f.covers_up("a", 5 * MIN), "cluster=\"a\" reads a only");
+        let any = [Matcher::equal(METRIC_NAME, "up")];
+        assert!(
+            !f.mirror.covers(&any, f.now() - MIN, f.now()),
+            "not kept: no cluster matcher"
+        );
+        f.mirror.set_selectors(vec![vec![Matcher::equal(METRIC_NAME, "up")]]);
+        for _ in 0..14 {
+            f.write("a", 1.0);
+            f.advance(30_000);
+        }
+        f.write("a", 1.0);
+        f.backend_knows(&["a", "b"]);
+        assert!(!f.mirror.covers(&any, f.now() - MIN, f.now()), "b is not heard here");
+        f.backend_knows(&["a"]);
+        assert!(f.mirror.covers(&any, f.now() - MIN, f.now()));
+        // Without a fresh backend view nothing is covered.
+        f.advance(3 * MIN + 1);
+        f.write("a", 1.0);
+        assert!(!f.mirror.covers(&any, f.now() - MIN, f.now()));
+    }
+
+    #[test]
+    fn a_refused_write_or_a_new_selector_set_starts_coverage_again() {
+        let f = fixture();
+        for _ in 0..14 {
+            f.write("a", 1.0);
+            f.advance(30_000);
+        }
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        assert!(f.covers_up("a", 5 * MIN));
+        assert!(f.mirror.ingest_body(b"not snappy").is_err());
+        assert!(!f.covers_up("a", 5 * MIN), "the refused write's samples are lost");
+        assert!(!f.covers_up("a", 0), "within the margin");
+        f.advance(2 * MIN);
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        assert!(f.covers_up("a", MIN - 1));
+        f.mirror.set_selectors(vec![vec![Matcher::equal(METRIC_NAME, "up")]]);
+        assert!(!f.covers_up("a", 0));
+    }
+
+    #[test]
+    fn names_never_received_need_the_backend_to_lack_them_and_histograms_are_never_covered() {
+        let f = fixture();
+        f.mirror.set_selectors(vec![
+            vec![Matcher::equal(METRIC_NAME, "up")],
+            vec![Matcher::equal(METRIC_NAME, "gone")],
+            vec![Matcher::equal(METRIC_NAME, "h")],
+        ]);
+        for _ in 0..14 {
+            f.write("a", 1.0);
+            f.advance(30_000);
+        }
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        let gone = [Matcher::equal(METRIC_NAME, "gone")];
+        assert!(!f.mirror.covers(&gone, f.now() - MIN, f.now()), "not yet asked");
+        assert!(f.mirror.refresh_due(), "the unseen name is asked at the next refresh");
+        {
+            let mut st = f.mirror.state();
+            st.unseen.clear();
+            st.backend.asked.insert("gone".into());
+        }
+        assert!(
+            f.mirror.covers(&gone, f.now() - MIN, f.now()),
+            "absent at the backend too"
+        );
+        f.mirror.state().backend.present.insert("gone".into());
+        assert!(
+            !f.mirror.covers(&gone, f.now() - MIN, f.now()),
+            "the backend has it from elsewhere"
+        );
+
+        f.mirror.ingest(vec![WriteSeries {
+            labels: Labels::from_pairs([("__name__", "h"), ("cluster", "a")]),
+            samples: Vec::new(),
+            histograms: 1,
+        }]);
+        let h = [Matcher::equal(METRIC_NAME, "h")];
+        assert!(!f.mirror.covers(&h, f.now() - MIN, f.now()));
+        let open = [Matcher::regex(METRIC_NAME, "u.*").unwrap()];
+        assert!(
+            !f.mirror.covers(&open, f.now() - MIN, f.now()),
+            "names cannot be listed"
+        );
+    }
+
+    #[test]
+    fn only_kept_series_are_stored_and_compaction_drops_what_is_past_the_retention() {
+        let f = fixture();
+        f.write("a", 1.0);
+        f.write("b", 1.0);
+        assert_eq!(f.mirror.stats().series, 1, "cluster b is read by no selector");
+        let t0 = f.now();
+        for _ in 0..200 {
+            f.advance(30_000);
+            f.write("a", 2.0);
+        }
+        let all = [Matcher::equal(METRIC_NAME, "up")];
+        let kept = f.mirror.select(&all, 0, f.now()).unwrap();
+        assert_eq!(kept.len(), 1);
+        assert!(kept[0].samples[0].0 > t0, "the first sample is past the retention");
+        assert!(kept[0].samples[0].0 >= f.now() - 65 * MIN - 30 * MIN);
+    }
+
+    #[test]
+    fn expressions_are_covered_by_every_window_they_read() {
+        let f = fixture();
+        for _ in 0..14 {
+            f.write("a", 1.0);
+            f.advance(30_000);
+        }
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        let e = |s: &str| crate::promql::parse(s).unwrap();
+        let t = f.now();
+        assert!(f.mirror.covers_expr(&e("sum(up{cluster=\"a\"})"), t, t));
+        assert!(f.mirror.covers_expr(&e("rate(up{cluster=\"a\"}[2m])"), t, t));
+        assert!(
+            !f.mirror.covers_expr(&e("rate(up{cluster=\"a\"}[10m])"), t, t),
+            "before coverage"
+        );
+        assert!(!f.mirror.covers_expr(&e("up{cluster=\"a\"} offset 5m"), t, t));
+        assert!(!f
+            .mirror
+            .covers_expr(&e("up{cluster=\"a\"} and up{cluster=\"b\"}"), t, t));
+        assert!(
+            !f.mirror.covers_expr(&e("vector(1)"), t, t),
+            "reads nothing: nothing to gain"
+        );
+    }
+}

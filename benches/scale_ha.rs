@@ -48,6 +48,8 @@ struct Config {
     replicas: usize,
     phases: String,
     quick: bool,
+    /// W with the mirror: Prometheus (the agents' stand-in) remote-writes to every replica.
+    mirror: bool,
 }
 
 fn env_num<T: std::str::FromStr>(k: &str, default: T) -> Result<T>
@@ -86,6 +88,7 @@ fn config() -> Result<Config> {
         replicas: env_num("WATCHFIRE_SCALE_REPLICAS", 2)?,
         phases: env_nonempty("WATCHFIRE_SCALE_PHASES").unwrap_or_else(|| "pwpv".into()),
         quick,
+        mirror: env_nonempty("WATCHFIRE_SCALE_MIRROR").is_some_and(|v| v != "0"),
     };
     if c.series == 0 || c.rules == 0 || c.intervals == 0 || c.interval_s == 0 || c.shards == 0 || c.replicas == 0 {
         bail!("WATCHFIRE_SCALE_{{SERIES,RULES,INTERVALS,INTERVAL_S,SHARDS,REPLICAS}} must be > 0");
@@ -587,7 +590,17 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         interval: format!("{}s", cfg.interval_s),
         webhook_url: recorder.url("/hook"),
         source_timeout: format!("{}s", cfg.interval_s),
-        log_filter: "warn".into(),
+        log_filter: if cfg.mirror {
+            "warn,watchfire::source::mirror=info"
+        } else {
+            "warn"
+        }
+        .into(),
+        // A shorter margin than the default minute, so the phase's warm-up is shorter; the
+        // retention (1h) and the rest are watchfire's defaults.
+        mirror: cfg
+            .mirror
+            .then(|| "{sender_label: cluster, start_margin: 30s}".to_string()),
     };
     let wdir = cfg.dir.join("watchfire");
     if wdir.exists() {
@@ -616,6 +629,81 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
             took.as_secs_f64()
         );
     }
+    if cfg.mirror {
+        // The agents' stand-in writes every sample it scrapes to every replica, as an agent
+        // with one remote_write per replica would; the replicas answer from the copy what it
+        // covers once their margin passed and the backend's history was copied.
+        prom.remote_writes = replicas
+            .iter()
+            .map(|r| format!("http://127.0.0.1:{}/api/v1/write", r.port))
+            .collect();
+        prom.configure(None, Some(&log))?;
+        let t0 = Instant::now();
+        for r in &replicas {
+            loop {
+                let m = scrape(r.port)?;
+                if sum_of(&m, "watchfire_mirror_selects_total", |l| {
+                    l.get("answer").is_some_and(|a| a == "local")
+                }) > 0.0
+                {
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(900) {
+                    bail!(
+                        "shard {} replica {}: nothing answered from the mirror after 15 minutes:\n{}",
+                        r.shard,
+                        r.replica,
+                        common::tail(&r.log, 20)
+                    );
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+        // Backfills (one of every sender, then one of each sender that began later) are
+        // warm-up, not the measured work.
+        for r in &replicas {
+            loop {
+                let m = scrape(r.port)?;
+                if sum_of(&m, "watchfire_mirror_backfills_total", |_| true) >= 1.0
+                    && sum_of(&m, "watchfire_mirror_backfilling", |_| true) == 0.0
+                {
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(900) {
+                    bail!(
+                        "shard {} replica {}: still backfilling after 15 minutes",
+                        r.shard,
+                        r.replica
+                    );
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+        eprintln!(
+            "[W] every replica answers from its mirror, backfilled, after {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    let mirror_counts = |replicas: &[Replica]| -> Result<Vec<[f64; 4]>> {
+        replicas
+            .iter()
+            .map(|r| {
+                let m = scrape(r.port)?;
+                let sel = |a: &str| {
+                    sum_of(&m, "watchfire_mirror_selects_total", |l| {
+                        l.get("answer").is_some_and(|x| x == a)
+                    })
+                };
+                Ok([
+                    sum_of(&m, "watchfire_mirror_expressions_local_total", |_| true),
+                    sel("local"),
+                    sel("backend"),
+                    sum_of(&m, "watchfire_mirror_samples_received_total", |_| true),
+                ])
+            })
+            .collect()
+    };
+    let mirror0 = mirror_counts(&replicas)?;
     let mut groups = Vec::new();
     let mut watched = Vec::new();
     for r in &replicas {
@@ -666,6 +754,24 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         }
     }
     let deliveries = recorder.count() - delivered0;
+    if cfg.mirror {
+        let mirror1 = mirror_counts(&replicas)?;
+        for ((r, a), b) in replicas.iter().zip(&mirror0).zip(&mirror1) {
+            let d = |k: usize| (b[k] - a[k]) / n;
+            let m = scrape(r.port)?;
+            println!(
+                "[W] mirror of shard {} r{} per interval: {:.0} expressions (and parts) evaluated over it, selectors {:.0} from it / {:.0} from the backend; {:.0} samples received; {:.0} series kept",
+                r.shard,
+                r.replica,
+                d(0),
+                d(1),
+                d(2),
+                d(3),
+                sum_of(&m, "watchfire_mirror_series", |_| true)
+            );
+        }
+        prom.remote_writes.clear();
+    }
     for r in replicas.iter_mut() {
         r.guard.stop();
     }
@@ -866,7 +972,7 @@ fn run() -> Result<bool> {
     let per_cluster = scale::rules_per_cluster(&cfg.manifest, &cfg.mixin)?;
     let clusters = scale::clusters_for(cfg.rules, per_cluster);
     eprintln!(
-        "[bench] {}{} series, {} rules ({per_cluster} a cluster: {clusters} clusters), {} x {} s intervals, {} shards x {} replicas, phases {}, {cpus} CPUs, dir {}",
+        "[bench] {}{} series, {} rules ({per_cluster} a cluster: {clusters} clusters), {} x {} s intervals, {} shards x {} replicas, phases {}{}, {cpus} CPUs, dir {}",
         if cfg.quick { "quick: " } else { "" },
         cfg.series,
         cfg.rules,
@@ -875,6 +981,11 @@ fn run() -> Result<bool> {
         cfg.shards,
         cfg.replicas,
         cfg.phases,
+        if cfg.mirror {
+            " (W with the mirror: Prometheus, the agents' stand-in, remote-writes every sample to every replica)"
+        } else {
+            ""
+        },
         cfg.dir.display()
     );
 

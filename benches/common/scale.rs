@@ -2573,6 +2573,9 @@ pub struct Prometheus {
     clusters: Vec<String>,
     scrape_interval: String,
     eval_interval: String,
+    /// Where it remote-writes what it scrapes (the mirror phase: every replica), with the
+    /// replicas' token.
+    pub remote_writes: Vec<String>,
 }
 
 impl Prometheus {
@@ -2604,6 +2607,7 @@ impl Prometheus {
             clusters: clusters.to_vec(),
             scrape_interval: scrape_interval.into(),
             eval_interval: eval_interval.into(),
+            remote_writes: Vec::new(),
         };
         p.write_config(None, None)?;
         let log = std::fs::File::create(&log_path)?;
@@ -2645,8 +2649,20 @@ impl Prometheus {
                 q(c)
             );
         }
-        // One target per cluster on one address: `instance` = the cluster keeps their own `up` apart.
-        t.push_str("    relabel_configs:\n      - source_labels: [__param_cluster]\n        target_label: instance\n");
+        // One target per cluster on one address: `instance` = the cluster keeps their own `up` apart,
+        // and `cluster` on `up` too, as AMP's external label puts it on every series of an agent.
+        t.push_str("    relabel_configs:\n      - source_labels: [__param_cluster]\n        target_label: instance\n      - source_labels: [__param_cluster]\n        target_label: cluster\n");
+        if !self.remote_writes.is_empty() {
+            t.push_str("remote_write:\n");
+            for u in &self.remote_writes {
+                let _ = writeln!(
+                    t,
+                    "  - url: {}\n    authorization:\n      credentials: {}",
+                    q(u),
+                    q(REPLICA_TOKEN)
+                );
+            }
+        }
         std::fs::write(&self.conf, t)?;
         Ok(())
     }
@@ -2760,6 +2776,9 @@ pub struct ReplicaConfig {
     pub source_timeout: String,
     /// `RUST_LOG` of the replicas.
     pub log_filter: String,
+    /// The source's `mirror:` block (YAML flow mapping), when the agents remote-write to the
+    /// replicas.
+    pub mirror: Option<String>,
 }
 
 pub const REPLICA_TOKEN: &str = "scale-bench-token";
@@ -2781,7 +2800,7 @@ impl Replica {
             &conf,
             format!(
                 "# written by benches/common/scale.rs: shard {shard}/{total}, replica {replica}\n\
-                 sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}}}\n\
+                 sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}{mirror}}}\n\
                  rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\nstate_dir: state\n\
                  external_labels: {{replica: {replica_q}}}\n\
                  http:\n  listen: 127.0.0.1:{port}\n  bearer_token_env: WATCHFIRE_SCALE_TOKEN\n",
@@ -2790,6 +2809,7 @@ impl Replica {
                 rules = q(&cfg.rules_glob),
                 interval = cfg.interval,
                 replica_q = q(&format!("r{replica}")),
+                mirror = cfg.mirror.as_ref().map(|m| format!(", mirror: {m}")).unwrap_or_default(),
                 // The source's request knobs, when a run sets them (else watchfire's defaults).
                 concurrency = [
                     ("WATCHFIRE_SCALE_QUERY_CONCURRENCY", "query_concurrency"),

@@ -632,7 +632,7 @@ pub fn render_mirror_metrics(m: &crate::source::Mirror) -> String {
     let stats = m.stats();
     let src = [("source", m.source_name())];
     let mut x = Exposition::default();
-    let counters: [(&str, &str, u64); 5] = [
+    let counters: [(&str, &str, u64); 6] = [
         (
             "watchfire_mirror_writes_total",
             "Remote-write requests stored.",
@@ -655,8 +655,13 @@ pub fn render_mirror_metrics(m: &crate::source::Mirror) -> String {
         ),
         (
             "watchfire_mirror_refreshes_failed_total",
-            "Failed questions to the backend about its senders.",
+            "Failed questions to the backend (its senders, a backfill).",
             c.refreshes_failed.load(Relaxed),
+        ),
+        (
+            "watchfire_mirror_backfills_total",
+            "Backfills of the mirror from the backend.",
+            c.backfills.load(Relaxed),
         ),
     ];
     for (name, help, v) in counters {

@@ -43,7 +43,9 @@ pub struct MirrorConfig {
     pub sender_label: String,
     /// How far back the mirror keeps samples; longer windows go to the backend.
     pub retention_ms: i64,
-    /// A sender silent for longer is not live: the selectors reading it go to the backend.
+    /// A sender whose newest sample is older is not live: the selectors reading it go to the
+    /// backend. It must exceed the senders' scrape interval plus their queue's flush delay
+    /// (`batch_send_deadline`, 5 s).
     pub max_silence_ms: i64,
     /// How long after a sender's first write its data counts as complete.
     pub start_margin_ms: i64,
@@ -59,7 +61,7 @@ impl Default for MirrorConfig {
         MirrorConfig {
             sender_label: "cluster".into(),
             retention_ms: 3_600_000,
-            max_silence_ms: 30_000,
+            max_silence_ms: 60_000,
             start_margin_ms: 60_000,
             refresh_ms: 60_000,
             senders_query: String::new(),
@@ -92,11 +94,13 @@ struct BackendView {
     asked: HashSet<String>,
 }
 
-/// A sender: when its first and latest writes arrived (ms, the mirror's clock).
+/// A sender: when its first write arrived (ms, the mirror's clock), and its newest sample's
+/// time. A sender whose queue falls behind is as stale as one that stopped: liveness reads the
+/// samples' times, not the requests'.
 #[derive(Clone, Copy)]
 struct Sender {
     first_ms: i64,
-    last_ms: i64,
+    newest_ms: i64,
 }
 
 /// A matcher as a comparable key.
@@ -201,8 +205,10 @@ struct State {
     /// Names selectors asked about that the mirror has not received, for the next refresh.
     unseen: HashSet<String>,
     last_compact_ms: i64,
-    /// The last backfill from the backend, while no data was lost since.
-    backfill: Option<Backfill>,
+    /// The last backfill of every sender, while no data was lost since.
+    full: Option<Backfill>,
+    /// Backfills of senders that began writing after it.
+    per_sender: HashMap<String, Backfill>,
     /// Whether a backfill is under way.
     backfilling: bool,
 }
@@ -217,9 +223,25 @@ struct Backfill {
 }
 
 impl State {
-    /// The backfill that still holds: none after data was lost.
-    fn backfill(&self) -> Option<Backfill> {
-        self.backfill.filter(|b| b.since == self.since_ms)
+    /// From when sender `name`'s data here is complete: a backfill's start when it was
+    /// writing here by the backfill (and nothing was lost since), else its first write and
+    /// the floor, plus the margin.
+    fn sender_floor(&self, name: &str, s: &Sender, margin: i64) -> i64 {
+        let holds = |b: &Backfill| b.since == self.since_ms && s.first_ms + margin <= b.at;
+        if let Some(b) = self.full.filter(holds) {
+            return b.from;
+        }
+        if let Some(b) = self.per_sender.get(name).filter(|b| holds(b)) {
+            return b.from;
+        }
+        s.first_ms.max(self.since_ms) + margin
+    }
+
+    /// From when everything here is complete, whichever sender wrote it.
+    fn floor(&self, margin: i64) -> i64 {
+        self.full
+            .filter(|b| b.since == self.since_ms)
+            .map_or(self.since_ms + margin, |b| b.from)
     }
 }
 
@@ -234,6 +256,7 @@ pub struct MirrorCounters {
     pub selects_backend: AtomicU64,
     pub exprs_local: AtomicU64,
     pub refreshes_failed: AtomicU64,
+    pub backfills: AtomicU64,
 }
 
 /// A point-in-time view of the mirror, for `/metrics` and the logs.
@@ -244,6 +267,7 @@ pub struct MirrorStats {
     pub senders_silent: usize,
     pub backend_senders: usize,
     pub backend_answered_ms: Option<i64>,
+    pub backfilling: bool,
 }
 
 /// The mirror of one Prometheus source.
@@ -291,7 +315,8 @@ impl Mirror {
                 backend: BackendView::default(),
                 unseen: HashSet::new(),
                 last_compact_ms: t,
-                backfill: None,
+                full: None,
+                per_sender: HashMap::new(),
                 backfilling: false,
             }),
             refreshing: Mutex::new(()),
@@ -357,12 +382,20 @@ impl Mirror {
             let mut st = self.state();
             for s in series {
                 received += s.samples.len();
-                let sender = s.labels.get(&self.cfg.sender_label).unwrap_or("").to_string();
-                let e = st.senders.entry(sender).or_insert(Sender {
-                    first_ms: now,
-                    last_ms: now,
-                });
-                e.last_ms = now;
+                let sender = s.labels.get(&self.cfg.sender_label).unwrap_or("");
+                let newest = s.samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
+                match st.senders.get_mut(sender) {
+                    Some(e) => e.newest_ms = e.newest_ms.max(newest),
+                    None => {
+                        st.senders.insert(
+                            sender.to_string(),
+                            Sender {
+                                first_ms: now,
+                                newest_ms: newest,
+                            },
+                        );
+                    }
+                }
                 if let Some(n) = s.labels.metric_name() {
                     if !st.names.contains(n) {
                         st.names.insert(n.to_string());
@@ -459,8 +492,6 @@ impl Mirror {
             }
         }
         let on_sender: Vec<&Matcher> = matchers.iter().filter(|m| m.name == self.cfg.sender_label).collect();
-        let since = st.since_ms;
-        let backfill = st.backfill();
         let margin = self.cfg.start_margin_ms;
         for s in &st.backend.senders {
             if !on_sender.iter().all(|m| m.matches(s)) {
@@ -469,19 +500,13 @@ impl Mirror {
             let Some(here) = st.senders.get(s) else {
                 return false;
             };
-            // A sender writing here since before a backfill is complete from the backfill's
-            // start; one that began later, from its first write.
-            let floor = match backfill {
-                Some(b) if here.first_ms + margin <= b.at => b.from,
-                _ => here.first_ms.max(since) + margin,
-            };
-            if now - here.last_ms > self.cfg.max_silence_ms || floor > mint {
+            if now.saturating_sub(here.newest_ms) > self.cfg.max_silence_ms || st.sender_floor(s, here, margin) > mint {
                 return false;
             }
         }
         // A sender only the mirror knows wrote everything it wrote here too; the floor still
         // holds for what arrived before a lost write.
-        backfill.map_or(since + margin, |b| b.from) <= mint
+        st.floor(margin) <= mint
     }
 
     /// Whether every selector of `expr`, evaluated at each time in `[tmin, tmax]`, is covered.
@@ -506,32 +531,47 @@ impl Mirror {
         st.backend.at_ms.is_none_or(|at| now - at >= self.cfg.refresh_ms) || !st.unseen.is_empty()
     }
 
-    /// Starts a backfill on a thread of its own when one is due: the writes have been
-    /// complete for `start_margin` and nothing backfilled since.
+    /// Starts a backfill on a thread of its own when one is due: of every sender once the
+    /// senders the backend knows have written here for `start_margin` (or the first of them
+    /// twice that), and after that of each sender that began writing later. Not while the
+    /// writes have been complete for less than the margin (after a lost write).
     pub fn backfill_if_due(self: &Arc<Self>, backend: &Arc<PrometheusSource>) {
         let now = (self.now)();
-        let since = {
+        let (since, senders) = {
             let mut st = self.state();
             let margin = self.cfg.start_margin_ms;
-            // Due when nothing holds, or a sender began writing after the last one (its
-            // history is not here yet); not before the writes have been complete for the margin.
-            let due = match st.backfill() {
-                None => true,
-                Some(b) => st
-                    .senders
-                    .values()
-                    .any(|s| s.first_ms + margin > b.at && s.first_ms + margin <= now),
-            };
-            if !due
-                || st.backfilling
-                || now < st.since_ms + margin
-                || st.keep.sets.is_empty()
-                || st.backend.at_ms.is_none()
-            {
+            if st.backfilling || now < st.since_ms + margin || st.keep.sets.is_empty() || st.backend.at_ms.is_none() {
                 return;
             }
+            let settled = |s: &Sender| s.first_ms + margin <= now;
+            let plan = if st.full.is_some_and(|b| b.since == st.since_ms) {
+                let mut pending: Vec<String> = st
+                    .senders
+                    .iter()
+                    .filter(|(n, s)| settled(s) && st.sender_floor(n, s, margin) > st.floor(margin))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                pending.sort();
+                (!pending.is_empty()).then_some(Some(pending))
+            } else {
+                let go = match st.senders.values().map(|s| s.first_ms).min() {
+                    None => st.backend.senders.is_empty(),
+                    Some(first) => {
+                        first + 2 * margin <= now
+                            || st
+                                .backend
+                                .senders
+                                .iter()
+                                .all(|n| st.senders.get(n).is_some_and(settled))
+                    }
+                };
+                go.then_some(None)
+            };
+            let Some(senders) = plan else {
+                return;
+            };
             st.backfilling = true;
-            st.since_ms
+            (st.since_ms, senders)
         };
         let me = Arc::clone(self);
         let backend = Arc::clone(backend);
@@ -539,10 +579,11 @@ impl Mirror {
             .name("mirror-backfill".into())
             .spawn(move || {
                 let started = std::time::Instant::now();
-                match me.backfill(&backend, now, since) {
-                    Ok(n) => tracing::info!(
-                        "mirror of {}: backfilled {n} series from the backend in {:.1} s",
+                match me.backfill(&backend, now, since, senders.as_deref()) {
+                    Ok((n, q)) => tracing::info!(
+                        "mirror of {}: backfilled {n} series ({}) from the backend in {:.1} s, {q} queries",
                         me.source_name,
+                        senders.as_ref().map_or("every sender".into(), |s| format!("senders {s:?}")),
                         started.elapsed().as_secs_f64()
                     ),
                     Err(e) => {
@@ -560,20 +601,71 @@ impl Mirror {
         }
     }
 
-    /// Copies the backend's samples of every kept selector over the retention (and lookback)
-    /// before `at` into the store. Range answers carry no staleness markers, so a series the
-    /// backend no longer shows at `at` gets one just after its last sample, as it had there.
-    fn backfill(&self, backend: &PrometheusSource, at: i64, since: i64) -> Result<usize, SourceError> {
+    /// Copies the backend's samples of the kept selectors over the retention (and lookback)
+    /// before `at` into the store: of `senders` only, or all. One range and one instant query a
+    /// metric name (narrowed to the senders the name's selectors name, when they all do), the
+    /// answer filtered to the kept series. Range answers carry no staleness markers, so a series
+    /// the backend no longer shows at `at` gets one just after its last sample, as it had there.
+    /// Returns the series and the queries.
+    fn backfill(
+        &self,
+        backend: &PrometheusSource,
+        at: i64,
+        since: i64,
+        senders: Option<&[String]>,
+    ) -> Result<(usize, usize), SourceError> {
         let window = self.cfg.retention_ms + self.lookback_ms;
-        let sets = self.state().keep.sets.clone();
+        let keep = Keep::new(self.state().keep.sets.clone());
+        let label = &self.cfg.sender_label;
+        // Per name: the sender values its selectors name (None: some selector reads any).
+        let mut by_name: HashMap<&str, Option<HashSet<&str>>> = HashMap::new();
+        for (name, ids) in &keep.by_name {
+            let mut values: Option<HashSet<&str>> = Some(HashSet::new());
+            for &i in ids {
+                let eq = keep.sets[i]
+                    .iter()
+                    .find(|m| m.name == *label && matches!(m.op, MatchOp::Equal));
+                match (eq, values.as_mut()) {
+                    (Some(m), Some(v)) => {
+                        v.insert(m.value.as_str());
+                    }
+                    _ => values = None,
+                }
+            }
+            by_name.insert(name.as_str(), values);
+        }
+        let bad = |e: regex::Error| SourceError::Unavailable {
+            source_name: self.source_name.clone(),
+            message: format!("backfill selector: {e}"),
+        };
         let mut fetched: HashMap<Labels, Vec<(i64, f64)>> = HashMap::new();
         let mut visible: HashSet<Labels> = HashSet::new();
-        // Only selectors whose names can be listed are ever kept (and covered).
-        for set in sets.iter().filter(|s| selector_names(s).is_some()) {
-            for s in backend.select(set, at - window, at)? {
-                fetched.entry(s.labels).or_default().extend(s.samples);
+        let mut queries = 0;
+        let mut names: Vec<_> = by_name.into_iter().collect();
+        names.sort_by_key(|(n, _)| *n);
+        for (name, values) in names {
+            let wanted: Option<Vec<&str>> = match (senders, values) {
+                (Some(s), Some(v)) => Some(s.iter().map(String::as_str).filter(|x| v.contains(x)).collect()),
+                (Some(s), None) => Some(s.iter().map(String::as_str).collect()),
+                (None, Some(v)) => Some(v.into_iter().collect()),
+                (None, None) => None,
+            };
+            let mut ms = vec![Matcher::equal(METRIC_NAME, name)];
+            if let Some(mut w) = wanted {
+                if w.is_empty() {
+                    continue;
+                }
+                w.sort();
+                let alternatives: Vec<String> = w.iter().map(|v| regex::escape(v)).collect();
+                ms.push(Matcher::regex(label, &alternatives.join("|")).map_err(bad)?);
             }
-            for s in backend.instant_query_blocking(&selector_text(set), at)? {
+            queries += 2;
+            for s in backend.select(&ms, at - window, at)? {
+                if keep.keeps(&s.labels) {
+                    fetched.entry(s.labels).or_default().extend(s.samples);
+                }
+            }
+            for s in backend.instant_query_blocking(&selector_text(&ms), at)? {
                 visible.insert(s.labels);
             }
         }
@@ -591,20 +683,29 @@ impl Mirror {
                 fresh.append_id(id, last + 1, crate::promql::stale_nan());
             }
         }
-        // What arrived meanwhile goes on top, in order; writes wait for the swap.
+        // What the store holds goes on top, in order; writes wait for the swap.
         let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
         store.copy_range_into(&mut fresh, i64::MIN, i64::MAX);
         *store = fresh;
         drop(store);
+        self.counters.backfills.fetch_add(1, Ordering::Relaxed);
+        let mark = Backfill {
+            at,
+            from: at - window + 1,
+            since,
+        };
         let mut st = self.state();
         if st.since_ms == since {
-            st.backfill = Some(Backfill {
-                at,
-                from: at - window + 1,
-                since,
-            });
+            match senders {
+                None => st.full = Some(mark),
+                Some(list) => {
+                    for s in list {
+                        st.per_sender.insert(s.clone(), mark);
+                    }
+                }
+            }
         }
-        Ok(n)
+        Ok((n, queries))
     }
 
     /// Asks the backend which senders it knows and which of the names asked about (and not
@@ -673,7 +774,7 @@ impl Mirror {
         let live = st
             .senders
             .values()
-            .filter(|s| now - s.last_ms <= self.cfg.max_silence_ms)
+            .filter(|s| now.saturating_sub(s.newest_ms) <= self.cfg.max_silence_ms)
             .count();
         MirrorStats {
             series,
@@ -681,6 +782,7 @@ impl Mirror {
             senders_silent: st.senders.len() - live,
             backend_senders: st.backend.senders.len(),
             backend_answered_ms: st.backend.at_ms,
+            backfilling: st.backfilling,
         }
     }
 }
@@ -779,7 +881,7 @@ mod tests {
         assert!(!f.covers_up("a", 6 * MIN), "not before the first write plus the margin");
         assert!(!f.covers_up("a", 2 * 60 * MIN), "beyond the retention");
         // Silent for longer than max_silence: back to the backend.
-        f.advance(31_000);
+        f.advance(61_000);
         f.backend_knows(&["a"]);
         assert!(!f.covers_up("a", 5 * MIN));
     }
@@ -898,6 +1000,60 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert!(kept[0].samples[0].0 > t0, "the first sample is past the retention");
         assert!(kept[0].samples[0].0 >= f.now() - 65 * MIN - 30 * MIN);
+    }
+
+    #[test]
+    fn a_backfill_covers_its_window_for_the_senders_writing_by_then_until_data_is_lost() {
+        let f = fixture();
+        f.write("a", 1.0);
+        f.advance(2 * MIN);
+        f.write("a", 1.0);
+        f.write("b", 1.0);
+        f.mirror.set_selectors(vec![vec![Matcher::equal(METRIC_NAME, "up")]]);
+        f.backend_knows(&["a", "b"]);
+        let any = [Matcher::equal(METRIC_NAME, "up")];
+        let back = |m: i64| f.now() - m * MIN;
+        assert!(
+            !f.mirror.covers(&any, back(5), f.now()),
+            "no backfill yet: two minutes of writes"
+        );
+        let mark = |from_min: i64| Backfill {
+            at: f.now(),
+            from: back(from_min),
+            since: f.mirror.state().since_ms,
+        };
+        // A full backfill made now: b began writing less than the margin ago, so only its
+        // own writes count for it.
+        let full = mark(65);
+        f.mirror.state().full = Some(full);
+        let a_only = [Matcher::equal(METRIC_NAME, "up"), Matcher::equal("cluster", "a")];
+        assert!(
+            f.mirror.covers(&a_only, back(60), f.now()),
+            "a wrote before the backfill"
+        );
+        assert!(
+            !f.mirror.covers(&a_only, back(66), f.now()),
+            "not before the backfill's start"
+        );
+        assert!(!f.mirror.covers(&any, back(5), f.now()), "b's history is not here");
+        f.mirror.state().per_sender.insert(
+            "b".into(),
+            Backfill {
+                at: f.now() + MIN,
+                ..full
+            },
+        );
+        f.advance(MIN);
+        f.write("a", 1.0);
+        f.write("b", 1.0);
+        f.backend_knows(&["a", "b"]);
+        assert!(
+            f.mirror.covers(&any, back(60), f.now()),
+            "b backfilled once it had written for the margin"
+        );
+        // A refused write loses data: no backfill holds until the next one.
+        f.mirror.lost_data();
+        assert!(!f.mirror.covers(&a_only, back(1), f.now()));
     }
 
     #[test]

@@ -31,6 +31,7 @@ use promql_parser::parser::Expr;
 
 use super::embedded::SharedStore;
 use super::prometheus::PrometheusSource;
+#[cfg(test)]
 use super::remote_write::WriteSeries;
 use super::{Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
@@ -149,15 +150,15 @@ impl Keep {
     }
 
     fn keeps(&self, labels: &Labels) -> bool {
-        let Some(name) = labels.metric_name() else {
-            return false;
-        };
+        self.keeps_by(|n| labels.get(n).unwrap_or(""))
+    }
+
+    /// [`Keep::keeps`] of a series read through `get` (a label's value, "" when absent).
+    fn keeps_by<'a>(&self, get: impl Fn(&str) -> &'a str) -> bool {
+        let name = get(METRIC_NAME);
         self.by_name.get(name).is_some_and(|ids| {
-            ids.iter().any(|&i| {
-                self.sets[i]
-                    .iter()
-                    .all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
-            })
+            ids.iter()
+                .any(|&i| self.sets[i].iter().all(|m| m.matches(get(&m.name))))
         })
     }
 
@@ -353,11 +354,25 @@ impl Mirror {
         }
     }
 
-    /// One remote-write request body (snappy-compressed protobuf). A body that does not decode
-    /// is refused, and since its samples are lost, coverage starts again.
+    /// One remote-write request body (snappy-compressed protobuf): its series are read where
+    /// they lie in the decoded buffer, and only those the shard's selectors keep are copied. A
+    /// body that does not decode is refused whole, and since its samples are lost, coverage
+    /// starts again.
     pub fn ingest_body(&self, body: &[u8]) -> Result<usize, IngestError> {
-        match super::remote_write::decode(body, MAX_DECODED_BYTES) {
-            Ok(series) => Ok(self.ingest(series)),
+        let now = (self.now)();
+        let mut kept: Vec<(Labels, Vec<(i64, f64)>)> = Vec::new();
+        let mut received = 0usize;
+        let decoded = {
+            let mut st = self.state();
+            super::remote_write::decode_each(body, MAX_DECODED_BYTES, |s| {
+                received += s.samples.len();
+                if self.observe(&mut st, |n| s.get(n), &s.samples, s.histograms, now) {
+                    kept.push((s.labels(), s.samples));
+                }
+            })
+        };
+        match decoded {
+            Ok(()) => Ok(self.store_kept(kept, received, now)),
             Err(e) => {
                 self.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
                 self.lost_data();
@@ -372,54 +387,55 @@ impl Mirror {
         self.state().since_ms = now;
     }
 
-    /// Stores a decoded write; returns the samples kept.
-    pub(crate) fn ingest(&self, series: Vec<WriteSeries>) -> usize {
-        let now = (self.now)();
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        let mut kept: Vec<WriteSeries> = Vec::new();
-        let mut received = 0usize;
-        {
-            let mut st = self.state();
-            for s in series {
-                received += s.samples.len();
-                let sender = s.labels.get(&self.cfg.sender_label).unwrap_or("");
-                let newest = s.samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
-                match st.senders.get_mut(sender) {
-                    Some(e) => e.newest_ms = e.newest_ms.max(newest),
-                    None => {
-                        st.senders.insert(
-                            sender.to_string(),
-                            Sender {
-                                first_ms: now,
-                                newest_ms: newest,
-                            },
-                        );
-                    }
-                }
-                if let Some(n) = s.labels.metric_name() {
-                    if !st.names.contains(n) {
-                        st.names.insert(n.to_string());
-                    }
-                    if s.histograms > 0 && !st.histogram_names.contains(n) {
-                        tracing::info!(
-                            "mirror of {}: {n} comes as native histograms, which the mirror does not keep; its selectors go to the backend",
-                            self.source_name
-                        );
-                        st.histogram_names.insert(n.to_string());
-                    }
-                }
-                if !s.samples.is_empty() && st.keep.keeps(&s.labels) {
-                    kept.push(s);
-                }
+    /// Notes a received series' sender, name and newest sample; whether to keep it.
+    fn observe<'a>(
+        &self,
+        st: &mut State,
+        get: impl Fn(&str) -> &'a str,
+        samples: &[(i64, f64)],
+        histograms: usize,
+        now: i64,
+    ) -> bool {
+        let sender = get(&self.cfg.sender_label);
+        let newest = samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
+        match st.senders.get_mut(sender) {
+            Some(e) => e.newest_ms = e.newest_ms.max(newest),
+            None => {
+                st.senders.insert(
+                    sender.to_string(),
+                    Sender {
+                        first_ms: now,
+                        newest_ms: newest,
+                    },
+                );
             }
         }
+        let name = get(METRIC_NAME);
+        if !name.is_empty() {
+            if !st.names.contains(name) {
+                st.names.insert(name.to_string());
+            }
+            if histograms > 0 && !st.histogram_names.contains(name) {
+                tracing::info!(
+                    "mirror of {}: {name} comes as native histograms, which the mirror does not keep; its selectors go to the backend",
+                    self.source_name
+                );
+                st.histogram_names.insert(name.to_string());
+            }
+        }
+        !samples.is_empty() && st.keep.keeps_by(get)
+    }
+
+    /// Appends the kept series of a write; returns the samples kept.
+    fn store_kept(&self, kept: Vec<(Labels, Vec<(i64, f64)>)>, received: usize, now: i64) -> usize {
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters.samples.fetch_add(received as u64, Ordering::Relaxed);
-        let n: usize = kept.iter().map(|s| s.samples.len()).sum();
+        let n: usize = kept.iter().map(|s| s.1.len()).sum();
         if !kept.is_empty() {
             let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
-            for s in kept {
-                let id = store.get_or_create(&s.labels);
-                for (t, v) in s.samples {
+            for (labels, samples) in kept {
+                let id = store.get_or_create(&labels);
+                for (t, v) in samples {
                     store.append_id(id, t, v);
                 }
             }
@@ -427,6 +443,30 @@ impl Mirror {
         self.counters.samples_kept.fetch_add(n as u64, Ordering::Relaxed);
         self.compact_if_due(now);
         n
+    }
+
+    /// Stores decoded series, as [`Mirror::ingest_body`] does; returns the samples kept.
+    #[cfg(test)]
+    fn ingest(&self, series: Vec<WriteSeries>) -> usize {
+        let now = (self.now)();
+        let mut kept = Vec::new();
+        let mut received = 0;
+        {
+            let mut st = self.state();
+            for s in series {
+                received += s.samples.len();
+                if self.observe(
+                    &mut st,
+                    |n| s.labels.get(n).unwrap_or(""),
+                    &s.samples,
+                    s.histograms,
+                    now,
+                ) {
+                    kept.push((s.labels, s.samples));
+                }
+            }
+        }
+        self.store_kept(kept, received, now)
     }
 
     /// Drops what is older than the retention (and series no selector keeps), every half

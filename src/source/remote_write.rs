@@ -16,14 +16,13 @@
 //! Exemplars, metadata and unknown fields are skipped; native histograms are only counted.
 //! The input is untrusted: every length is checked, nothing here can panic.
 
-// Nothing calls `decode` outside the tests until the HTTP receiver is wired in.
-
 use std::sync::Arc;
 
 use crate::labels::{Label, Labels};
 
-/// One series of a write request: its labels (sorted, empty values dropped), its float samples in
+/// One series of a write request, decoded whole (the tests' form): its labels (sorted, empty values dropped), its float samples in
 /// the order they came, and how many native histograms it carried (not decoded).
+#[cfg(test)]
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WriteSeries {
     pub(crate) labels: Labels,
@@ -61,11 +60,60 @@ pub(crate) enum RemoteWriteError {
 
 type Result<T> = std::result::Result<T, RemoteWriteError>;
 
+/// One series of a write request as it lies in the decoded buffer: its labels sorted and
+/// checked, still borrowed (empty values included), so that a receiver that keeps few of the
+/// series builds label sets only for those.
+pub(crate) struct SeriesRef<'a> {
+    pairs: Vec<(&'a str, &'a str)>,
+    pub(crate) samples: Vec<(i64, f64)>,
+    pub(crate) histograms: usize,
+}
+
+impl SeriesRef<'_> {
+    /// A label's value; an absent label reads as "", as in PromQL.
+    pub(crate) fn get(&self, name: &str) -> &str {
+        self.pairs
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .map(|i| self.pairs[i].1)
+            .unwrap_or("")
+    }
+
+    /// The label set, empty values dropped (`Labels` reads an empty value as an absent label).
+    pub(crate) fn labels(&self) -> Labels {
+        let labels = self
+            .pairs
+            .iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(name, value)| Label {
+                name: Arc::from(*name),
+                value: Arc::from(*value),
+            })
+            .collect();
+        Labels::from_sorted(labels)
+    }
+}
+
 /// Decodes a remote-write body: snappy block format around a protobuf `WriteRequest`.
 ///
 /// `max_decoded` bounds the decompressed size; it is checked against the size the snappy header
 /// declares before anything is allocated, since a small hostile body can declare gigabytes.
+#[cfg(test)]
 pub(crate) fn decode(body: &[u8], max_decoded: usize) -> Result<Vec<WriteSeries>> {
+    let mut out = Vec::new();
+    decode_each(body, max_decoded, |s| {
+        out.push(WriteSeries {
+            labels: s.labels(),
+            samples: s.samples,
+            histograms: s.histograms,
+        })
+    })?;
+    Ok(out)
+}
+
+/// [`decode`], handing each series to `each` as it is parsed. The whole body is checked: a
+/// malformed series fails the request, even after earlier series were handed over, so a caller
+/// that stores as it goes must treat an error as a partial write.
+pub(crate) fn decode_each(body: &[u8], max_decoded: usize, each: impl FnMut(SeriesRef<'_>)) -> Result<()> {
     let declared = snap::raw::decompress_len(body)?;
     if declared > max_decoded {
         return Err(RemoteWriteError::DecodedTooLarge {
@@ -74,7 +122,7 @@ pub(crate) fn decode(body: &[u8], max_decoded: usize) -> Result<Vec<WriteSeries>
         });
     }
     let raw = snap::raw::Decoder::new().decompress_vec(body)?;
-    parse(&raw)
+    parse(&raw, each)
 }
 
 // Protobuf wire types (https://protobuf.dev/programming-guides/encoding/).
@@ -86,27 +134,26 @@ const FIXED32: u8 = 5;
 /// The largest field number protobuf allows (2^29 - 1).
 const MAX_FIELD: u64 = (1 << 29) - 1;
 
-/// Parses an uncompressed `WriteRequest`.
-fn parse(mut buf: &[u8]) -> Result<Vec<WriteSeries>> {
+/// Parses an uncompressed `WriteRequest`, handing each series to `each`.
+fn parse<'a>(mut buf: &'a [u8], mut each: impl FnMut(SeriesRef<'a>)) -> Result<()> {
     const MSG: &str = "WriteRequest";
-    let mut series = Vec::new();
     while !buf.is_empty() {
         let (field, wire_type) = read_key(&mut buf, MSG)?;
         match field {
             1 => {
                 expect_wire_type(MSG, field, wire_type, LEN)?;
-                series.push(parse_series(read_len(&mut buf, MSG)?)?);
+                each(parse_series(read_len(&mut buf, MSG)?)?);
             }
             // Metadata (field 3) is of no use to us; the reserved field 2 and anything newer is
             // skipped like any unknown field.
             _ => skip(&mut buf, MSG, field, wire_type)?,
         }
     }
-    Ok(series)
+    Ok(())
 }
 
 /// Parses one `TimeSeries`.
-fn parse_series(mut buf: &[u8]) -> Result<WriteSeries> {
+fn parse_series(mut buf: &[u8]) -> Result<SeriesRef<'_>> {
     const MSG: &str = "TimeSeries";
     // Labels stay borrowed from the buffer until the set is known to be valid.
     let mut pairs: Vec<(&str, &str)> = Vec::new();
@@ -135,19 +182,15 @@ fn parse_series(mut buf: &[u8]) -> Result<WriteSeries> {
             _ => skip(&mut buf, MSG, field, wire_type)?,
         }
     }
-    Ok(WriteSeries {
-        labels: build_labels(pairs)?,
+    Ok(SeriesRef {
+        pairs: check_labels(pairs)?,
         samples,
         histograms,
     })
 }
 
-/// Sorts and checks a series' labels and builds the label set. Empty values are dropped, since
-/// `Labels` reads an empty value as an absent label (as Prometheus does).
-fn build_labels(mut pairs: Vec<(&str, &str)>) -> Result<Labels> {
-    if pairs.is_empty() {
-        return Ok(Labels::empty());
-    }
+/// Sorts a series' labels and refuses a name given twice.
+fn check_labels<'a>(mut pairs: Vec<(&'a str, &'a str)>) -> Result<Vec<(&'a str, &'a str)>> {
     // Senders should sort labels but are not required to.
     pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
     if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -155,15 +198,7 @@ fn build_labels(mut pairs: Vec<(&str, &str)>) -> Result<Labels> {
             name: w[0].0.to_owned(),
         });
     }
-    let labels = pairs
-        .into_iter()
-        .filter(|(_, value)| !value.is_empty())
-        .map(|(name, value)| Label {
-            name: Arc::from(name),
-            value: Arc::from(value),
-        })
-        .collect();
-    Ok(Labels::from_sorted(labels))
+    Ok(pairs)
 }
 
 /// Parses one `Label` into borrowed name and value; proto3 defaults both to "".
@@ -299,6 +334,19 @@ fn take<'a>(buf: &mut &'a [u8], n: usize, message: &'static str) -> Result<&'a [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole request, series by series (the visitor's answers collected).
+    fn parse(raw: &[u8]) -> Result<Vec<WriteSeries>> {
+        let mut out = Vec::new();
+        super::parse(raw, |s| {
+            out.push(WriteSeries {
+                labels: s.labels(),
+                samples: s.samples,
+                histograms: s.histograms,
+            })
+        })?;
+        Ok(out)
+    }
 
     /// Prometheus' staleness marker: a NaN that must survive bit for bit.
     const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;

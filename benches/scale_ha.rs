@@ -1449,6 +1449,23 @@ fn run() -> Result<bool> {
             show(v)
         );
     }
+    // Alerts one evaluator has active and the other not (or in another state): what to look
+    // at when the totals differ.
+    if let (Some(p), Some(w)) = (p, w) {
+        let keys: BTreeSet<&(String, String)> = p.alerts.keys().chain(w.alerts.keys()).collect();
+        for k in keys {
+            let (a, b) = (p.alerts.get(k), w.alerts.get(k));
+            if a != b {
+                println!(
+                    "  differs: {}{{cluster={}}}: Prometheus {} | watchfire {}",
+                    k.0,
+                    k.1,
+                    a.map_or("-", String::as_str),
+                    b.map_or("-", String::as_str)
+                );
+            }
+        }
+    }
     for ph in [p, w, v].into_iter().flatten() {
         let firing = ph.alerts.values().filter(|s| *s == "firing").count();
         println!(

@@ -770,7 +770,10 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
                 sum_of(&m, "watchfire_mirror_series", |_| true)
             );
         }
+        // Stopped while the replicas still answer: a queue to a stopped one would hold the
+        // reload up to its flush deadline (a minute).
         prom.remote_writes.clear();
+        prom.configure(None, Some(&log))?;
     }
     for r in replicas.iter_mut() {
         r.guard.stop();

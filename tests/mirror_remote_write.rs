@@ -17,20 +17,25 @@ use common::{free_port, get_json, wait_for, Prometheus};
 
 const TOKEN: &str = "mirr0r-t0ken";
 
-/// Serves `/metrics`: two GPUs' temperatures, the first one's settable.
+/// Serves `/metrics`: two GPUs' temperatures, the first one's settable, and their energy
+/// counters, growing unevenly with each scrape.
 fn exporter(temp: Arc<AtomicU64>) -> u16 {
+    let scrapes = Arc::new(AtomicU64::new(0));
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for conn in l.incoming().flatten() {
             let temp = Arc::clone(&temp);
+            let n = scrapes.fetch_add(1, Ordering::Relaxed);
             std::thread::spawn(move || {
                 let mut c = conn;
                 let mut buf = [0u8; 4096];
                 let _ = c.read(&mut buf);
                 let body = format!(
-                    "# TYPE gpu_temp gauge\ngpu_temp{{gpu=\"0\"}} {}\ngpu_temp{{gpu=\"1\"}} 50\n",
-                    temp.load(Ordering::Relaxed)
+                    "# TYPE gpu_temp gauge\ngpu_temp{{gpu=\"0\"}} {}\ngpu_temp{{gpu=\"1\"}} 50\n# TYPE gpu_energy_joules_total counter\ngpu_energy_joules_total{{gpu=\"0\"}} {}\ngpu_energy_joules_total{{gpu=\"1\"}} {}\n",
+                    temp.load(Ordering::Relaxed),
+                    n * n * 7 % 1000 + n * 300,
+                    n * 250 + n % 3
                 );
                 let _ = write!(
                     c,
@@ -79,6 +84,25 @@ fn common_escape(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// An instant vector answer as (labels, value) pairs, sorted.
+fn vector(answer: Option<serde_json::Value>) -> Vec<(String, String)> {
+    let answer = answer.expect("an answer");
+    assert_eq!(answer["status"], "success", "{answer}");
+    let mut out: Vec<(String, String)> = answer["data"]["result"]
+        .as_array()
+        .expect("a vector")
+        .iter()
+        .map(|r| {
+            (
+                r["metric"].to_string(),
+                r["value"][1].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Whether alert `name` is firing in watchfire's `/api/v1/alerts`.
@@ -146,7 +170,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     std::fs::write(root.join("token"), TOKEN).unwrap();
     std::fs::write(
         root.join("rules.yaml"),
-        "groups:\n  - name: gpus\n    interval: 1s\n    rules:\n      - record: a:gpu_temp:max\n        expr: max by (cluster) (gpu_temp{cluster=\"a\"})\n      - record: all:gpu_temp:count\n        expr: count(gpu_temp)\n      - alert: GpuHot\n        expr: gpu_temp{cluster=\"a\"} > 80\n",
+        "groups:\n  - name: gpus\n    interval: 1s\n    rules:\n      - record: a:gpu_temp:max\n        expr: max by (cluster) (gpu_temp{cluster=\"a\"})\n      - record: all:gpu_temp:count\n        expr: count(gpu_temp)\n      - alert: GpuHot\n        expr: gpu_temp{cluster=\"a\"} > 80\n      - record: a:gpu_energy:rate30s\n        expr: rate(gpu_energy_joules_total{cluster=\"a\"}[30s])\n",
     )
     .unwrap();
     std::fs::write(
@@ -157,7 +181,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     std::fs::write(
         root.join("watchfire.yaml"),
         format!(
-            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{pport}\n    mirror:\n      sender_label: cluster\n      start_margin: 3s\n      max_silence: 5s\n      refresh: 2s\n      retention: 10m\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nstate_dir: state\nhttp:\n  listen: '127.0.0.1:{wport}'\n  bearer_token_file: {}\n",
+            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{pport}\n    mirror:\n      sender_label: cluster\n      start_margin: 3s\n      max_silence: 5s\n      refresh: 2s\n      retention: 10m\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\npromql_compat: \"2\"\nstate_dir: state\nhttp:\n  listen: '127.0.0.1:{wport}'\n  bearer_token_file: {}\n",
             root.join("token").display()
         ),
     )
@@ -217,6 +241,50 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     // Both answers are the backend's: the count sees both clusters' GPUs.
     assert_eq!(query(wport, "all:gpu_temp:count"), Some(4.0));
     assert_eq!(query(wport, "a:gpu_temp:max"), Some(60.0));
+
+    // The same expressions at the same instant, over the mirror (watchfire's query API reads
+    // what the rules read) and at Prometheus: the same series and values.
+    let exprs = [
+        "gpu_temp{cluster=\"a\"}",
+        "rate(gpu_energy_joules_total{cluster=\"a\"}[30s])",
+        "sum by (gpu) (increase(gpu_energy_joules_total{cluster=\"a\"}[20s]))",
+        "max_over_time(gpu_temp{cluster=\"a\"}[15s]) - min_over_time(gpu_temp{cluster=\"a\"}[15s])",
+        "irate(gpu_energy_joules_total{cluster=\"a\"}[10s]) / on(gpu) group_left gpu_temp{cluster=\"a\"}",
+    ];
+    let at = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64
+        - 5_000.0)
+        / 1000.0;
+    let from_mirror = || {
+        metric(wport, local)
+            + metric(
+                wport,
+                "watchfire_mirror_selects_total{source=\"prom\",answer=\"local\"}",
+            )
+    };
+    let local_before = from_mirror();
+    for e in exprs {
+        let path = format!("/api/v1/query?query={}&time={at:.3}", common_escape(e));
+        let ours = vector(get_json(wport, &path));
+        let theirs = vector(get_json(pport, &path));
+        assert!(!ours.is_empty(), "{e}: no answer from watchfire");
+        if ours != theirs {
+            // The raw samples both hold, to tell a missing sample from a computation.
+            let raw = "gpu_energy_joules_total{cluster=\"a\"}[40s]";
+            let path = format!("/api/v1/query?query={}&time={at:.3}", common_escape(raw));
+            panic!(
+                "{e} at {at}:\nwatchfire over the mirror: {ours:?}\nPrometheus: {theirs:?}\nraw, watchfire: {}\nraw, Prometheus: {}",
+                get_json(wport, &path).unwrap_or_default()["data"],
+                get_json(pport, &path).unwrap_or_default()["data"]
+            );
+        }
+    }
+    assert!(
+        from_mirror() >= local_before + exprs.len() as f64,
+        "the query API's answers came from the mirror"
+    );
 
     // An alert evaluated over the mirror fires.
     temp.store(90, Ordering::Relaxed);

@@ -2801,7 +2801,7 @@ impl Replica {
             format!(
                 "# written by benches/common/scale.rs: shard {shard}/{total}, replica {replica}\n\
                  sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}{mirror}}}\n\
-                 rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\nstate_dir: state\n\
+                 rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\npromql_compat: \"2\"\nstate_dir: state\n\
                  external_labels: {{replica: {replica_q}}}\n\
                  http:\n  listen: 127.0.0.1:{port}\n  bearer_token_env: WATCHFIRE_SCALE_TOKEN\n",
                 url = q(&cfg.source_url),

@@ -531,6 +531,7 @@ impl<'a> Evaluator<'a> {
                 start: r - range,
                 end: r,
                 range_ms: range,
+                v2: self.closed == 1,
             },
         ))
     }
@@ -617,6 +618,7 @@ impl<'a> Evaluator<'a> {
                 start: lo,
                 end: r,
                 range_ms: range,
+                v2: self.closed == 1,
             },
         ))
     }

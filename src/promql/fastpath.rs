@@ -184,6 +184,7 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
                         start: r - range,
                         end: r,
                         range_ms: range,
+                        v2: closed == 1,
                     };
                     let v = if counter {
                         (b >= a + 2).then(|| {

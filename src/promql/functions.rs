@@ -283,14 +283,24 @@ pub(crate) fn extrapolate(s: &[(i64, f64)], w: &RangeWindow, result: f64, is_cou
     let sampled = (last_t - first_t) as f64 / 1000.0;
     let avg_step = sampled / n1 as f64;
     let threshold = avg_step * 1.1;
+    // 3.x: the half-interval rule first, then the zero point; 2.x the other way round, so a
+    // zero point inside the threshold wins over the half interval there.
+    let limit_to_zero = |to_start: &mut f64| {
+        if is_counter && result > 0.0 && first_v >= 0.0 {
+            let to_zero = sampled * (first_v / result);
+            if to_zero < *to_start {
+                *to_start = to_zero;
+            }
+        }
+    };
+    if w.v2 {
+        limit_to_zero(&mut to_start);
+    }
     if to_start >= threshold {
         to_start = avg_step / 2.0;
     }
-    if is_counter && result > 0.0 && first_v >= 0.0 {
-        let to_zero = sampled * (first_v / result);
-        if to_zero < to_start {
-            to_start = to_zero;
-        }
+    if !w.v2 {
+        limit_to_zero(&mut to_start);
     }
     if to_end >= threshold {
         to_end = avg_step / 2.0;

@@ -1088,6 +1088,7 @@ mod tests {
             start: -120_000,
             end: 180_000,
             range_ms: 300_000,
+            v2: false,
         };
         let ann = Annotations::default();
         let value = |r: &RangeSeries, name: &str| range_fn(&ann, name, r, &w, "").unwrap();

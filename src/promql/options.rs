@@ -8,9 +8,12 @@ pub struct EngineOptions {
     /// Default subquery resolution in ms when the subquery gives no step (Prometheus: the
     /// global evaluation interval, 1m by default).
     pub default_subquery_step_ms: i64,
-    /// Prometheus 2.x selection semantics: range, lookback and subquery windows include their left
-    /// end (`[t - range, t]`). Prometheus 3.0 made them left-open (`(t - range, t]`), the default here.
-    /// Rule suites written against Prometheus 2.x (and promtool 2.x's verdicts) need this.
+    /// Prometheus 2.x semantics: range, lookback and subquery windows include their left
+    /// end (`[t - range, t]`), and `rate`/`increase` limit a counter's extrapolation to its zero
+    /// point before the half-interval rule, not after. Prometheus 3.0 made windows left-open
+    /// (`(t - range, t]`) and swapped that order, the default here. Rule suites written against
+    /// Prometheus 2.x (and promtool 2.x's verdicts) need this, and so does answering as a 2.x
+    /// backend would.
     pub closed_windows: bool,
 }
 

@@ -109,6 +109,8 @@ pub(crate) struct RangeWindow {
     /// Inclusive end (ms).
     pub(crate) end: i64,
     pub(crate) range_ms: i64,
+    /// Prometheus 2.x's order of the extrapolation limits ([`super::EngineOptions::closed_windows`]).
+    pub(crate) v2: bool,
 }
 
 /// A node's identity for the query: its address in the AST, which lives as long as the query.

@@ -32,6 +32,8 @@
 //! owners_file: owners.yaml      # optional: owner stamping
 //! evaluation_interval: 1m       # groups without `interval` (default 1m)
 //! query_offset: 0s              # groups without `query_offset` (default 0s)
+//! promql_compat: "3"            # "2": Prometheus 2.x's windows and rate extrapolation where
+//!                               #   watchfire evaluates itself, to match a 2.x backend (default "3")
 //! resend_delay: 1m              # --rules.alert.resend-delay (default 1m)
 //! external_labels: {cluster: ml-prod, environment: prod}
 //! external_url: https://watchfire.example.com
@@ -145,6 +147,9 @@ pub struct RunConfig {
     pub owners_file: Option<PathBuf>,
     pub evaluation_interval_ms: i64,
     pub query_offset_ms: i64,
+    /// Local evaluation with Prometheus 2.x's semantics (`promql_compat: "2"`), to answer as a
+    /// 2.x backend does.
+    pub promql_v2: bool,
     pub resend_delay_ms: i64,
     pub external_labels: Labels,
     pub external_url: String,
@@ -164,6 +169,7 @@ impl Default for RunConfig {
             owners_file: None,
             evaluation_interval_ms: 60_000,
             query_offset_ms: 0,
+            promql_v2: false,
             resend_delay_ms: 60_000,
             external_labels: Labels::empty(),
             external_url: String::new(),
@@ -215,6 +221,7 @@ const TOP_KEYS: &[&str] = &[
     "owners_file",
     "evaluation_interval",
     "query_offset",
+    "promql_compat",
     "resend_delay",
     "external_labels",
     "external_url",
@@ -308,6 +315,13 @@ fn load_str_with(
                 }
             }
             "query_offset" => cfg.query_offset_ms = r.duration_ms(v, "query_offset", "30s or 1m")?,
+            "promql_compat" => {
+                cfg.promql_v2 = match r.string(v, "promql_compat")?.as_str() {
+                    "2" => true,
+                    "3" => false,
+                    other => return Err(r.err(v.pos(), format!("promql_compat {other:?} must be \"2\" or \"3\""))),
+                }
+            }
             "resend_delay" => cfg.resend_delay_ms = r.duration_ms(v, "resend_delay", "30s or 1m")?,
             "external_labels" => {
                 let mut pairs = BTreeMap::new();

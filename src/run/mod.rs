@@ -125,7 +125,10 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
     // Groups that read each other's outputs stay on one shard (see `shard`).
     let mut owned = shard::owned(&groups, cfg.shard).into_iter();
     groups.retain(|_| owned.next().unwrap_or(false));
-    let engine = Engine::default();
+    let engine = Engine::new(crate::promql::EngineOptions {
+        closed_windows: cfg.promql_v2,
+        ..Default::default()
+    });
     let mut federated = federated.with_local_names(recorded_here);
     let mirror = mirror_for(cfg, &groups, engine.opts.lookback_ms, slot)?;
     if let Some(m) = &mirror {

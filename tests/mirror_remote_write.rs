@@ -181,7 +181,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     std::fs::write(
         root.join("watchfire.yaml"),
         format!(
-            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{pport}\n    mirror:\n      sender_label: cluster\n      start_margin: 3s\n      max_silence: 5s\n      refresh: 2s\n      retention: 10m\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\npromql_compat: \"2\"\nstate_dir: state\nhttp:\n  listen: '127.0.0.1:{wport}'\n  bearer_token_file: {}\n",
+            "sources:\n  - name: prom\n    type: prometheus\n    url: http://127.0.0.1:{pport}\n    mirror:\n      sender_label: cluster\n      start_margin: 3s\n      max_silence: 5s\n      flush: 2s\n      refresh: 2s\n      retention: 10m\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nquery_offset: 5s\npromql_compat: \"2\"\nstate_dir: state\nhttp:\n  listen: '127.0.0.1:{wport}'\n  bearer_token_file: {}\n",
             root.join("token").display()
         ),
     )
@@ -301,6 +301,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
         b"POST /-/reload HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n".to_vec(),
     );
     assert!(reload.starts_with("HTTP/1.1 200"), "{reload}");
+    let mark = log_lines(&qlog);
     let stopped = Instant::now();
     let mut back_at = None;
     while stopped.elapsed() < Duration::from_secs(20) {

@@ -2801,7 +2801,7 @@ impl Replica {
             format!(
                 "# written by benches/common/scale.rs: shard {shard}/{total}, replica {replica}\n\
                  sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}{mirror}}}\n\
-                 rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\npromql_compat: \"2\"\nstate_dir: state\n\
+                 rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\n{offset}promql_compat: \"2\"\nstate_dir: state\n\
                  external_labels: {{replica: {replica_q}}}\n\
                  http:\n  listen: 127.0.0.1:{port}\n  bearer_token_env: WATCHFIRE_SCALE_TOKEN\n",
                 url = q(&cfg.source_url),
@@ -2810,6 +2810,9 @@ impl Replica {
                 interval = cfg.interval,
                 replica_q = q(&format!("r{replica}")),
                 mirror = cfg.mirror.as_ref().map(|m| format!(", mirror: {m}")).unwrap_or_default(),
+                // Remote writes arrive in several requests a scrape: the mirror reads a time once
+                // the sender's queue has flushed past it, so the rules evaluate a little behind.
+                offset = if cfg.mirror.is_some() { "query_offset: 15s\n" } else { "" },
                 // The source's request knobs, when a run sets them (else watchfire's defaults).
                 concurrency = [
                     ("WATCHFIRE_SCALE_QUERY_CONCURRENCY", "query_concurrency"),

@@ -617,6 +617,7 @@ mod tests {
             start,
             end,
             range_ms: end - start,
+            v2: false,
         }
     }
 

@@ -329,3 +329,32 @@ pub(crate) fn double_exp(s: &[(i64, f64)], sf: f64, tf: f64) -> Option<f64> {
     }
     Some(s1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A counter that began inside the window, its zero point within the half-interval rule's
+    /// threshold: the two versions' orders of the limits give different rates. The samples and
+    /// both answers are Prometheus 2.42's and watchfire's over the same data
+    /// (`tests/mirror_remote_write.rs` found the difference).
+    #[test]
+    fn a_counter_starting_in_the_window_extrapolates_as_each_version_does() {
+        let t0 = 1_796_371_607_838;
+        let s = [
+            (t0, 251.0),
+            (t0 + 1000, 750.0),
+            (t0 + 2000, 1252.0),
+            (t0 + 3000, 1751.0),
+        ];
+        let end = t0 + 3768;
+        let w = |v2| RangeWindow {
+            start: end - 30_000,
+            end,
+            range_ms: 30_000,
+            v2,
+        };
+        assert_eq!(extrapolated_rate(&s, &w(false), true, true), Some(71.13333333333333));
+        assert_eq!(extrapolated_rate(&s, &w(true), true, true), Some(71.16666666666666));
+    }
+}

@@ -171,6 +171,7 @@ mod tests {
             start: end - range,
             end,
             range_ms: range,
+            v2: false,
         }
     }
 

@@ -323,6 +323,7 @@ fn decode_mirror(r: &Reader<'_>, node: &Node) -> Result<MirrorConfig, FileError>
         "retention",
         "max_silence",
         "start_margin",
+        "flush",
         "refresh",
         "senders_query",
     ];
@@ -345,6 +346,7 @@ fn decode_mirror(r: &Reader<'_>, node: &Node) -> Result<MirrorConfig, FileError>
             "retention" => m.retention_ms = positive("retention")?,
             "max_silence" => m.max_silence_ms = positive("max_silence")?,
             "start_margin" => m.start_margin_ms = r.duration_ms(v, "start_margin", "1m")?.max(0),
+            "flush" => m.flush_ms = r.duration_ms(v, "flush", "6s")?.max(0),
             "refresh" => m.refresh_ms = positive("refresh")?,
             _ => {
                 let q = r.string(v, "mirror senders_query")?;

@@ -50,6 +50,10 @@ pub struct MirrorConfig {
     pub max_silence_ms: i64,
     /// How long after a sender's first write its data counts as complete.
     pub start_margin_ms: i64,
+    /// The longest a sender holds a sample before sending it (Prometheus' `batch_send_deadline`,
+    /// 5 s, plus a second): a scrape arrives in several requests, and an evaluation must not see
+    /// half of one (a histogram's `_count` without its buckets).
+    pub flush_ms: i64,
     /// How often the backend is asked which senders (and unseen names) it knows.
     pub refresh_ms: i64,
     /// The query listing the senders the backend knows, one series per sender (empty: `group
@@ -64,6 +68,7 @@ impl Default for MirrorConfig {
             retention_ms: 3_600_000,
             max_silence_ms: 60_000,
             start_margin_ms: 60_000,
+            flush_ms: 6_000,
             refresh_ms: 60_000,
             senders_query: String::new(),
         }
@@ -98,10 +103,36 @@ struct BackendView {
 /// A sender: when its first write arrived (ms, the mirror's clock), and its newest sample's
 /// time. A sender whose queue falls behind is as stale as one that stopped: liveness reads the
 /// samples' times, not the requests'.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Sender {
     first_ms: i64,
     newest_ms: i64,
+    /// When its latest write arrived.
+    last_ms: i64,
+    /// Recent writes: (their newest sample's time, when they arrived), oldest first.
+    arrivals: std::collections::VecDeque<(i64, i64)>,
+}
+
+impl Sender {
+    /// Whether every sample up to `t` has arrived: the sender has been quiet for the flush delay
+    /// (whatever it had queued has been sent), or a write of samples after `t` arrived at least
+    /// that long ago (its queue had moved past `t` then, and every shard of it flushed since).
+    fn settled(&self, t: i64, now: i64, flush_ms: i64) -> bool {
+        self.last_ms + flush_ms <= now || self.arrivals.iter().any(|&(ts, at)| ts > t && at + flush_ms <= now)
+    }
+
+    fn arrived(&mut self, newest: i64, now: i64) {
+        self.newest_ms = self.newest_ms.max(newest);
+        self.last_ms = now;
+        match self.arrivals.back_mut() {
+            Some(last) if last.1 == now => last.0 = last.0.max(newest),
+            _ => self.arrivals.push_back((newest, now)),
+        }
+        // Enough to tell for any evaluation within the last two minutes.
+        while self.arrivals.len() > 1 && self.arrivals.front().is_some_and(|a| a.1 < now - 120_000) {
+            self.arrivals.pop_front();
+        }
+    }
 }
 
 /// A matcher as a comparable key.
@@ -399,15 +430,16 @@ impl Mirror {
         let sender = get(&self.cfg.sender_label);
         let newest = samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
         match st.senders.get_mut(sender) {
-            Some(e) => e.newest_ms = e.newest_ms.max(newest),
+            Some(e) => e.arrived(newest, now),
             None => {
-                st.senders.insert(
-                    sender.to_string(),
-                    Sender {
-                        first_ms: now,
-                        newest_ms: newest,
-                    },
-                );
+                let mut e = Sender {
+                    first_ms: now,
+                    newest_ms: newest,
+                    last_ms: now,
+                    arrivals: Default::default(),
+                };
+                e.arrived(newest, now);
+                st.senders.insert(sender.to_string(), e);
             }
         }
         let name = get(METRIC_NAME);
@@ -540,7 +572,10 @@ impl Mirror {
             let Some(here) = st.senders.get(s) else {
                 return false;
             };
-            if now.saturating_sub(here.newest_ms) > self.cfg.max_silence_ms || st.sender_floor(s, here, margin) > mint {
+            if now.saturating_sub(here.newest_ms) > self.cfg.max_silence_ms
+                || st.sender_floor(s, here, margin) > mint
+                || !here.settled(maxt, now, self.cfg.flush_ms)
+            {
                 return false;
             }
         }
@@ -867,9 +902,13 @@ mod tests {
     fn fixture() -> Fixture {
         let clock = Arc::new(AtomicI64::new(1_000 * MIN));
         let c = Arc::clone(&clock);
+        // Writes count as flushed at once here; `a_half_flushed_scrape_is_not_read` has the delay.
         let mirror = Mirror::new(
             "amp",
-            MirrorConfig::default(),
+            MirrorConfig {
+                flush_ms: 0,
+                ..MirrorConfig::default()
+            },
             5 * MIN,
             Arc::new(move || c.load(Ordering::Relaxed)),
         );
@@ -1094,6 +1133,53 @@ mod tests {
         // A refused write loses data: no backfill holds until the next one.
         f.mirror.lost_data();
         assert!(!f.mirror.covers(&a_only, back(1), f.now()));
+    }
+
+    #[test]
+    fn a_half_flushed_scrape_is_not_read() {
+        let clock = Arc::new(AtomicI64::new(1_000 * MIN));
+        let c = Arc::clone(&clock);
+        let mirror = Mirror::new(
+            "amp",
+            MirrorConfig::default(),
+            5 * MIN,
+            Arc::new(move || c.load(Ordering::Relaxed)),
+        );
+        let up = [Matcher::equal(METRIC_NAME, "up"), Matcher::equal("cluster", "a")];
+        mirror.set_selectors(vec![up.to_vec()]);
+        let now = || clock.load(Ordering::Relaxed);
+        let write = |ts: i64| {
+            mirror.ingest(vec![WriteSeries {
+                labels: Labels::from_pairs([("__name__", "up"), ("cluster", "a")]),
+                samples: vec![(ts, 1.0)],
+                histograms: 0,
+            }]);
+        };
+        // A sender scraping every 30 s, its writes arriving 2 s after each scrape.
+        for _ in 0..14 {
+            write(now() - 2_000);
+            clock.fetch_add(30_000, Ordering::Relaxed);
+        }
+        {
+            let mut st = mirror.state();
+            st.backend.at_ms = Some(now());
+            st.backend.senders = ["a".to_string()].into();
+        }
+        assert!(mirror.covers(&up, now() - MIN, now()), "quiet for 30 s: settled");
+        write(now() - 2_000);
+        assert!(
+            !mirror.covers(&up, now() - MIN, now()),
+            "a scrape arriving: its other requests may follow"
+        );
+        clock.fetch_add(30_000, Ordering::Relaxed);
+        write(now() - 2_000);
+        assert!(
+            mirror.covers(&up, now() - 2 * MIN, now() - 33_000),
+            "the writes had moved past it 30 s ago"
+        );
+        assert!(!mirror.covers(&up, now() - MIN, now()));
+        clock.fetch_add(6_000, Ordering::Relaxed);
+        assert!(mirror.covers(&up, now() - MIN, now()), "quiet for the flush delay");
     }
 
     #[test]

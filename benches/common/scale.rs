@@ -2657,7 +2657,7 @@ impl Prometheus {
             for u in &self.remote_writes {
                 let _ = writeln!(
                     t,
-                    "  - url: {}\n    authorization:\n      credentials: {}",
+                    "  - url: {}\n    authorization:\n      credentials: {}\n    queue_config:\n      batch_send_deadline: 1s",
                     q(u),
                     q(REPLICA_TOKEN)
                 );

@@ -600,7 +600,7 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         // retention (1h) and the rest are watchfire's defaults.
         mirror: cfg
             .mirror
-            .then(|| "{sender_label: cluster, start_margin: 30s}".to_string()),
+            .then(|| "{sender_label: cluster, start_margin: 30s, flush: 2s}".to_string()),
     };
     let wdir = cfg.dir.join("watchfire");
     if wdir.exists() {

@@ -934,6 +934,16 @@ mod tests {
                 histograms: 0,
             }]);
         }
+        /// Seven minutes of writes from `cluster`, 30 s apart, then the backend's view of
+        /// `senders`.
+        fn settle(&self, cluster: &str, senders: &[&str]) {
+            for _ in 0..14 {
+                self.write(cluster, 1.0);
+                self.advance(30_000);
+            }
+            self.write(cluster, 1.0);
+            self.backend_knows(senders);
+        }
         fn backend_knows(&self, senders: &[&str]) {
             let mut st = self.mirror.state();
             st.backend.at_ms = Some(self.now());
@@ -968,12 +978,7 @@ mod tests {
     #[test]
     fn a_sender_the_backend_knows_and_the_mirror_does_not_hear_sends_the_selector_back() {
         let f = fixture();
-        for _ in 0..14 {
-            f.write("a", 1.0);
-            f.advance(30_000);
-        }
-        f.write("a", 1.0);
-        f.backend_knows(&["a", "b"]);
+        f.settle("a", &["a", "b"]);
         assert!(f.covers_up("a", 5 * MIN), "cluster=\"a\" reads a only");
         let any = [Matcher::equal(METRIC_NAME, "up")];
         assert!(
@@ -981,12 +986,7 @@ mod tests {
             "not kept: no cluster matcher"
         );
         f.mirror.set_selectors(vec![vec![Matcher::equal(METRIC_NAME, "up")]]);
-        for _ in 0..14 {
-            f.write("a", 1.0);
-            f.advance(30_000);
-        }
-        f.write("a", 1.0);
-        f.backend_knows(&["a", "b"]);
+        f.settle("a", &["a", "b"]);
         assert!(!f.mirror.covers(&any, f.now() - MIN, f.now()), "b is not heard here");
         f.backend_knows(&["a"]);
         assert!(f.mirror.covers(&any, f.now() - MIN, f.now()));
@@ -999,12 +999,7 @@ mod tests {
     #[test]
     fn a_refused_write_or_a_new_selector_set_starts_coverage_again() {
         let f = fixture();
-        for _ in 0..14 {
-            f.write("a", 1.0);
-            f.advance(30_000);
-        }
-        f.write("a", 1.0);
-        f.backend_knows(&["a"]);
+        f.settle("a", &["a"]);
         assert!(f.covers_up("a", 5 * MIN));
         assert!(f.mirror.ingest_body(b"not snappy").is_err());
         assert!(!f.covers_up("a", 5 * MIN), "the refused write's samples are lost");
@@ -1025,12 +1020,7 @@ mod tests {
             vec![Matcher::equal(METRIC_NAME, "gone")],
             vec![Matcher::equal(METRIC_NAME, "h")],
         ]);
-        for _ in 0..14 {
-            f.write("a", 1.0);
-            f.advance(30_000);
-        }
-        f.write("a", 1.0);
-        f.backend_knows(&["a"]);
+        f.settle("a", &["a"]);
         let gone = [Matcher::equal(METRIC_NAME, "gone")];
         assert!(!f.mirror.covers(&gone, f.now() - MIN, f.now()), "not yet asked");
         assert!(f.mirror.refresh_due(), "the unseen name is asked at the next refresh");
@@ -1185,12 +1175,7 @@ mod tests {
     #[test]
     fn expressions_are_covered_by_every_window_they_read() {
         let f = fixture();
-        for _ in 0..14 {
-            f.write("a", 1.0);
-            f.advance(30_000);
-        }
-        f.write("a", 1.0);
-        f.backend_knows(&["a"]);
+        f.settle("a", &["a"]);
         let e = |s: &str| crate::promql::parse(s).unwrap();
         let t = f.now();
         assert!(f.mirror.covers_expr(&e("sum(up{cluster=\"a\"})"), t, t));

@@ -100,14 +100,19 @@ impl SeriesRef<'_> {
 #[cfg(test)]
 pub(crate) fn decode(body: &[u8], max_decoded: usize) -> Result<Vec<WriteSeries>> {
     let mut out = Vec::new();
-    decode_each(body, max_decoded, |s| {
-        out.push(WriteSeries {
+    decode_each(body, max_decoded, |s| out.push(s.into()))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+impl From<SeriesRef<'_>> for WriteSeries {
+    fn from(s: SeriesRef<'_>) -> Self {
+        WriteSeries {
             labels: s.labels(),
             samples: s.samples,
             histograms: s.histograms,
-        })
-    })?;
-    Ok(out)
+        }
+    }
 }
 
 /// [`decode`], handing each series to `each` as it is parsed. The whole body is checked: a
@@ -338,13 +343,7 @@ mod tests {
     /// The whole request, series by series (the visitor's answers collected).
     fn parse(raw: &[u8]) -> Result<Vec<WriteSeries>> {
         let mut out = Vec::new();
-        super::parse(raw, |s| {
-            out.push(WriteSeries {
-                labels: s.labels(),
-                samples: s.samples,
-                histograms: s.histograms,
-            })
-        })?;
+        super::parse(raw, |s| out.push(s.into()))?;
         Ok(out)
     }
 

@@ -17,7 +17,7 @@ use common::scale::{
     self, alerts_of, percentile, rules_of, scrape, sum_of, Exporter, Prometheus, Recorder, Replica, ReplicaConfig,
     RuleSet, Sample, Vmalert, WorkloadOptions,
 };
-use common::{cpu_seconds, env_nonempty, rss_mib, run_cmd};
+use common::{cpu_seconds, env_nonempty, get_json, rss_mib, run_cmd};
 
 fn main() -> ExitCode {
     match run() {
@@ -770,6 +770,14 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
                 sum_of(&m, "watchfire_mirror_series", |_| true)
             );
         }
+        let (compared, differing) = recordings_vs_prometheus(&replicas, prom.port)?;
+        println!(
+            "[W] recordings vs Prometheus at their evaluation time (first replicas, rules reading only raw series): {compared} compared, {} differ",
+            differing.len()
+        );
+        for d in differing.iter().take(10) {
+            println!("[W]   differs: {d}");
+        }
         // Stopped while the replicas still answer: a queue to a stopped one would hold the
         // reload up to its flush deadline (a minute).
         prom.remote_writes.clear();
@@ -796,6 +804,90 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         alerts,
         deliveries,
     })
+}
+
+/// Percent-encoding for a query parameter.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The values of an instant vector answer, sorted.
+fn values_of(j: &serde_json::Value) -> Vec<f64> {
+    let mut v: Vec<f64> = j["data"]["result"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["value"][1].as_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Every recording rule of the first replicas that reads only raw series: the values it
+/// recorded at its latest evaluation (read back through the replica's query API at that
+/// sample's time) against Prometheus evaluating the rule's expression at that time. Whether the
+/// answers over the mirror are the backend's. Returns the rules compared and the differences.
+fn recordings_vs_prometheus(replicas: &[Replica], prom_port: u16) -> Result<(usize, Vec<String>)> {
+    let mut compared = 0;
+    let mut differing = Vec::new();
+    for r in replicas.iter().filter(|r| r.replica == 0) {
+        let rules = get_json(r.port, "/api/v1/rules")?;
+        let groups = rules["data"]["groups"].as_array().cloned().unwrap_or_default();
+        // (name, expression, the rule's own labels as a selector: its series among others of
+        // the same name).
+        let all: Vec<(String, String, String)> = groups
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|x| x["type"] == "recording")
+            .filter_map(|x| {
+                let labels: Vec<String> = x["labels"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}={}", serde_json::Value::String(v.as_str().unwrap_or("").into())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let name = x["name"].as_str()?.to_string();
+                let sel = format!("{name}{{{}}}", labels.join(","));
+                Some((name, x["query"].as_str()?.to_string(), sel))
+            })
+            .collect();
+        let recorded: BTreeSet<&str> = all.iter().map(|(n, _, _)| n.as_str()).collect();
+        for (_, query, name) in &all {
+            if recorded.iter().any(|n| query.contains(n)) {
+                continue;
+            }
+            // Rules recording the same name with the same labels cannot be told apart.
+            if all.iter().filter(|(_, _, s)| s == name).count() > 1 {
+                continue;
+            }
+            let ts = get_json(r.port, &format!("/api/v1/query?query={}", enc(&format!("max(timestamp({name}))"))))?;
+            let Some(t) = values_of(&ts).first().copied() else {
+                continue;
+            };
+            let ours = values_of(&get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(name)))?);
+            let theirs = values_of(&get_json(prom_port, &format!("/api/v1/query?query={}&time={t}", enc(query)))?);
+            compared += 1;
+            let same = ours.len() == theirs.len()
+                && ours
+                    .iter()
+                    .zip(&theirs)
+                    .all(|(a, b)| a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan()));
+            if !same {
+                differing.push(format!(
+                    "shard {} {name} at {t}: watchfire {:?} / Prometheus {:?}",
+                    r.shard,
+                    &ours[..ours.len().min(4)],
+                    &theirs[..theirs.len().min(4)]
+                ));
+            }
+        }
+    }
+    Ok((compared, differing))
 }
 
 /// The expressions of a batch watchfire sent (`label_replace((e), "watchfire_batch", ...) or ...`).

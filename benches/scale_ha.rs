@@ -865,12 +865,21 @@ fn recordings_vs_prometheus(replicas: &[Replica], prom_port: u16) -> Result<(usi
             if all.iter().filter(|(_, _, s)| s == name).count() > 1 {
                 continue;
             }
-            let ts = get_json(r.port, &format!("/api/v1/query?query={}", enc(&format!("max(timestamp({name}))"))))?;
+            let ts = get_json(
+                r.port,
+                &format!("/api/v1/query?query={}", enc(&format!("max(timestamp({name}))"))),
+            )?;
             let Some(t) = values_of(&ts).first().copied() else {
                 continue;
             };
-            let ours = values_of(&get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(name)))?);
-            let theirs = values_of(&get_json(prom_port, &format!("/api/v1/query?query={}&time={t}", enc(query)))?);
+            let ours = values_of(&get_json(
+                r.port,
+                &format!("/api/v1/query?query={}&time={t}", enc(name)),
+            )?);
+            let theirs = values_of(&get_json(
+                prom_port,
+                &format!("/api/v1/query?query={}&time={t}", enc(query)),
+            )?);
             compared += 1;
             let same = ours.len() == theirs.len()
                 && ours

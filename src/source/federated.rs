@@ -288,9 +288,7 @@ impl Federated {
     fn refresh_mirrors(&self) {
         for m in &self.members {
             if let (Some(mirror), MemberSource::Prometheus(p)) = (&m.mirror, &m.source) {
-                if mirror.refresh_due() {
-                    mirror.refresh(p);
-                }
+                mirror.refresh(p);
                 mirror.backfill_if_due(p);
             }
         }

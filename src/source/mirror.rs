@@ -298,7 +298,6 @@ pub struct MirrorStats {
     pub senders_live: usize,
     pub senders_silent: usize,
     pub backend_senders: usize,
-    pub backend_answered_ms: Option<i64>,
     pub backfilling: bool,
 }
 
@@ -602,7 +601,10 @@ impl Mirror {
     /// Whether the backend view is due for a refresh.
     pub fn refresh_due(&self) -> bool {
         let now = (self.now)();
-        let st = self.state();
+        self.due(&self.state(), now)
+    }
+
+    fn due(&self, st: &State, now: i64) -> bool {
         st.backend.at_ms.is_none_or(|at| now - at >= self.cfg.refresh_ms) || !st.unseen.is_empty()
     }
 
@@ -784,7 +786,8 @@ impl Mirror {
     }
 
     /// Asks the backend which senders it knows and which of the names asked about (and not
-    /// received here) it holds. One caller at a time; the others go on with the view they have.
+    /// received here) it holds, when that is due. One caller at a time; the others go on with
+    /// the view they have.
     pub fn refresh(&self, backend: &PrometheusSource) {
         let Ok(_one) = self.refreshing.try_lock() else {
             return;
@@ -792,7 +795,7 @@ impl Mirror {
         let now = (self.now)();
         let unseen: Vec<String> = {
             let st = self.state();
-            if st.backend.at_ms.is_some_and(|at| now - at < self.cfg.refresh_ms) && st.unseen.is_empty() {
+            if !self.due(&st, now) {
                 return;
             }
             let mut v: Vec<String> = st.unseen.iter().cloned().collect();
@@ -856,7 +859,6 @@ impl Mirror {
             senders_live: live,
             senders_silent: st.senders.len() - live,
             backend_senders: st.backend.senders.len(),
-            backend_answered_ms: st.backend.at_ms,
             backfilling: st.backfilling,
         }
     }

@@ -50,6 +50,9 @@ struct Config {
     quick: bool,
     /// W with the mirror: Prometheus (the agents' stand-in) remote-writes to every replica.
     mirror: bool,
+    /// With the mirror, each replica is sent only the metric names its shard's rules read
+    /// (`WATCHFIRE_SCALE_MIRROR=names`), as agents configured per shard would send.
+    mirror_names: bool,
 }
 
 fn env_num<T: std::str::FromStr>(k: &str, default: T) -> Result<T>
@@ -89,6 +92,7 @@ fn config() -> Result<Config> {
         phases: env_nonempty("WATCHFIRE_SCALE_PHASES").unwrap_or_else(|| "pwpv".into()),
         quick,
         mirror: env_nonempty("WATCHFIRE_SCALE_MIRROR").is_some_and(|v| v != "0"),
+        mirror_names: env_nonempty("WATCHFIRE_SCALE_MIRROR").is_some_and(|v| v == "names"),
     };
     if c.series == 0 || c.rules == 0 || c.intervals == 0 || c.interval_s == 0 || c.shards == 0 || c.replicas == 0 {
         bail!("WATCHFIRE_SCALE_{{SERIES,RULES,INTERVALS,INTERVAL_S,SHARDS,REPLICAS}} must be > 0");
@@ -635,8 +639,28 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         // covers once their margin passed and the backend's history was copied.
         prom.remote_writes = replicas
             .iter()
-            .map(|r| format!("http://127.0.0.1:{}/api/v1/write", r.port))
-            .collect();
+            .map(|r| {
+                Ok(scale::RemoteWrite {
+                    url: format!("http://127.0.0.1:{}/api/v1/write", r.port),
+                    names: cfg.mirror_names.then(|| names_read(r)).transpose()?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        if cfg.mirror_names {
+            for (r, w) in replicas.iter().zip(&prom.remote_writes) {
+                eprintln!(
+                    "[W] shard {} r{} is sent {}",
+                    r.shard,
+                    r.replica,
+                    w.names
+                        .as_ref()
+                        .map_or("every metric (a selector names none)".to_string(), |n| format!(
+                            "{} metric names",
+                            n.len()
+                        ))
+                );
+            }
+        }
         prom.configure(None, Some(&log))?;
         let t0 = Instant::now();
         for r in &replicas {
@@ -770,12 +794,16 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
                 sum_of(&m, "watchfire_mirror_series", |_| true)
             );
         }
-        let (compared, differing) = recordings_vs_prometheus(&replicas, prom.port)?;
+        let ex = rules_vs_prometheus(&replicas, prom.port, scale::MIRROR_QUERY_OFFSET_MS)?;
         println!(
-            "[W] recordings vs Prometheus at their evaluation time (first replicas, rules reading only raw series): {compared} compared, {} differ",
-            differing.len()
+            "[W] rules vs Prometheus at their last evaluation (first replicas, rules reading only raw series): {} recording rules ({} series) and {} alerting rules ({} alerts) compared, {} differ",
+            ex.recordings,
+            ex.recorded_series,
+            ex.alerting,
+            ex.alerts,
+            ex.differing.len()
         );
-        for d in differing.iter().take(10) {
+        for d in ex.differing.iter().take(10) {
             println!("[W]   differs: {d}");
         }
         // Stopped while the replicas still answer: a queue to a stopped one would hold the
@@ -816,33 +844,85 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
-/// The values of an instant vector answer, sorted.
-fn values_of(j: &serde_json::Value) -> Vec<f64> {
-    let mut v: Vec<f64> = j["data"]["result"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|r| r["value"][1].as_str()?.parse().ok()).collect())
-        .unwrap_or_default();
-    v.sort_by(f64::total_cmp);
-    v
+/// A series' labels as compared: sorted, without `__name__`, `alertname` and the keys the rule
+/// sets itself (its own labels may be templates, and they override the expression's).
+type LabelKey = BTreeMap<String, String>;
+
+fn label_key(m: &serde_json::Value, drop: &BTreeSet<String>) -> LabelKey {
+    m.as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| k.as_str() != "__name__" && k.as_str() != "alertname" && !drop.contains(k.as_str()))
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-/// Every recording rule of the first replicas that reads only raw series: the values it
-/// recorded at its latest evaluation (read back through the replica's query API at that
-/// sample's time) against Prometheus evaluating the rule's expression at that time. Whether the
-/// answers over the mirror are the backend's. Returns the rules compared and the differences.
-fn recordings_vs_prometheus(replicas: &[Replica], prom_port: u16) -> Result<(usize, Vec<String>)> {
-    let mut compared = 0;
-    let mut differing = Vec::new();
+/// An instant vector answer: labels to value.
+fn vector_of(j: &serde_json::Value, drop: &BTreeSet<String>) -> BTreeMap<LabelKey, f64> {
+    j["data"]["result"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| Some((label_key(&r["metric"], drop), r["value"][1].as_str()?.parse().ok()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The time a rule's last evaluation read its data at: `lastEvaluation` less the query offset, in
+/// seconds as the query API takes it.
+fn read_at(rule: &serde_json::Value, offset_ms: i64) -> Option<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(rule["lastEvaluation"].as_str()?).ok()?;
+    let ms = t.timestamp_millis() - offset_ms;
+    (ms > 0).then(|| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000)))
+}
+
+fn same_value(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan())
+}
+
+/// What [`rules_vs_prometheus`] found.
+#[derive(Default)]
+struct Exactness {
+    recordings: usize,
+    recorded_series: usize,
+    alerting: usize,
+    alerts: usize,
+    differing: Vec<String>,
+}
+
+/// Every rule of the first replicas that reads only raw series, at its last evaluation, against
+/// Prometheus evaluating its expression at the same time over the same TSDB: whether the answers
+/// over the mirror are the backend's.
+/// - A recording rule: the series it wrote at that time (read back through the replica's query
+///   API) against the answer, labels and values. Rules of one group recording one name with the
+///   same labels (kubernetes-mixin has them) are compared as one, against the union of answers.
+/// - An alerting rule (without `keep_firing_for`): its active alerts, pending or firing, against
+///   the label sets the condition returns, which are exactly the alerts it holds.
+fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> Result<Exactness> {
+    let mut out = Exactness::default();
+    let prom_at = |expr: &str, t: &str| get_json(prom_port, &format!("/api/v1/query?query={}&time={t}", enc(expr)));
     for r in replicas.iter().filter(|r| r.replica == 0) {
         let rules = get_json(r.port, "/api/v1/rules")?;
         let groups = rules["data"]["groups"].as_array().cloned().unwrap_or_default();
-        // (name, expression, the rule's own labels as a selector: its series among others of
-        // the same name).
-        let all: Vec<(String, String, String)> = groups
+        let recorded: BTreeSet<String> = groups
             .iter()
             .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
             .filter(|x| x["type"] == "recording")
-            .filter_map(|x| {
+            .filter_map(|x| x["name"].as_str().map(str::to_string))
+            .collect();
+        let reads_raw = |x: &serde_json::Value| {
+            x["query"]
+                .as_str()
+                .is_some_and(|q| !recorded.iter().any(|n| q.contains(n.as_str())))
+        };
+        for g in &groups {
+            let rules = g["rules"].as_array().cloned().unwrap_or_default();
+            // Recording rules by (name, own labels): the selector of their series.
+            let mut by_sel: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
+            for x in rules.iter().filter(|x| x["type"] == "recording") {
                 let labels: Vec<String> = x["labels"]
                     .as_object()
                     .map(|m| {
@@ -851,52 +931,92 @@ fn recordings_vs_prometheus(replicas: &[Replica], prom_port: u16) -> Result<(usi
                             .collect()
                     })
                     .unwrap_or_default();
-                let name = x["name"].as_str()?.to_string();
-                let sel = format!("{name}{{{}}}", labels.join(","));
-                Some((name, x["query"].as_str()?.to_string(), sel))
-            })
-            .collect();
-        let recorded: BTreeSet<&str> = all.iter().map(|(n, _, _)| n.as_str()).collect();
-        for (_, query, name) in &all {
-            if recorded.iter().any(|n| query.contains(n)) {
-                continue;
+                let sel = format!("{}{{{}}}", x["name"].as_str().unwrap_or(""), labels.join(","));
+                by_sel.entry(sel).or_default().push(x);
             }
-            // Rules recording the same name with the same labels cannot be told apart.
-            if all.iter().filter(|(_, _, s)| s == name).count() > 1 {
-                continue;
+            for (sel, same) in &by_sel {
+                if !same.iter().all(|x| reads_raw(x)) {
+                    continue;
+                }
+                let Some(t) = read_at(same[0], offset_ms) else { continue };
+                let drop: BTreeSet<String> = same[0]["labels"]
+                    .as_object()
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                // The series written at t: a series the rule no longer returns is still found
+                // by the lookback, so only those stamped t count.
+                let values = vector_of(
+                    &get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(sel)))?,
+                    &drop,
+                );
+                let stamps = vector_of(
+                    &get_json(
+                        r.port,
+                        &format!("/api/v1/query?query={}&time={t}", enc(&format!("timestamp({sel})"))),
+                    )?,
+                    &drop,
+                );
+                let t_s: f64 = t.parse().unwrap_or(f64::NAN);
+                let ours: BTreeMap<LabelKey, f64> = values
+                    .into_iter()
+                    .filter(|(k, _)| stamps.get(k).is_some_and(|s| (s - t_s).abs() < 5e-4))
+                    .collect();
+                let mut theirs = BTreeMap::new();
+                for x in same {
+                    theirs.extend(vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop));
+                }
+                out.recordings += same.len();
+                out.recorded_series += theirs.len();
+                let equal = ours.len() == theirs.len()
+                    && ours
+                        .iter()
+                        .all(|(k, a)| theirs.get(k).is_some_and(|b| same_value(*a, *b)));
+                if !equal {
+                    let first = |m: &BTreeMap<LabelKey, f64>| {
+                        m.iter().next().map(|(k, v)| format!("{k:?}={v}")).unwrap_or_default()
+                    };
+                    out.differing.push(format!(
+                        "shard {} {sel} ({} rules) at {t}: watchfire {} series (first {}) / Prometheus {} (first {})",
+                        r.shard,
+                        same.len(),
+                        ours.len(),
+                        first(&ours),
+                        theirs.len(),
+                        first(&theirs)
+                    ));
+                }
             }
-            let ts = get_json(
-                r.port,
-                &format!("/api/v1/query?query={}", enc(&format!("max(timestamp({name}))"))),
-            )?;
-            let Some(t) = values_of(&ts).first().copied() else {
-                continue;
-            };
-            let ours = values_of(&get_json(
-                r.port,
-                &format!("/api/v1/query?query={}&time={t}", enc(name)),
-            )?);
-            let theirs = values_of(&get_json(
-                prom_port,
-                &format!("/api/v1/query?query={}&time={t}", enc(query)),
-            )?);
-            compared += 1;
-            let same = ours.len() == theirs.len()
-                && ours
-                    .iter()
-                    .zip(&theirs)
-                    .all(|(a, b)| a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan()));
-            if !same {
-                differing.push(format!(
-                    "shard {} {name} at {t}: watchfire {:?} / Prometheus {:?}",
-                    r.shard,
-                    &ours[..ours.len().min(4)],
-                    &theirs[..theirs.len().min(4)]
-                ));
+            for x in rules.iter().filter(|x| x["type"] == "alerting") {
+                if !reads_raw(x) || x["keepFiringFor"].as_f64().unwrap_or(0.0) > 0.0 {
+                    continue;
+                }
+                let Some(t) = read_at(x, offset_ms) else { continue };
+                let drop: BTreeSet<String> = x["labels"]
+                    .as_object()
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                let ours: BTreeSet<LabelKey> = x["alerts"]
+                    .as_array()
+                    .map(|a| a.iter().map(|al| label_key(&al["labels"], &drop)).collect())
+                    .unwrap_or_default();
+                let theirs: BTreeSet<LabelKey> = vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop)
+                    .into_keys()
+                    .collect();
+                out.alerting += 1;
+                out.alerts += theirs.len();
+                if ours != theirs {
+                    out.differing.push(format!(
+                        "shard {} alert {} at {t}: watchfire only {:?} / Prometheus only {:?}",
+                        r.shard,
+                        x["name"].as_str().unwrap_or(""),
+                        ours.difference(&theirs).take(2).collect::<Vec<_>>(),
+                        theirs.difference(&ours).take(2).collect::<Vec<_>>()
+                    ));
+                }
             }
         }
     }
-    Ok((compared, differing))
+    Ok(out)
 }
 
 /// The expressions of a batch watchfire sent (`label_replace((e), "watchfire_batch", ...) or ...`).
@@ -1085,7 +1205,9 @@ fn run() -> Result<bool> {
         cfg.shards,
         cfg.replicas,
         cfg.phases,
-        if cfg.mirror {
+        if cfg.mirror_names {
+            " (W with the mirror: Prometheus, the agents' stand-in, remote-writes to each replica the metric names its shard reads)"
+        } else if cfg.mirror {
             " (W with the mirror: Prometheus, the agents' stand-in, remote-writes every sample to every replica)"
         } else {
             ""
@@ -1657,4 +1779,34 @@ fn sys_mem_gib() -> f64 {
                 .and_then(|v| v.parse::<f64>().ok())
         })
         .map_or(f64::NAN, |kb| kb / 1024.0 / 1024.0)
+}
+
+/// The metric names a replica's mirror keeps, as `watchfire run --check --mirror-relabel` prints
+/// them for the agents: what an agent configured for its shard sends it.
+fn names_read(r: &Replica) -> Result<BTreeSet<String>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .args([
+            "run",
+            "--check",
+            "--mirror-relabel",
+            "--shard",
+            &format!("{}/{}", r.shard, r.total),
+            "--config",
+        ])
+        .arg(&r.conf)
+        .env("WATCHFIRE_SCALE_TOKEN", scale::REPLICA_TOKEN)
+        .output()
+        .context("watchfire run --check --mirror-relabel")?;
+    if !out.status.success() {
+        bail!(
+            "watchfire run --check --mirror-relabel: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let re = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("regex: "))
+        .context("no regex in the relabelling")?;
+    Ok(re.trim_matches('\'').split('|').map(str::to_string).collect())
 }

@@ -341,3 +341,96 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
         1.0
     );
 }
+
+/// `watchfire run --check --mirror-relabel`: the write relabelling an agent needs for one
+/// shard's replicas keeps exactly the metric names that shard's rules read (listed names only:
+/// a selector without one is never answered by the mirror), and Prometheus takes it as it is.
+#[test]
+fn the_relabelling_for_a_shard_keeps_the_names_its_rules_read() {
+    let Some(promtool) = common::require_tool("/usr/bin/promtool", "apt-get install prometheus") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Groups land on shards by name; enough of them that both shards hold some.
+    let mut rules = String::from("groups:\n");
+    for i in 0..8 {
+        rules.push_str(&format!(
+            "  - name: g{i}\n    rules:\n      - alert: Hot{i}\n        expr: max by (cluster) (gpu_temp_{i}{{cluster=\"a\"}}) > 90\n      - record: energy:rate{i}\n        expr: sum(rate({{__name__=~\"gpu_energy_{i}|gpu_power_{i}\"}}[1m])) + count({{job=\"x\"}})\n"
+        ));
+    }
+    std::fs::write(dir.path().join("rules.yaml"), rules).unwrap();
+    std::fs::write(
+        dir.path().join("watchfire.yaml"),
+        "sources:\n  - name: amp\n    type: prometheus\n    url: http://127.0.0.1:9\n    mirror: {sender_label: cluster}\nrule_files: [rules.yaml]\n",
+    )
+    .unwrap();
+    let relabel = |shard: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+            .args(["run", "--check", "--mirror-relabel", "--shard", shard, "--config"])
+            .arg(dir.path().join("watchfire.yaml"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let names = |text: &str| -> std::collections::BTreeSet<String> {
+        let re = text.lines().find_map(|l| l.trim().strip_prefix("regex: ")).unwrap();
+        re.trim_matches('\'').split('|').map(str::to_string).collect()
+    };
+    let mut union = std::collections::BTreeSet::new();
+    for shard in ["0/2", "1/2"] {
+        let text = relabel(shard);
+        let mine = names(&text);
+        assert!(!mine.is_empty(), "shard {shard} reads something:\n{text}");
+        assert!(union.is_disjoint(&mine), "each group's names go to its shard only");
+        union.extend(mine);
+        // Prometheus takes it under a remote_write as printed.
+        let indented: String = text.lines().map(|l| format!("    {l}\n")).collect();
+        let cfg = dir.path().join(format!("prometheus-{}.yml", &shard[..1]));
+        std::fs::write(
+            &cfg,
+            format!(
+                "remote_write:\n  - url: http://watchfire-{}:9093/api/v1/write\n{indented}",
+                &shard[..1]
+            ),
+        )
+        .unwrap();
+        let check = std::process::Command::new(&promtool)
+            .args(["check", "config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "promtool check config:\n{}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    let want: std::collections::BTreeSet<String> = (0..8)
+        .flat_map(|i| {
+            [
+                format!("gpu_temp_{i}"),
+                format!("gpu_energy_{i}"),
+                format!("gpu_power_{i}"),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        union, want,
+        "every listed name, on one shard; `{{job=\"x\"}}` names none"
+    );
+    // Without a mirror there is nothing to print.
+    std::fs::write(
+        dir.path().join("plain.yaml"),
+        "sources:\n  - {name: amp, type: prometheus, url: 'http://127.0.0.1:9'}\nrule_files: [rules.yaml]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_watchfire"))
+        .args(["run", "--check", "--mirror-relabel", "--config"])
+        .arg(dir.path().join("plain.yaml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no source has a mirror"));
+}

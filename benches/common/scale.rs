@@ -2575,8 +2575,21 @@ pub struct Prometheus {
     eval_interval: String,
     /// Where it remote-writes what it scrapes (the mirror phase: every replica), with the
     /// replicas' token.
-    pub remote_writes: Vec<String>,
+    pub remote_writes: Vec<RemoteWrite>,
 }
+
+/// One remote write of the agents' stand-in.
+pub struct RemoteWrite {
+    pub url: String,
+    /// Only these metric names (a `keep` write relabelling), as an agent configured per shard
+    /// sends; None: every sample.
+    pub names: Option<BTreeSet<String>>,
+}
+
+/// The rule query offset of a replica with a mirror: remote writes arrive in several requests a
+/// scrape, and the mirror reads a time once the sender's queue has flushed past it, so the rules
+/// evaluate a little behind.
+pub const MIRROR_QUERY_OFFSET_MS: i64 = 15_000;
 
 impl Prometheus {
     pub fn start(
@@ -2654,13 +2667,21 @@ impl Prometheus {
         t.push_str("    relabel_configs:\n      - source_labels: [__param_cluster]\n        target_label: instance\n      - source_labels: [__param_cluster]\n        target_label: cluster\n");
         if !self.remote_writes.is_empty() {
             t.push_str("remote_write:\n");
-            for u in &self.remote_writes {
+            for w in &self.remote_writes {
                 let _ = writeln!(
                     t,
                     "  - url: {}\n    authorization:\n      credentials: {}\n    queue_config:\n      batch_send_deadline: 1s",
-                    q(u),
+                    q(&w.url),
                     q(REPLICA_TOKEN)
                 );
+                if let Some(names) = &w.names {
+                    let alt: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let _ = writeln!(
+                        t,
+                        "    write_relabel_configs:\n      - source_labels: [__name__]\n        regex: {}\n        action: keep",
+                        q(&alt.join("|"))
+                    );
+                }
             }
         }
         std::fs::write(&self.conf, t)?;
@@ -2810,9 +2831,11 @@ impl Replica {
                 interval = cfg.interval,
                 replica_q = q(&format!("r{replica}")),
                 mirror = cfg.mirror.as_ref().map(|m| format!(", mirror: {m}")).unwrap_or_default(),
-                // Remote writes arrive in several requests a scrape: the mirror reads a time once
-                // the sender's queue has flushed past it, so the rules evaluate a little behind.
-                offset = if cfg.mirror.is_some() { "query_offset: 15s\n" } else { "" },
+                offset = if cfg.mirror.is_some() {
+                    format!("query_offset: {}ms\n", MIRROR_QUERY_OFFSET_MS)
+                } else {
+                    String::new()
+                },
                 // The source's request knobs, when a run sets them (else watchfire's defaults).
                 concurrency = [
                     ("WATCHFIRE_SCALE_QUERY_CONCURRENCY", "query_concurrency"),

@@ -22,6 +22,10 @@ pub struct Args {
     /// Load and validate everything, then exit.
     #[arg(long)]
     check: bool,
+    /// With --check: print the `write_relabel_configs` that send this shard's mirror only the
+    /// metric names its rules read, for each agent's remote_write to its replicas.
+    #[arg(long, requires = "check")]
+    mirror_relabel: bool,
 }
 
 fn load_config(args: &Args) -> Result<RunConfig, String> {
@@ -47,6 +51,13 @@ pub fn run(args: Args) -> i32 {
         Ok(l) => l,
         Err(e) => return super::fail(e),
     };
+    if args.mirror_relabel {
+        let Some(m) = &loaded.mirror else {
+            return super::fail(format!("{}: no source has a mirror: block", args.config.display()));
+        };
+        print!("{}", mirror_relabel(&args.config, &cfg.shard, &m.kept_names()));
+        return 0;
+    }
     if args.check {
         println!(
             "{}: OK ({} groups for shard {}/{})",
@@ -108,6 +119,7 @@ pub fn run(args: Args) -> i32 {
                 config: config_path.clone(),
                 shard: shard.clone(),
                 check: false,
+                mirror_relabel: false,
             };
             let cfg = load_config(&a)?;
             let l = watchfire::run::load_keeping(&cfg, &handle, &mirror)?;
@@ -213,4 +225,18 @@ pub(crate) async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The agents' write relabelling for one shard's replicas: keep the names its mirror keeps.
+fn mirror_relabel(config: &std::path::Path, shard: &Shard, names: &[String]) -> String {
+    let alt: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
+    format!(
+        "# {}, shard {}/{}: the {} metric names its rules read; the mirror answers nothing else\n\
+         write_relabel_configs:\n  - source_labels: [__name__]\n    regex: '{}'\n    action: keep\n",
+        config.display(),
+        shard.index,
+        shard.total,
+        names.len(),
+        alt.join("|")
+    )
 }

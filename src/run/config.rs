@@ -395,7 +395,9 @@ fn http(
                 let tok = if k == "bearer_token_file" && !read_secret_files {
                     "(read at run time)".to_string()
                 } else if k == "bearer_token_file" {
-                    crate::secret::read_secret_file(&s)
+                    // Relative to the configuration file, as every other path in it.
+                    let path = Path::new(r.file).parent().unwrap_or(Path::new("")).join(&s);
+                    crate::secret::read_secret_file(&path)
                         .map_err(|e| r.err(v.pos(), format!("bearer_token_file {s:?}: {e}")))?
                 } else {
                     env(&s).ok_or_else(|| r.err(v.pos(), format!("environment variable {s} is not set")))?
@@ -450,6 +452,25 @@ mod tests {
         assert_eq!(c.evaluation_interval_ms, 30_000);
         assert_eq!(c.http.bearer_token.as_deref(), Some("secret"));
         assert_eq!(c.shard, Shard { index: 1, total: 3 });
+    }
+
+    #[test]
+    fn a_relative_token_file_is_read_beside_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("secrets")).unwrap();
+        std::fs::write(dir.path().join("secrets/token"), "s3cret\n").unwrap();
+        let path = dir.path().join("watchfire.yaml");
+        std::fs::write(
+            &path,
+            "sources: [{name: a, type: embedded}]\nhttp: {bearer_token_file: secrets/token}\n",
+        )
+        .unwrap();
+        // The test's working directory is the crate's, where no secrets/token is.
+        let c = load_file(&path).unwrap();
+        assert_eq!(c.http.bearer_token.as_deref(), Some("s3cret"));
+        std::fs::remove_file(dir.path().join("secrets/token")).unwrap();
+        let e = load_file(&path).unwrap_err().to_string();
+        assert!(e.contains("bearer_token_file \"secrets/token\""), "{e}");
     }
 
     #[test]

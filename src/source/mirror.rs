@@ -308,6 +308,9 @@ pub struct Mirror {
     lookback_ms: i64,
     now: Arc<dyn Fn() -> i64 + Send + Sync>,
     store: SharedStore,
+    /// Held by whatever changes the store: a rebuild copies it under a read lock (selects go
+    /// on) while no write can land in the copy it is about to replace.
+    writing: Mutex<()>,
     state: Mutex<State>,
     refreshing: Mutex<()>,
     pub counters: MirrorCounters,
@@ -337,6 +340,7 @@ impl Mirror {
             lookback_ms,
             now,
             store: SharedStore::default(),
+            writing: Mutex::new(()),
             state: Mutex::new(State {
                 senders: HashMap::new(),
                 since_ms: t,
@@ -463,6 +467,7 @@ impl Mirror {
         self.counters.samples.fetch_add(received as u64, Ordering::Relaxed);
         let n: usize = kept.iter().map(|s| s.1.len()).sum();
         if !kept.is_empty() {
+            let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
             let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
             for (labels, samples) in kept {
                 let id = store.get_or_create(&labels);
@@ -515,20 +520,29 @@ impl Mirror {
             let st = self.state();
             Keep::new(st.keep.sets.clone())
         };
-        let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
-        let mut fresh = Store::new();
-        store.copy_since_into(
-            &mut fresh,
-            |l| if keep.keeps(l) { keep_from } else { i64::MAX },
-            i64::MAX,
-        );
-        tracing::debug!(
-            "mirror of {}: compacted from {} to {} series",
-            self.source_name,
-            store.num_series(),
-            fresh.num_series()
-        );
-        *store = fresh;
+        self.rebuild(|old| {
+            let mut fresh = Store::new();
+            old.copy_since_into(
+                &mut fresh,
+                |l| if keep.keeps(l) { keep_from } else { i64::MAX },
+                i64::MAX,
+            );
+            tracing::debug!(
+                "mirror of {}: compacted from {} to {} series",
+                self.source_name,
+                old.num_series(),
+                fresh.num_series()
+            );
+            fresh
+        });
+    }
+
+    /// Replaces the store with `build(store)`. The copy is made under a read lock, so
+    /// evaluations reading the mirror wait only for the swap; writes wait for all of it.
+    fn rebuild(&self, build: impl FnOnce(&Store) -> Store) {
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = build(&self.store.0.read().unwrap_or_else(|e| e.into_inner()));
+        *self.store.0.write().unwrap_or_else(|e| e.into_inner()) = fresh;
     }
 
     /// Whether the copy holds what the backend holds for this selector over `[mint, maxt]`.
@@ -760,11 +774,11 @@ impl Mirror {
                 fresh.append_id(id, last + 1, crate::promql::stale_nan());
             }
         }
-        // What the store holds goes on top, in order; writes wait for the swap.
-        let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
-        store.copy_range_into(&mut fresh, i64::MIN, i64::MAX);
-        *store = fresh;
-        drop(store);
+        // What the store holds goes on top, in order; writes wait until it is swapped in.
+        self.rebuild(|old| {
+            old.copy_range_into(&mut fresh, i64::MIN, i64::MAX);
+            fresh
+        });
         self.counters.backfills.fetch_add(1, Ordering::Relaxed);
         let mark = Backfill {
             at,
@@ -843,6 +857,14 @@ impl Mirror {
     pub fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesData>, SourceError> {
         self.counters.selects_local.fetch_add(1, Ordering::Relaxed);
         self.store.select(matchers, mint, maxt)
+    }
+
+    /// The metric names the mirror keeps, sorted: all an agent needs to send this replica (a
+    /// selector whose names cannot be listed is never answered here).
+    pub fn kept_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.state().keep.by_name.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     pub fn stats(&self) -> MirrorStats {

@@ -844,8 +844,8 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
-/// A series' labels as compared: sorted, without `__name__`, `alertname` and the keys the rule
-/// sets itself (its own labels may be templates, and they override the expression's).
+/// A series' labels as compared: sorted, without `__name__`, `alertname` and the keys left out
+/// (rule labels that are templates, or for alerts every label the rule sets).
 type LabelKey = BTreeMap<String, String>;
 
 fn label_key(m: &serde_json::Value, drop: &BTreeSet<String>) -> LabelKey {
@@ -897,8 +897,9 @@ struct Exactness {
 /// Prometheus evaluating its expression at the same time over the same TSDB: whether the answers
 /// over the mirror are the backend's.
 /// - A recording rule: the series it wrote at that time (read back through the replica's query
-///   API) against the answer, labels and values. Rules of one group recording one name with the
-///   same labels (kubernetes-mixin has them) are compared as one, against the union of answers.
+///   API) against the answer with the rule's labels set, labels and values. The rules of one
+///   group recording one name (kubernetes-mixin has them) are compared as one, against the union
+///   of their answers.
 /// - An alerting rule (without `keep_firing_for`): its active alerts, pending or firing, against
 ///   the label sets the condition returns, which are exactly the alerts it holds.
 fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> Result<Exactness> {
@@ -920,33 +921,46 @@ fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> 
         };
         for g in &groups {
             let rules = g["rules"].as_array().cloned().unwrap_or_default();
-            // Recording rules by (name, own labels): the selector of their series.
-            let mut by_sel: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
+            // Recording rules by name: kubernetes-mixin records one name with several rules of
+            // one group, one of them with fewer labels of its own than the rest, so a rule's own
+            // labels do not tell its series apart; the name's series are compared as a whole.
+            let mut by_name: BTreeMap<&str, Vec<&serde_json::Value>> = BTreeMap::new();
             for x in rules.iter().filter(|x| x["type"] == "recording") {
-                let labels: Vec<String> = x["labels"]
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| format!("{k}={}", serde_json::Value::String(v.as_str().unwrap_or("").into())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let sel = format!("{}{{{}}}", x["name"].as_str().unwrap_or(""), labels.join(","));
-                by_sel.entry(sel).or_default().push(x);
+                by_name.entry(x["name"].as_str().unwrap_or("")).or_default().push(x);
             }
-            for (sel, same) in &by_sel {
+            for (name, same) in &by_name {
                 if !same.iter().all(|x| reads_raw(x)) {
                     continue;
                 }
                 let Some(t) = read_at(same[0], offset_ms) else { continue };
-                let drop: BTreeSet<String> = same[0]["labels"]
-                    .as_object()
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                // The series written at t: a series the rule no longer returns is still found
+                let own = |x: &serde_json::Value| -> Vec<(String, String)> {
+                    x["labels"]
+                        .as_object()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                // A templated label's value is the rule's to expand; left out on both sides.
+                let drop: BTreeSet<String> = same
+                    .iter()
+                    .flat_map(|x| own(x))
+                    .filter(|(_, v)| v.contains("{{"))
+                    .map(|(k, _)| k)
+                    .collect();
+                // The labels every rule of the name sets alike narrow the read to this group's.
+                let common: Vec<String> = own(same[0])
+                    .into_iter()
+                    .filter(|(k, v)| !drop.contains(k) && same.iter().all(|x| own(x).contains(&(k.clone(), v.clone()))))
+                    .map(|(k, v)| format!("{k}={}", serde_json::Value::String(v)))
+                    .collect();
+                let sel = format!("{name}{{{}}}", common.join(","));
+                // The series written at t: a series the rules no longer return is still found
                 // by the lookback, so only those stamped t count.
                 let values = vector_of(
-                    &get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(sel)))?,
+                    &get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(&sel)))?,
                     &drop,
                 );
                 let stamps = vector_of(
@@ -961,9 +975,13 @@ fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> 
                     .into_iter()
                     .filter(|(k, _)| stamps.get(k).is_some_and(|s| (s - t_s).abs() < 5e-4))
                     .collect();
+                // Prometheus' answers with each rule's own labels set over the expression's.
                 let mut theirs = BTreeMap::new();
                 for x in same {
-                    theirs.extend(vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop));
+                    for (mut k, v) in vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop) {
+                        k.extend(own(x).into_iter().filter(|(l, _)| !drop.contains(l)));
+                        theirs.insert(k, v);
+                    }
                 }
                 out.recordings += same.len();
                 out.recorded_series += theirs.len();

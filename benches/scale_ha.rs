@@ -794,9 +794,10 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
                 sum_of(&m, "watchfire_mirror_series", |_| true)
             );
         }
-        let ex = rules_vs_prometheus(&replicas, prom.port, scale::MIRROR_QUERY_OFFSET_MS)?;
+        let evals = cfg.intervals + 1;
+        let ex = rules_vs_prometheus(&replicas, prom.port, scale::MIRROR_QUERY_OFFSET_MS, evals)?;
         println!(
-            "[W] rules vs Prometheus at their last evaluation (first replicas, rules reading only raw series): {} recording rules ({} series) and {} alerting rules ({} alerts) compared, {} differ",
+            "[W] rules vs Prometheus, each at its last {evals} evaluations (first replicas, rules reading only raw series): {} recording rule evaluations ({} series) and {} alerting rule evaluations ({} alerts) compared, {} differ",
             ex.recordings,
             ex.recorded_series,
             ex.alerting,
@@ -845,7 +846,7 @@ fn enc(s: &str) -> String {
 }
 
 /// A series' labels as compared: sorted, without `__name__`, `alertname` and the keys left out
-/// (rule labels that are templates, or for alerts every label the rule sets).
+/// (rule labels whose values are templates; `alertstate`).
 type LabelKey = BTreeMap<String, String>;
 
 fn label_key(m: &serde_json::Value, drop: &BTreeSet<String>) -> LabelKey {
@@ -871,14 +872,6 @@ fn vector_of(j: &serde_json::Value, drop: &BTreeSet<String>) -> BTreeMap<LabelKe
         .unwrap_or_default()
 }
 
-/// The time a rule's last evaluation read its data at: `lastEvaluation` less the query offset, in
-/// seconds as the query API takes it.
-fn read_at(rule: &serde_json::Value, offset_ms: i64) -> Option<String> {
-    let t = chrono::DateTime::parse_from_rfc3339(rule["lastEvaluation"].as_str()?).ok()?;
-    let ms = t.timestamp_millis() - offset_ms;
-    (ms > 0).then(|| format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000)))
-}
-
 fn same_value(a: f64, b: f64) -> bool {
     a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()) || (a.is_nan() && b.is_nan())
 }
@@ -886,25 +879,44 @@ fn same_value(a: f64, b: f64) -> bool {
 /// What [`rules_vs_prometheus`] found.
 #[derive(Default)]
 struct Exactness {
+    /// Rule evaluations compared, recording and alerting.
     recordings: usize,
-    recorded_series: usize,
     alerting: usize,
+    /// Series recorded and alerts active, over those evaluations.
+    recorded_series: usize,
     alerts: usize,
     differing: Vec<String>,
 }
 
-/// Every rule of the first replicas that reads only raw series, at its last evaluation, against
-/// Prometheus evaluating its expression at the same time over the same TSDB: whether the answers
-/// over the mirror are the backend's.
-/// - A recording rule: the series it wrote at that time (read back through the replica's query
-///   API) against the answer with the rule's labels set, labels and values. The rules of one
-///   group recording one name (kubernetes-mixin has them) are compared as one, against the union
-///   of their answers.
-/// - An alerting rule (without `keep_firing_for`): its active alerts, pending or firing, against
-///   the label sets the condition returns, which are exactly the alerts it holds.
-fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> Result<Exactness> {
+/// A rule's own labels.
+fn own_labels(x: &serde_json::Value) -> Vec<(String, String)> {
+    x["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every rule of the first replicas that reads only raw series, at each of its last `evals`
+/// evaluations, against Prometheus evaluating its expression at the same time over the same TSDB:
+/// whether watchfire's answers (over the mirror, or the backend's where the mirror did not cover)
+/// are Prometheus' own.
+/// - Recording rules: the series written at that time (read back through the replica's query
+///   API) against the answer with the rule's labels set over it, labels and values.
+/// - Alerting rules (without `keep_firing_for`): the `ALERTS` series written at that time, pending
+///   or firing, against the label sets the condition returns; with `for`, pending counts, so they
+///   are exactly the condition's series.
+///
+/// The rules of one group that write one name (kubernetes-mixin records one name with several
+/// rules, one of them with fewer labels of its own; policies alert under one name at several
+/// severities) are compared as one, against the union of their answers: their own labels do not
+/// always tell their series apart. Labels whose value is a template are left out on both sides.
+fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64, evals: usize) -> Result<Exactness> {
     let mut out = Exactness::default();
-    let prom_at = |expr: &str, t: &str| get_json(prom_port, &format!("/api/v1/query?query={}&time={t}", enc(expr)));
+    let at = |port: u16, expr: &str, t: &str| get_json(port, &format!("/api/v1/query?query={}&time={t}", enc(expr)));
     for r in replicas.iter().filter(|r| r.replica == 0) {
         let rules = get_json(r.port, "/api/v1/rules")?;
         let groups = rules["data"]["groups"].as_array().cloned().unwrap_or_default();
@@ -920,116 +932,102 @@ fn rules_vs_prometheus(replicas: &[Replica], prom_port: u16, offset_ms: i64) -> 
                 .is_some_and(|q| !recorded.iter().any(|n| q.contains(n.as_str())))
         };
         for g in &groups {
+            let interval_ms = (g["interval"].as_f64().unwrap_or(0.0) * 1000.0) as i64;
             let rules = g["rules"].as_array().cloned().unwrap_or_default();
-            // Recording rules by name: kubernetes-mixin records one name with several rules of
-            // one group, one of them with fewer labels of its own than the rest, so a rule's own
-            // labels do not tell its series apart; the name's series are compared as a whole.
-            let mut by_name: BTreeMap<&str, Vec<&serde_json::Value>> = BTreeMap::new();
-            for x in rules.iter().filter(|x| x["type"] == "recording") {
-                by_name.entry(x["name"].as_str().unwrap_or("")).or_default().push(x);
+            let mut by_name: BTreeMap<(bool, &str), Vec<&serde_json::Value>> = BTreeMap::new();
+            for x in &rules {
+                by_name
+                    .entry((x["type"] == "alerting", x["name"].as_str().unwrap_or("")))
+                    .or_default()
+                    .push(x);
             }
-            for (name, same) in &by_name {
-                if !same.iter().all(|x| reads_raw(x)) {
+            for ((alerting, name), same) in &by_name {
+                let alerting = *alerting;
+                if !same.iter().all(|x| reads_raw(x))
+                    || (alerting && same.iter().any(|x| x["keepFiringFor"].as_f64().unwrap_or(0.0) > 0.0))
+                {
                     continue;
                 }
-                let Some(t) = read_at(same[0], offset_ms) else { continue };
-                let own = |x: &serde_json::Value| -> Vec<(String, String)> {
-                    x["labels"]
-                        .as_object()
-                        .map(|m| {
-                            m.iter()
-                                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                                .collect()
-                        })
-                        .unwrap_or_default()
+                let Some(last) = chrono::DateTime::parse_from_rfc3339(same[0]["lastEvaluation"].as_str().unwrap_or(""))
+                    .ok()
+                    .map(|t| t.timestamp_millis() - offset_ms)
+                else {
+                    continue;
                 };
-                // A templated label's value is the rule's to expand; left out on both sides.
-                let drop: BTreeSet<String> = same
+                let mut drop: BTreeSet<String> = same
                     .iter()
-                    .flat_map(|x| own(x))
+                    .flat_map(|x| own_labels(x))
                     .filter(|(_, v)| v.contains("{{"))
                     .map(|(k, _)| k)
                     .collect();
+                if alerting {
+                    drop.insert("alertstate".into());
+                }
                 // The labels every rule of the name sets alike narrow the read to this group's.
-                let common: Vec<String> = own(same[0])
+                let mut sel: Vec<String> = own_labels(same[0])
                     .into_iter()
-                    .filter(|(k, v)| !drop.contains(k) && same.iter().all(|x| own(x).contains(&(k.clone(), v.clone()))))
+                    .filter(|(k, v)| {
+                        !drop.contains(k) && same.iter().all(|x| own_labels(x).contains(&(k.clone(), v.clone())))
+                    })
                     .map(|(k, v)| format!("{k}={}", serde_json::Value::String(v)))
                     .collect();
-                let sel = format!("{name}{{{}}}", common.join(","));
-                // The series written at t: a series the rules no longer return is still found
-                // by the lookback, so only those stamped t count.
-                let values = vector_of(
-                    &get_json(r.port, &format!("/api/v1/query?query={}&time={t}", enc(&sel)))?,
-                    &drop,
-                );
-                let stamps = vector_of(
-                    &get_json(
-                        r.port,
-                        &format!("/api/v1/query?query={}&time={t}", enc(&format!("timestamp({sel})"))),
-                    )?,
-                    &drop,
-                );
-                let t_s: f64 = t.parse().unwrap_or(f64::NAN);
-                let ours: BTreeMap<LabelKey, f64> = values
-                    .into_iter()
-                    .filter(|(k, _)| stamps.get(k).is_some_and(|s| (s - t_s).abs() < 5e-4))
-                    .collect();
-                // Prometheus' answers with each rule's own labels set over the expression's.
-                let mut theirs = BTreeMap::new();
-                for x in same {
-                    for (mut k, v) in vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop) {
-                        k.extend(own(x).into_iter().filter(|(l, _)| !drop.contains(l)));
-                        theirs.insert(k, v);
+                let sel = if alerting {
+                    sel.insert(0, format!("alertname={}", serde_json::Value::String(name.to_string())));
+                    format!("ALERTS{{{}}}", sel.join(","))
+                } else {
+                    format!("{name}{{{}}}", sel.join(","))
+                };
+                for k in 0..evals.max(1) {
+                    let ms = last - k as i64 * interval_ms;
+                    if ms <= 0 || (k > 0 && interval_ms == 0) {
+                        break;
                     }
-                }
-                out.recordings += same.len();
-                out.recorded_series += theirs.len();
-                let equal = ours.len() == theirs.len()
-                    && ours
-                        .iter()
-                        .all(|(k, a)| theirs.get(k).is_some_and(|b| same_value(*a, *b)));
-                if !equal {
-                    let first = |m: &BTreeMap<LabelKey, f64>| {
-                        m.iter().next().map(|(k, v)| format!("{k:?}={v}")).unwrap_or_default()
-                    };
-                    out.differing.push(format!(
-                        "shard {} {sel} ({} rules) at {t}: watchfire {} series (first {}) / Prometheus {} (first {})",
-                        r.shard,
-                        same.len(),
-                        ours.len(),
-                        first(&ours),
-                        theirs.len(),
-                        first(&theirs)
-                    ));
-                }
-            }
-            for x in rules.iter().filter(|x| x["type"] == "alerting") {
-                if !reads_raw(x) || x["keepFiringFor"].as_f64().unwrap_or(0.0) > 0.0 {
-                    continue;
-                }
-                let Some(t) = read_at(x, offset_ms) else { continue };
-                let drop: BTreeSet<String> = x["labels"]
-                    .as_object()
-                    .map(|m| m.keys().cloned().collect())
-                    .unwrap_or_default();
-                let ours: BTreeSet<LabelKey> = x["alerts"]
-                    .as_array()
-                    .map(|a| a.iter().map(|al| label_key(&al["labels"], &drop)).collect())
-                    .unwrap_or_default();
-                let theirs: BTreeSet<LabelKey> = vector_of(&prom_at(x["query"].as_str().unwrap_or(""), &t)?, &drop)
-                    .into_keys()
-                    .collect();
-                out.alerting += 1;
-                out.alerts += theirs.len();
-                if ours != theirs {
-                    out.differing.push(format!(
-                        "shard {} alert {} at {t}: watchfire only {:?} / Prometheus only {:?}",
-                        r.shard,
-                        x["name"].as_str().unwrap_or(""),
-                        ours.difference(&theirs).take(2).collect::<Vec<_>>(),
-                        theirs.difference(&ours).take(2).collect::<Vec<_>>()
-                    ));
+                    let t = format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000));
+                    // What was written at t: a series no longer returned is still found by the
+                    // lookback, so only those stamped t count.
+                    let values = vector_of(&at(r.port, &sel, &t)?, &drop);
+                    let stamps = vector_of(&at(r.port, &format!("timestamp({sel})"), &t)?, &drop);
+                    let t_s = ms as f64 / 1000.0;
+                    let ours: BTreeMap<LabelKey, f64> = values
+                        .into_iter()
+                        .filter(|(k, _)| stamps.get(k).is_some_and(|s| (s - t_s).abs() < 5e-4))
+                        .collect();
+                    let mut theirs = BTreeMap::new();
+                    for x in same {
+                        for (mut key, v) in vector_of(&at(prom_port, x["query"].as_str().unwrap_or(""), &t)?, &drop) {
+                            key.extend(own_labels(x).into_iter().filter(|(l, _)| !drop.contains(l)));
+                            theirs.insert(key, v);
+                        }
+                    }
+                    let equal = ours.len() == theirs.len()
+                        && ours
+                            .iter()
+                            .all(|(key, a)| theirs.get(key).is_some_and(|b| alerting || same_value(*a, *b)));
+                    if alerting {
+                        out.alerting += same.len();
+                        out.alerts += theirs.len();
+                    } else {
+                        out.recordings += same.len();
+                        out.recorded_series += theirs.len();
+                    }
+                    if !equal {
+                        let only = |a: &BTreeMap<LabelKey, f64>, b: &BTreeMap<LabelKey, f64>| {
+                            a.iter()
+                                .filter(|(key, v)| !b.get(*key).is_some_and(|w| alerting || same_value(**v, *w)))
+                                .take(2)
+                                .map(|(key, v)| format!("{key:?}={v}"))
+                                .collect::<Vec<_>>()
+                        };
+                        out.differing.push(format!(
+                            "shard {} {sel} ({} rules) at {t}: watchfire {} series, only there {:?} / Prometheus {}, only there {:?}",
+                            r.shard,
+                            same.len(),
+                            ours.len(),
+                            only(&ours, &theirs),
+                            theirs.len(),
+                            only(&theirs, &ours)
+                        ));
+                    }
                 }
             }
         }

@@ -351,11 +351,12 @@ fn the_relabelling_for_a_shard_keeps_the_names_its_rules_read() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    // Groups land on shards by name; enough of them that both shards hold some.
+    // Groups land on shards by name; enough of them that both shards hold some. A selector
+    // whose names cannot be listed (`gpu_.*`) is never answered by the mirror: nothing to send.
     let mut rules = String::from("groups:\n");
     for i in 0..8 {
         rules.push_str(&format!(
-            "  - name: g{i}\n    rules:\n      - alert: Hot{i}\n        expr: max by (cluster) (gpu_temp_{i}{{cluster=\"a\"}}) > 90\n      - record: energy:rate{i}\n        expr: sum(rate({{__name__=~\"gpu_energy_{i}|gpu_power_{i}\"}}[1m])) + count({{job=\"x\"}})\n"
+            "  - name: g{i}\n    rules:\n      - alert: Hot{i}\n        expr: max by (cluster) (gpu_temp_{i}{{cluster=\"a\"}}) > 90\n      - record: energy:rate{i}\n        expr: sum(rate({{__name__=~\"gpu_energy_{i}|gpu_power_{i}\"}}[1m])) + count({{__name__=~\"gpu_.*\", job=\"x\"}})\n"
         ));
     }
     std::fs::write(dir.path().join("rules.yaml"), rules).unwrap();

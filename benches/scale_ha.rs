@@ -794,7 +794,11 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
                 sum_of(&m, "watchfire_mirror_series", |_| true)
             );
         }
-        let evals = cfg.intervals + 1;
+        // Each of a rule's evaluations in the measured window and the warm-up one, unless fewer are asked.
+        let evals = match env_nonempty("WATCHFIRE_SCALE_EXACT_EVALS") {
+            Some(_) => env_num("WATCHFIRE_SCALE_EXACT_EVALS", 1usize)?,
+            None => cfg.intervals + 1,
+        };
         let ex = rules_vs_prometheus(&replicas, prom.port, scale::MIRROR_QUERY_OFFSET_MS, evals)?;
         println!(
             "[W] rules vs Prometheus, each at its last {evals} evaluations (first replicas, rules reading only raw series): {} recording rule evaluations ({} series) and {} alerting rule evaluations ({} alerts) compared, {} differ",
@@ -1660,6 +1664,11 @@ fn run() -> Result<bool> {
         "caveat: Prometheus' figure is its engine reading its own head in process; watchfire's includes each query's HTTP round trip to that same Prometheus (whose engine does part of the work: pushed-down expressions) and its SQLite writes, and both replicas of a pair query it, so Prometheus serves 2x the rules' queries in W; one run on {cpus} shared cores with other work: compare side by side, not across machines; with {} intervals the percentiles are of few samples",
         cfg.intervals
     );
+    if cfg.mirror {
+        println!(
+            "caveat (mirror): a replica's queries and samples per interval are its source calls, those the mirror answered in process included; what reached Prometheus is the query log's line above (a replica set)"
+        );
+    }
 
     // ---- incidents: the alerts they should make active, per evaluator
     println!();

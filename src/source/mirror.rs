@@ -751,12 +751,14 @@ impl Mirror {
                 ms.push(Matcher::regex(label, &alternatives.join("|")).map_err(bad)?);
             }
             queries += 2;
-            for s in backend.select(&ms, at - window, at)? {
+            // Histograms are not kept: the floats of the raw fetch are all it needs.
+            let (floats, _) = backend.reserved(backend.select_async(&ms, at - window, at))?;
+            for s in floats {
                 if keep.keeps(&s.labels) {
                     fetched.entry(s.labels).or_default().extend(s.samples);
                 }
             }
-            for s in backend.instant_query_blocking(&selector_text(&ms), at)? {
+            for s in backend.reserved(backend.instant_query(&selector_text(&ms), at))? {
                 visible.insert(s.labels);
             }
         }
@@ -816,13 +818,13 @@ impl Mirror {
             v.sort();
             v
         };
-        let senders = backend.instant_query_blocking(&self.cfg.senders_query(), now);
+        let senders = backend.reserved(backend.instant_query(&self.cfg.senders_query(), now));
         let present = if unseen.is_empty() {
             Ok(Vec::new())
         } else {
             let alternatives: Vec<String> = unseen.iter().map(|n| regex::escape(n)).collect();
             let q = format!("group by (__name__) ({{__name__=~\"{}\"}})", alternatives.join("|"));
-            backend.instant_query_blocking(&q, now)
+            backend.reserved(backend.instant_query(&q, now))
         };
         let mut st = self.state();
         match (senders, present) {

@@ -26,6 +26,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+
+tokio::task_local! {
+    /// Set while a request is the mirror's own (see [`PrometheusSource::reserved`]).
+    static RESERVED: bool;
+}
 use std::time::{Duration as StdDuration, SystemTime};
 
 use serde::Deserialize;
@@ -89,6 +94,8 @@ pub struct PrometheusSource {
     /// The replica's request slots to this source (`max_in_flight`), shared by every group.
     slots: tokio::sync::Semaphore,
     max_in_flight: usize,
+    /// One slot beside them for the mirror's own requests ([`PrometheusSource::reserved`]).
+    reserved_slot: tokio::sync::Semaphore,
     /// `&name=value...` of `query_params`, appended to every request's form body.
     extra_form: String,
     /// Successful answers that carried warnings (a backend's limits close to being hit, a
@@ -170,6 +177,7 @@ impl PrometheusSource {
             query_batch: cfg.query_batch.max(1),
             slots: tokio::sync::Semaphore::new(cfg.max_in_flight.max(1)),
             max_in_flight: cfg.max_in_flight.max(1),
+            reserved_slot: tokio::sync::Semaphore::new(1),
             extra_form: cfg
                 .query_params
                 .iter()
@@ -346,6 +354,14 @@ impl PrometheusSource {
     /// [`PrometheusSource::instant_query`] from a blocking thread (never an async task).
     pub fn instant_query_blocking(&self, expr: &str, t: i64) -> Result<Vec<PushedSample>, SourceError> {
         self.handle.block_on(self.instant_query(expr, t))
+    }
+
+    /// Runs `f` (blocking) with its requests through one slot of their own, not the
+    /// evaluations' `max_in_flight`: the mirror's requests (which senders the backend knows, its
+    /// backfills). A backend the rules keep busy must not keep the mirror that would relieve it
+    /// from starting, and these requests are few and one at a time.
+    pub fn reserved<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.handle.block_on(RESERVED.scope(true, f))
     }
 
     /// Raw samples of every series matching `matchers` in `[mint, maxt]` (ms): the floats, and
@@ -533,7 +549,12 @@ impl PrometheusSource {
         }
         // Held until the answer is read. Waiting is bounded by the timeout too: a backend that
         // keeps every slot busy that long is failing, and more requests would only slow it.
-        let _slot = match tokio::time::timeout(self.timeout, self.slots.acquire()).await {
+        let slots = if RESERVED.try_with(|r| *r).unwrap_or(false) {
+            &self.reserved_slot
+        } else {
+            &self.slots
+        };
+        let _slot = match tokio::time::timeout(self.timeout, slots.acquire()).await {
             Ok(Ok(slot)) => slot,
             Ok(Err(_)) => return Err((self.unavailable(format!("{url}: the request slots are closed")), false)),
             Err(_) => {
@@ -1075,6 +1096,31 @@ mod tests {
             "{errors:?}"
         );
         assert!(hits.load(Ordering::SeqCst) <= 2, "the last one waiting was not sent");
+
+        // The mirror's own requests have a slot of their own: one reaches the backend while the
+        // evaluations' only slot is held, so both are there at once. (After the backend has
+        // finished with the request above that its client gave up on.)
+        while now.load(Ordering::SeqCst) > 0 {
+            std::thread::sleep(StdDuration::from_millis(10));
+        }
+        hits.store(0, Ordering::SeqCst);
+        most.store(0, Ordering::SeqCst);
+        let src = Arc::new(capped(1, 5_000));
+        let held = {
+            let src = Arc::clone(&src);
+            rt.spawn(async move { src.instant_query("hang", 1000).await })
+        };
+        while now.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(StdDuration::from_millis(10));
+        }
+        let mirrors = src.reserved(src.instant_query("y", 1000));
+        assert!(mirrors.is_ok(), "{mirrors:?}");
+        assert!(rt.block_on(held).unwrap().is_ok());
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            2,
+            "the reserved request did not wait for the slot"
+        );
     }
 
     /// Prometheus 2.42's answers (`--enable-feature=native-histograms`, recorded from

@@ -449,6 +449,10 @@ impl Mirror {
         if !name.is_empty() {
             if !st.names.contains(name) {
                 st.names.insert(name.to_string());
+                // Received now: nothing to ask the backend. Asking about names that are only
+                // late here (writes starting, an agent's list catching up) would read every
+                // series of them at the backend, the heaviest query the mirror could send.
+                st.unseen.remove(name);
             }
             if histograms > 0 && !st.histogram_names.contains(name) {
                 tracing::info!(
@@ -1036,6 +1040,29 @@ mod tests {
         assert!(f.covers_up("a", MIN - 1));
         f.mirror.set_selectors(vec![vec![Matcher::equal(METRIC_NAME, "up")]]);
         assert!(!f.covers_up("a", 0));
+    }
+
+    #[test]
+    fn a_name_received_after_it_was_asked_about_is_not_asked_of_the_backend() {
+        let f = fixture();
+        f.mirror.set_selectors(vec![
+            vec![Matcher::equal(METRIC_NAME, "up")],
+            vec![Matcher::equal(METRIC_NAME, "late")],
+        ]);
+        f.settle("a", &["a"]);
+        let late = [Matcher::equal(METRIC_NAME, "late")];
+        assert!(!f.mirror.covers(&late, f.now() - MIN, f.now()));
+        assert!(f.mirror.refresh_due(), "the unseen name is asked at the next refresh");
+        f.mirror.ingest(vec![WriteSeries {
+            labels: Labels::from_pairs([("__name__", "late"), ("cluster", "a")]),
+            samples: vec![(f.now(), 1.0)],
+            histograms: 0,
+        }]);
+        assert!(f.mirror.state().unseen.is_empty());
+        assert!(
+            !f.mirror.refresh_due(),
+            "nothing left to ask before the refresh interval"
+        );
     }
 
     #[test]

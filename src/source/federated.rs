@@ -283,12 +283,12 @@ impl Federated {
         Ok(self)
     }
 
-    /// Asks the backends of the mirrors that are due which senders they know (one query each,
-    /// about once a `refresh`).
+    /// Starts, off the evaluation's thread, what the mirrors have due: asking their backends
+    /// which senders and names they know (about once a `refresh`), and backfills.
     fn refresh_mirrors(&self) {
         for m in &self.members {
             if let (Some(mirror), MemberSource::Prometheus(p)) = (&m.mirror, &m.source) {
-                mirror.refresh(p);
+                mirror.refresh_if_due(p);
                 mirror.backfill_if_due(p);
             }
         }

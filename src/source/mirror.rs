@@ -16,8 +16,9 @@
 //!   selector may read, by the `sender_label` matcher, wrote to the replica within
 //!   `max_silence`: an agent that stopped writing here, or was never configured to, sends its
 //!   rules back to the backend instead of resolving their alerts;
-//! - each metric name it may read is known: received here, or absent at the backend (asked at
-//!   the next refresh), and never sent as native histograms (the mirror keeps floats only);
+//! - each metric name it may read is known: received here, or absent from the backend's index
+//!   (its metric names, asked at each refresh), and never sent as native histograms (the mirror
+//!   keeps floats only);
 //!   a selector whose names cannot be listed (`{job="x"}`, an open regex) is not covered.
 //!
 //! Samples arrive when the sender's queue flushes (Prometheus' `batch_send_deadline`, 5 s by
@@ -54,7 +55,7 @@ pub struct MirrorConfig {
     /// 5 s, plus a second): a scrape arrives in several requests, and an evaluation must not see
     /// half of one (a histogram's `_count` without its buckets).
     pub flush_ms: i64,
-    /// How often the backend is asked which senders (and unseen names) it knows.
+    /// How often the backend is asked which senders and metric names it knows.
     pub refresh_ms: i64,
     /// The query listing the senders the backend knows, one series per sender (empty: `group
     /// by (<sender_label>) (up)`).
@@ -89,15 +90,17 @@ impl MirrorConfig {
 /// The most a write request may decode to (a sender's batch is tens of kB).
 pub(crate) const MAX_DECODED_BYTES: usize = 64 << 20;
 
-/// What the backend said at the last refresh.
+/// What the backend said at the last refresh. Its two answers are kept apart: one failing
+/// (a slow backend) does not discard the other.
 #[derive(Default)]
 struct BackendView {
-    /// When it answered (ms); `None` before the first answer, or after a failed refresh.
+    /// When it listed its senders (ms); `None` before the first answer, or after a failed one.
     at_ms: Option<i64>,
     senders: HashSet<String>,
-    /// Of the names asked because the mirror had not received them, those the backend holds.
-    present: HashSet<String>,
-    asked: HashSet<String>,
+    /// When it listed its metric names (ms); `None` as for `at_ms`.
+    names_at_ms: Option<i64>,
+    /// The metric names its index holds over the retention.
+    names: HashSet<String>,
 }
 
 /// A sender: when its first write arrived (ms, the mirror's clock), and its newest sample's
@@ -231,11 +234,14 @@ struct State {
     /// refused write.
     since_ms: i64,
     names: HashSet<String>,
+    /// Names first received after coverage began that the backend may have held before: an
+    /// agent's relabelling that started sending them late. Their history before the first
+    /// write here is the backend's: read locally only from that write plus the margin (or a
+    /// backfill after it).
+    late_names: HashMap<String, i64>,
     histogram_names: HashSet<String>,
     keep: Keep,
     backend: BackendView,
-    /// Names selectors asked about that the mirror has not received, for the next refresh.
-    unseen: HashSet<String>,
     last_compact_ms: i64,
     /// The last backfill of every sender, while no data was lost since.
     full: Option<Backfill>,
@@ -267,6 +273,15 @@ impl State {
             return b.from;
         }
         s.first_ms.max(self.since_ms) + margin
+    }
+
+    /// From when name `name`'s data here is complete, when it was first received late.
+    fn name_floor(&self, name: &str, margin: i64) -> Option<i64> {
+        let first = *self.late_names.get(name)?;
+        match self.full {
+            Some(b) if b.since == self.since_ms && first + margin <= b.at => None,
+            _ => Some(first + margin),
+        }
     }
 
     /// From when everything here is complete, whichever sender wrote it.
@@ -312,7 +327,8 @@ pub struct Mirror {
     /// on) while no write can land in the copy it is about to replace.
     writing: Mutex<()>,
     state: Mutex<State>,
-    refreshing: Mutex<()>,
+    /// Whether a refresh is under way.
+    refreshing: std::sync::atomic::AtomicBool,
     pub counters: MirrorCounters,
 }
 
@@ -345,16 +361,16 @@ impl Mirror {
                 senders: HashMap::new(),
                 since_ms: t,
                 names: HashSet::new(),
+                late_names: HashMap::new(),
                 histogram_names: HashSet::new(),
                 keep: Keep::default(),
                 backend: BackendView::default(),
-                unseen: HashSet::new(),
                 last_compact_ms: t,
                 full: None,
                 per_sender: HashMap::new(),
                 backfilling: false,
             }),
-            refreshing: Mutex::new(()),
+            refreshing: Default::default(),
             counters: MirrorCounters::default(),
         }
     }
@@ -449,10 +465,17 @@ impl Mirror {
         if !name.is_empty() {
             if !st.names.contains(name) {
                 st.names.insert(name.to_string());
-                // Received now: nothing to ask the backend. Asking about names that are only
-                // late here (writes starting, an agent's list catching up) would read every
-                // series of them at the backend, the heaviest query the mirror could send.
-                st.unseen.remove(name);
+                // New at the backend too (its fresh index lacks it), or within the start
+                // margin, which no window reads before: complete from here. Otherwise the
+                // backend may hold samples this replica never got.
+                let fresh = st
+                    .backend
+                    .names_at_ms
+                    .is_some_and(|at| now - at <= 3 * self.cfg.refresh_ms);
+                let new_everywhere = fresh && !st.backend.names.contains(name);
+                if !new_everywhere && now > st.since_ms + self.cfg.start_margin_ms {
+                    st.late_names.insert(name.to_string(), now);
+                }
             }
             if histograms > 0 && !st.histogram_names.contains(name) {
                 tracing::info!(
@@ -552,11 +575,11 @@ impl Mirror {
     /// Whether the copy holds what the backend holds for this selector over `[mint, maxt]`.
     pub fn covers(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> bool {
         let now = (self.now)();
-        let mut st = self.state();
-        self.covers_locked(&mut st, matchers, mint, maxt, now)
+        let st = self.state();
+        self.covers_locked(&st, matchers, mint, maxt, now)
     }
 
-    fn covers_locked(&self, st: &mut State, matchers: &[Matcher], mint: i64, maxt: i64, now: i64) -> bool {
+    fn covers_locked(&self, st: &State, matchers: &[Matcher], mint: i64, maxt: i64, now: i64) -> bool {
         if maxt > now || mint < now - self.cfg.retention_ms || !st.keep.covers(matchers) {
             return false;
         }
@@ -564,7 +587,8 @@ impl Mirror {
             return false;
         };
         // A view older than three refreshes is not trusted: the backend may know new senders.
-        if now - at > 3 * self.cfg.refresh_ms {
+        let stale = |at: i64| now - at > 3 * self.cfg.refresh_ms;
+        if stale(at) {
             return false;
         }
         let Some(names) = selector_names(matchers) else {
@@ -574,9 +598,11 @@ impl Mirror {
             if st.histogram_names.contains(n) {
                 return false;
             }
-            // A name never received here is read locally only once the backend lacks it too.
-            if !st.names.contains(n) && (st.backend.present.contains(n) || !st.backend.asked.contains(n)) {
-                st.unseen.insert(n.clone());
+            // A name never received here is read locally only while the backend lacks it too.
+            if !st.names.contains(n) && (st.backend.names.contains(n) || st.backend.names_at_ms.is_none_or(stale)) {
+                return false;
+            }
+            if st.name_floor(n, self.cfg.start_margin_ms).is_some_and(|f| f > mint) {
                 return false;
             }
         }
@@ -610,10 +636,10 @@ impl Mirror {
             return false;
         }
         let now = (self.now)();
-        let mut st = self.state();
+        let st = self.state();
         windows
             .iter()
-            .all(|w| self.covers_locked(&mut st, &w.matchers, w.mint, w.maxt, now))
+            .all(|w| self.covers_locked(&st, &w.matchers, w.mint, w.maxt, now))
     }
 
     /// Whether the backend view is due for a refresh.
@@ -623,7 +649,8 @@ impl Mirror {
     }
 
     fn due(&self, st: &State, now: i64) -> bool {
-        st.backend.at_ms.is_none_or(|at| now - at >= self.cfg.refresh_ms) || !st.unseen.is_empty()
+        let due = |at: Option<i64>| at.is_none_or(|at| now - at >= self.cfg.refresh_ms);
+        due(st.backend.at_ms) || due(st.backend.names_at_ms)
     }
 
     /// Starts a backfill on a thread of its own when one is due: of every sender once the
@@ -805,56 +832,65 @@ impl Mirror {
         Ok((n, queries))
     }
 
-    /// Asks the backend which senders it knows and which of the names asked about (and not
-    /// received here) it holds, when that is due. One caller at a time; the others go on with
-    /// the view they have.
-    pub fn refresh(&self, backend: &PrometheusSource) {
-        let Ok(_one) = self.refreshing.try_lock() else {
+    /// Starts a refresh of the backend view on a thread of its own when one is due and none is
+    /// under way: evaluations never wait for the mirror's requests, which on a busy backend
+    /// take as long as its slowest queries.
+    pub fn refresh_if_due(self: &Arc<Self>, backend: &Arc<PrometheusSource>) {
+        if !self.refresh_due() || self.refreshing.swap(true, Ordering::AcqRel) {
             return;
-        };
+        }
+        let me = Arc::clone(self);
+        let backend = Arc::clone(backend);
+        let spawned = std::thread::Builder::new()
+            .name("mirror-refresh".into())
+            .spawn(move || {
+                me.refresh(&backend);
+                me.refreshing.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.refreshing.store(false, Ordering::Release);
+        }
+    }
+
+    /// Asks the backend which senders it knows (its `senders_query`) and which metric names its
+    /// index holds over the retention, when that is due.
+    pub fn refresh(&self, backend: &PrometheusSource) {
         let now = (self.now)();
-        let unseen: Vec<String> = {
-            let st = self.state();
-            if !self.due(&st, now) {
-                return;
-            }
-            let mut v: Vec<String> = st.unseen.iter().cloned().collect();
-            v.sort();
-            v
-        };
+        if !self.due(&self.state(), now) {
+            return;
+        }
         let senders = backend.reserved(backend.instant_query(&self.cfg.senders_query(), now));
-        let present = if unseen.is_empty() {
-            Ok(Vec::new())
-        } else {
-            let alternatives: Vec<String> = unseen.iter().map(|n| regex::escape(n)).collect();
-            let q = format!("group by (__name__) ({{__name__=~\"{}\"}})", alternatives.join("|"));
-            backend.reserved(backend.instant_query(&q, now))
-        };
+        let names = backend.reserved(backend.label_values(METRIC_NAME, now - self.cfg.retention_ms, now));
         let mut st = self.state();
-        match (senders, present) {
-            (Ok(senders), Ok(present)) => {
+        match senders {
+            Ok(senders) => {
                 st.backend.at_ms = Some(now);
                 st.backend.senders = senders
                     .iter()
                     .map(|s| s.labels.get(&self.cfg.sender_label).unwrap_or("").to_string())
                     .collect();
-                for n in &unseen {
-                    st.unseen.remove(n);
-                    st.backend.asked.insert(n.clone());
-                }
-                for p in present {
-                    if let Some(n) = p.labels.metric_name() {
-                        st.backend.present.insert(n.to_string());
-                    }
-                }
             }
-            (Err(e), _) | (_, Err(e)) => {
+            Err(e) => {
                 self.counters.refreshes_failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     "mirror of {}: cannot ask the backend which senders it knows ({e}); answering from the backend",
                     self.source_name
                 );
                 st.backend.at_ms = None;
+            }
+        }
+        match names {
+            Ok(names) => {
+                st.backend.names_at_ms = Some(now);
+                st.backend.names = names.into_iter().collect();
+            }
+            Err(e) => {
+                self.counters.refreshes_failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "mirror of {}: cannot ask the backend which metric names it holds ({e}); names not received here go to the backend",
+                    self.source_name
+                );
+                st.backend.names_at_ms = None;
             }
         }
     }
@@ -979,6 +1015,11 @@ mod tests {
             st.backend.at_ms = Some(self.now());
             st.backend.senders = senders.iter().map(|s| s.to_string()).collect();
         }
+        fn backend_names(&self, names: &[&str]) {
+            let mut st = self.mirror.state();
+            st.backend.names_at_ms = Some(self.now());
+            st.backend.names = names.iter().map(|s| s.to_string()).collect();
+        }
         fn covers_up(&self, cluster: &str, back: i64) -> bool {
             let m = [Matcher::equal(METRIC_NAME, "up"), Matcher::equal("cluster", cluster)];
             self.mirror.covers(&m, self.now() - back, self.now())
@@ -1043,29 +1084,6 @@ mod tests {
     }
 
     #[test]
-    fn a_name_received_after_it_was_asked_about_is_not_asked_of_the_backend() {
-        let f = fixture();
-        f.mirror.set_selectors(vec![
-            vec![Matcher::equal(METRIC_NAME, "up")],
-            vec![Matcher::equal(METRIC_NAME, "late")],
-        ]);
-        f.settle("a", &["a"]);
-        let late = [Matcher::equal(METRIC_NAME, "late")];
-        assert!(!f.mirror.covers(&late, f.now() - MIN, f.now()));
-        assert!(f.mirror.refresh_due(), "the unseen name is asked at the next refresh");
-        f.mirror.ingest(vec![WriteSeries {
-            labels: Labels::from_pairs([("__name__", "late"), ("cluster", "a")]),
-            samples: vec![(f.now(), 1.0)],
-            histograms: 0,
-        }]);
-        assert!(f.mirror.state().unseen.is_empty());
-        assert!(
-            !f.mirror.refresh_due(),
-            "nothing left to ask before the refresh interval"
-        );
-    }
-
-    #[test]
     fn names_never_received_need_the_backend_to_lack_them_and_histograms_are_never_covered() {
         let f = fixture();
         f.mirror.set_selectors(vec![
@@ -1075,22 +1093,34 @@ mod tests {
         ]);
         f.settle("a", &["a"]);
         let gone = [Matcher::equal(METRIC_NAME, "gone")];
-        assert!(!f.mirror.covers(&gone, f.now() - MIN, f.now()), "not yet asked");
-        assert!(f.mirror.refresh_due(), "the unseen name is asked at the next refresh");
-        {
-            let mut st = f.mirror.state();
-            st.unseen.clear();
-            st.backend.asked.insert("gone".into());
-        }
+        assert!(
+            f.covers_up("a", MIN),
+            "a name received here needs no answer about names"
+        );
+        assert!(
+            !f.mirror.covers(&gone, f.now() - MIN, f.now()),
+            "the backend's names not listed yet"
+        );
+        assert!(f.mirror.refresh_due(), "the names are asked at the next refresh");
+        f.backend_names(&["up"]);
+        assert!(!f.mirror.refresh_due(), "nothing to ask before the refresh interval");
         assert!(
             f.mirror.covers(&gone, f.now() - MIN, f.now()),
             "absent at the backend too"
         );
-        f.mirror.state().backend.present.insert("gone".into());
+        f.backend_names(&["up", "gone"]);
         assert!(
             !f.mirror.covers(&gone, f.now() - MIN, f.now()),
             "the backend has it from elsewhere"
         );
+        // A names answer older than three refreshes is not trusted, even with the senders fresh.
+        f.backend_names(&["up"]);
+        f.advance(3 * MIN + 1);
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        assert!(f.mirror.refresh_due());
+        assert!(!f.mirror.covers(&gone, f.now() - MIN, f.now()));
+        assert!(f.covers_up("a", MIN));
 
         f.mirror.ingest(vec![WriteSeries {
             labels: Labels::from_pairs([("__name__", "h"), ("cluster", "a")]),
@@ -1103,6 +1133,43 @@ mod tests {
         assert!(
             !f.mirror.covers(&open, f.now() - MIN, f.now()),
             "names cannot be listed"
+        );
+    }
+
+    #[test]
+    fn a_name_first_received_late_is_read_locally_only_from_its_first_write_on() {
+        let f = fixture();
+        f.mirror.set_selectors(vec![
+            vec![Matcher::equal(METRIC_NAME, "up")],
+            vec![Matcher::equal(METRIC_NAME, "late")],
+            vec![Matcher::equal(METRIC_NAME, "new")],
+        ]);
+        f.settle("a", &["a"]);
+        // The backend held `late` before this replica got any (an agent's list caught up);
+        // `new` appears at both at once.
+        f.backend_names(&["up", "late"]);
+        for name in ["late", "new"] {
+            f.mirror.ingest(vec![WriteSeries {
+                labels: Labels::from_pairs([("__name__", name), ("cluster", "a")]),
+                samples: vec![(f.now(), 1.0)],
+                histograms: 0,
+            }]);
+        }
+        let late = [Matcher::equal(METRIC_NAME, "late")];
+        let new = [Matcher::equal(METRIC_NAME, "new")];
+        assert!(
+            !f.mirror.covers(&late, f.now() - MIN, f.now()),
+            "its history is the backend's"
+        );
+        assert!(f.mirror.covers(&new, f.now() - MIN, f.now()));
+        f.advance(2 * MIN);
+        f.write("a", 1.0);
+        f.backend_knows(&["a"]);
+        f.backend_names(&["up", "late", "new"]);
+        assert!(f.mirror.covers(&late, f.now() - MIN, f.now()), "after the margin");
+        assert!(
+            !f.mirror.covers(&late, f.now() - 2 * MIN, f.now()),
+            "not before its first write"
         );
     }
 

@@ -116,11 +116,20 @@ struct CachedCreds {
     refresh_at: Option<SystemTime>,
 }
 
+/// How a request carries its parameters: the query API takes a form body (no length limit on
+/// the expression), the label values API only a query string.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Get,
+    Post,
+}
+
 #[derive(Deserialize)]
 struct ApiResponse {
     status: String,
+    /// Decoded by the caller: a query's [`ApiData`], a label's values.
     #[serde(default)]
-    data: Option<ApiData>,
+    data: Option<Box<serde_json::value::RawValue>>,
     #[serde(default, rename = "errorType")]
     error_type: Option<String>,
     #[serde(default)]
@@ -431,6 +440,22 @@ impl PrometheusSource {
         self.api("query", &body).await
     }
 
+    /// The values label `name` has in series with samples in `[start, end]` (ms), as the
+    /// source's index holds them (`GET /api/v1/label/<name>/values`): no sample is read, so
+    /// it stays cheap on a backend busy with queries. The index answers per block, so a value
+    /// may come back whose samples all lie just outside the range.
+    pub async fn label_values(&self, name: &str, start: i64, end: i64) -> Result<Vec<String>, SourceError> {
+        let params = format!("start={}&end={}", format_time(start), format_time(end));
+        let raw = self
+            .call(
+                Method::Get,
+                &format!("label/{}/values", crate::url::encode(name)),
+                &params,
+            )
+            .await?;
+        serde_json::from_str(raw.get()).map_err(|e| self.unavailable(format!("malformed label values: {e}")))
+    }
+
     /// `expr` evaluated at `start`, `start + step`, ... up to `end` (ms) in one range query
     /// (`POST /api/v1/query_range`): the same values as an instant query at each of those times,
     /// the floats and the native histograms.
@@ -501,18 +526,30 @@ impl PrometheusSource {
 
     /// `POST /api/v1/{endpoint}` with retries; returns the `data` of a successful response.
     async fn api(&self, endpoint: &str, body: &str) -> Result<ApiData, SourceError> {
+        let raw = self.call(Method::Post, endpoint, body).await?;
+        serde_json::from_str(raw.get()).map_err(|e| self.unavailable(format!("{endpoint}: malformed data: {e}")))
+    }
+
+    /// `/api/v1/{endpoint}` with `params` (a form body, or the query string of a GET), with
+    /// retries; returns the `data` of a successful response, still encoded.
+    async fn call(
+        &self,
+        method: Method,
+        endpoint: &str,
+        params: &str,
+    ) -> Result<Box<serde_json::value::RawValue>, SourceError> {
         let url = format!("{}/api/v1/{endpoint}", self.base_url);
         let extended;
-        let body = if self.extra_form.is_empty() {
-            body
+        let params = if self.extra_form.is_empty() {
+            params
         } else {
-            extended = format!("{body}{}", self.extra_form);
+            extended = format!("{params}{}", self.extra_form);
             extended.as_str()
         };
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            match self.post_once(&url, body).await {
+            match self.request_once(method, &url, params).await {
                 Ok((d, warnings)) => {
                     self.warned(endpoint, &warnings);
                     return Ok(d);
@@ -530,20 +567,36 @@ impl PrometheusSource {
 
     /// One request: the error and whether it is worth retrying.
     /// An answer comes with its warnings.
-    async fn post_once(&self, url: &str, body: &str) -> Result<(ApiData, Vec<String>), (SourceError, bool)> {
-        let mut headers: Vec<(String, String)> = vec![(
-            "content-type".to_string(),
-            "application/x-www-form-urlencoded".to_string(),
-        )];
+    async fn request_once(
+        &self,
+        method: Method,
+        url: &str,
+        params: &str,
+    ) -> Result<(Box<serde_json::value::RawValue>, Vec<String>), (SourceError, bool)> {
+        let (url, body) = match method {
+            Method::Post => (url.to_string(), params),
+            Method::Get => (format!("{url}?{params}"), ""),
+        };
+        let url = url.as_str();
+        let mut headers: Vec<(String, String)> = Vec::new();
+        if method == Method::Post {
+            headers.push((
+                "content-type".to_string(),
+                "application/x-www-form-urlencoded".to_string(),
+            ));
+        }
         headers.extend(self.headers.iter().cloned());
         if let Some(sig) = &self.sigv4 {
             let signed = self
-                .sign(sig, url, &headers, body.as_bytes())
+                .sign(sig, method, url, &headers, body.as_bytes())
                 .await
                 .map_err(|e| (e, false))?;
             headers.extend(signed);
         }
-        let mut req = self.client.post(url).body(body.to_string());
+        let mut req = match method {
+            Method::Post => self.client.post(url).body(body.to_string()),
+            Method::Get => self.client.get(url),
+        };
         for (k, v) in &headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -629,6 +682,7 @@ impl PrometheusSource {
     async fn sign(
         &self,
         sig: &SigV4Config,
+        method: Method,
         url: &str,
         headers: &[(String, String)],
         body: &[u8],
@@ -649,7 +703,10 @@ impl PrometheusSource {
             .map_err(|e| self.unavailable(format!("sigv4: {e}")))?
             .into();
         let signable = SignableRequest::new(
-            "POST",
+            match method {
+                Method::Post => "POST",
+                Method::Get => "GET",
+            },
             url,
             headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             SignableBody::Bytes(body),
@@ -852,7 +909,9 @@ mod tests {
             "content-type".to_string(),
             "application/x-www-form-urlencoded".to_string(),
         )];
-        let signed = rt.block_on(src.sign(&sig, &url, &headers, b"query=up")).unwrap();
+        let signed = rt
+            .block_on(src.sign(&sig, Method::Post, &url, &headers, b"query=up"))
+            .unwrap();
         let get = |n: &str| {
             signed
                 .iter()

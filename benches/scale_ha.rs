@@ -53,6 +53,10 @@ struct Config {
     /// With the mirror, each replica is sent only the metric names its shard's rules read
     /// (`WATCHFIRE_SCALE_MIRROR=names`), as agents configured per shard would send.
     mirror_names: bool,
+    /// `WATCHFIRE_SCALE_SHARD_BY=file`: each cluster's rule file on one shard (with
+    /// `MIRROR=names`, an agent sends a shard's replicas its series only when the shard reads
+    /// its cluster).
+    shard_by_file: bool,
 }
 
 fn env_num<T: std::str::FromStr>(k: &str, default: T) -> Result<T>
@@ -93,6 +97,11 @@ fn config() -> Result<Config> {
         quick,
         mirror: env_nonempty("WATCHFIRE_SCALE_MIRROR").is_some_and(|v| v != "0"),
         mirror_names: env_nonempty("WATCHFIRE_SCALE_MIRROR").is_some_and(|v| v == "names"),
+        shard_by_file: match env_nonempty("WATCHFIRE_SCALE_SHARD_BY").as_deref() {
+            None | Some("group") => false,
+            Some("file") => true,
+            Some(other) => bail!("WATCHFIRE_SCALE_SHARD_BY={other}: group or file"),
+        },
     };
     if c.series == 0 || c.rules == 0 || c.intervals == 0 || c.interval_s == 0 || c.shards == 0 || c.replicas == 0 {
         bail!("WATCHFIRE_SCALE_{{SERIES,RULES,INTERVALS,INTERVAL_S,SHARDS,REPLICAS}} must be > 0");
@@ -605,6 +614,7 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         mirror: cfg
             .mirror
             .then(|| "{sender_label: cluster, start_margin: 30s, flush: 2s}".to_string()),
+        shard_by_file: cfg.shard_by_file,
     };
     let wdir = cfg.dir.join("watchfire");
     if wdir.exists() {
@@ -640,27 +650,20 @@ fn phase_watchfire(cfg: &Config, prom: &mut Prometheus, rules: &RuleSet, recorde
         prom.remote_writes = replicas
             .iter()
             .map(|r| {
+                let relabel = match cfg.mirror_names {
+                    true => {
+                        let (what, items) = relabel_for(r)?;
+                        eprintln!("[W] shard {} r{} is sent {what}", r.shard, r.replica);
+                        Some(items)
+                    }
+                    false => None,
+                };
                 Ok(scale::RemoteWrite {
                     url: format!("http://127.0.0.1:{}/api/v1/write", r.port),
-                    names: cfg.mirror_names.then(|| names_read(r)).transpose()?,
+                    relabel,
                 })
             })
             .collect::<Result<_>>()?;
-        if cfg.mirror_names {
-            for (r, w) in replicas.iter().zip(&prom.remote_writes) {
-                eprintln!(
-                    "[W] shard {} r{} is sent {}",
-                    r.shard,
-                    r.replica,
-                    w.names
-                        .as_ref()
-                        .map_or("every metric (a selector names none)".to_string(), |n| format!(
-                            "{} metric names",
-                            n.len()
-                        ))
-                );
-            }
-        }
         prom.configure(None, Some(&log))?;
         let t0 = Instant::now();
         for r in &replicas {
@@ -1225,7 +1228,9 @@ fn run() -> Result<bool> {
         cfg.shards,
         cfg.replicas,
         cfg.phases,
-        if cfg.mirror_names {
+        if cfg.mirror_names && cfg.shard_by_file {
+            " (W with the mirror, shards by rule file: Prometheus, the agents' stand-in, remote-writes to each replica the series of the clusters and metric names its shard reads)"
+        } else if cfg.mirror_names {
             " (W with the mirror: Prometheus, the agents' stand-in, remote-writes to each replica the metric names its shard reads)"
         } else if cfg.mirror {
             " (W with the mirror: Prometheus, the agents' stand-in, remote-writes every sample to every replica)"
@@ -1808,7 +1813,9 @@ fn sys_mem_gib() -> f64 {
 
 /// The metric names a replica's mirror keeps, as `watchfire run --check --mirror-relabel` prints
 /// them for the agents: what an agent configured for its shard sends it.
-fn names_read(r: &Replica) -> Result<BTreeSet<String>> {
+/// The write relabelling `watchfire run --check --mirror-relabel` prints for `r`'s shard: what
+/// it keeps, in words (its comment), and the `write_relabel_configs` items.
+fn relabel_for(r: &Replica) -> Result<(String, String)> {
     let out = Command::new(env!("CARGO_BIN_EXE_watchfire"))
         .args([
             "run",
@@ -1829,9 +1836,19 @@ fn names_read(r: &Replica) -> Result<BTreeSet<String>> {
         );
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let re = text
+    let what = text
         .lines()
-        .find_map(|l| l.trim().strip_prefix("regex: "))
-        .context("no regex in the relabelling")?;
-    Ok(re.trim_matches('\'').split('|').map(str::to_string).collect())
+        .find_map(|l| l.strip_prefix('#'))
+        .and_then(|c| c.split_once(": ").map(|x| x.1.to_string()))
+        .context("no comment in the relabelling")?;
+    let items: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("write_relabel_configs:"))
+        .skip(1)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if items.is_empty() {
+        bail!("no write_relabel_configs in:\n{text}");
+    }
+    Ok((what, items))
 }

@@ -374,16 +374,48 @@ fn the_relabelling_for_a_shard_keeps_the_names_its_rules_read() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let names = |text: &str| -> std::collections::BTreeSet<String> {
-        let re = text.lines().find_map(|l| l.trim().strip_prefix("regex: ")).unwrap();
-        re.trim_matches('\'').split('|').map(str::to_string).collect()
+    // What an agent of `cluster` sends under the printed relabelling: `keep` matches the
+    // labels joined by `;`, the regex anchored at both ends (RE2's syntax, the regex crate's).
+    let keeps = |text: &str, cluster: &str, name: &str| -> bool {
+        let line = |key: &str| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix(key))
+                .unwrap()
+                .to_string()
+        };
+        let re = line("regex: ");
+        let re = regex::Regex::new(&format!("^(?:{})$", re.trim_matches('\'').replace("''", "'"))).unwrap();
+        let joined = match line("- source_labels: ").as_str() {
+            "[cluster, __name__]" => format!("{cluster};{name}"),
+            "[__name__]" => name.to_string(),
+            other => panic!("source_labels {other}"),
+        };
+        re.is_match(&joined)
     };
+    let candidates: Vec<String> = (0..8)
+        .flat_map(|i| {
+            [
+                format!("gpu_temp_{i}"),
+                format!("gpu_energy_{i}"),
+                format!("gpu_power_{i}"),
+                format!("gpu_util_{i}"),
+            ]
+        })
+        .collect();
     let mut union = std::collections::BTreeSet::new();
     for shard in ["0/2", "1/2"] {
         let text = relabel(shard);
-        let mine = names(&text);
+        let mine: std::collections::BTreeSet<String> =
+            candidates.iter().filter(|n| keeps(&text, "a", n)).cloned().collect();
         assert!(!mine.is_empty(), "shard {shard} reads something:\n{text}");
         assert!(union.is_disjoint(&mine), "each group's names go to its shard only");
+        for n in &mine {
+            assert_eq!(
+                keeps(&text, "b", n),
+                !n.starts_with("gpu_temp_"),
+                "{n}: read for cluster a only, or for any cluster:\n{text}"
+            );
+        }
         union.extend(mine);
         // Prometheus takes it under a remote_write as printed.
         let indented: String = text.lines().map(|l| format!("    {l}\n")).collect();

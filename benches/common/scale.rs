@@ -2581,9 +2581,9 @@ pub struct Prometheus {
 /// One remote write of the agents' stand-in.
 pub struct RemoteWrite {
     pub url: String,
-    /// Only these metric names (a `keep` write relabelling), as an agent configured per shard
-    /// sends; None: every sample.
-    pub names: Option<BTreeSet<String>>,
+    /// The `write_relabel_configs` list (its items, as `watchfire run --check --mirror-relabel`
+    /// prints them), as an agent configured per shard sends; None: every sample.
+    pub relabel: Option<String>,
 }
 
 /// The rule query offset of a replica with a mirror: remote writes arrive in several requests a
@@ -2674,13 +2674,11 @@ impl Prometheus {
                     q(&w.url),
                     q(REPLICA_TOKEN)
                 );
-                if let Some(names) = &w.names {
-                    let alt: Vec<&str> = names.iter().map(String::as_str).collect();
-                    let _ = writeln!(
-                        t,
-                        "    write_relabel_configs:\n      - source_labels: [__name__]\n        regex: {}\n        action: keep",
-                        q(&alt.join("|"))
-                    );
+                if let Some(items) = &w.relabel {
+                    t.push_str("    write_relabel_configs:\n");
+                    for l in items.lines() {
+                        let _ = writeln!(t, "    {l}");
+                    }
                 }
             }
         }
@@ -2800,6 +2798,8 @@ pub struct ReplicaConfig {
     /// The source's `mirror:` block (YAML flow mapping), when the agents remote-write to the
     /// replicas.
     pub mirror: Option<String>,
+    /// `shard_by: file`: each rule file (a cluster here) on one shard.
+    pub shard_by_file: bool,
 }
 
 pub const REPLICA_TOKEN: &str = "scale-bench-token";
@@ -2823,13 +2823,14 @@ impl Replica {
                 "# written by benches/common/scale.rs: shard {shard}/{total}, replica {replica}\n\
                  sources:\n  - {{name: prometheus, type: prometheus, url: {url}, timeout: {timeout}{concurrency}{mirror}}}\n\
                  rule_files: [{rules}]\nroutes_file: routes.yaml\nevaluation_interval: {interval}\n{offset}promql_compat: \"2\"\nstate_dir: state\n\
-                 external_labels: {{replica: {replica_q}}}\n\
+                 external_labels: {{replica: {replica_q}}}\n{shard_by}\
                  http:\n  listen: 127.0.0.1:{port}\n  bearer_token_env: WATCHFIRE_SCALE_TOKEN\n",
                 url = q(&cfg.source_url),
                 timeout = cfg.source_timeout,
                 rules = q(&cfg.rules_glob),
                 interval = cfg.interval,
                 replica_q = q(&format!("r{replica}")),
+                shard_by = if cfg.shard_by_file { "shard_by: file\n" } else { "" },
                 mirror = cfg.mirror.as_ref().map(|m| format!(", mirror: {m}")).unwrap_or_default(),
                 offset = if cfg.mirror.is_some() {
                     format!("query_offset: {}ms\n", MIRROR_QUERY_OFFSET_MS)

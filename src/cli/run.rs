@@ -8,7 +8,7 @@ use clap::Parser;
 use watchfire::run::config::{self, RunConfig, Shard};
 use watchfire::run::{Service, SystemClock};
 use watchfire::server::{self, AppState, Auth, QueryLimits};
-use watchfire::source::MirrorSlot;
+use watchfire::source::{Kept, MirrorSlot};
 use watchfire::state::StateStore;
 
 #[derive(Parser, Debug)]
@@ -55,7 +55,10 @@ pub fn run(args: Args) -> i32 {
         let Some(m) = &loaded.mirror else {
             return super::fail(format!("{}: no source has a mirror: block", args.config.display()));
         };
-        print!("{}", mirror_relabel(&args.config, &cfg.shard, &m.kept_names()));
+        print!(
+            "{}",
+            mirror_relabel(&args.config, &cfg.shard, m.sender_label(), &m.kept())
+        );
         return 0;
     }
     if args.check {
@@ -228,15 +231,49 @@ pub(crate) async fn shutdown_signal() {
 }
 
 /// The agents' write relabelling for one shard's replicas: keep the names its mirror keeps.
-fn mirror_relabel(config: &std::path::Path, shard: &Shard, names: &[String]) -> String {
-    let alt: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
-    format!(
-        "# {}, shard {}/{}: the {} metric names its rules read; the mirror answers nothing else\n\
-         write_relabel_configs:\n  - source_labels: [__name__]\n    regex: '{}'\n    action: keep\n",
+fn mirror_relabel(config: &std::path::Path, shard: &Shard, label: &str, kept: &Kept) -> String {
+    let alt = |names: &std::collections::BTreeSet<String>| -> String {
+        let v: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
+        v.join("|")
+    };
+    let mut names: std::collections::BTreeSet<&String> = kept.any_sender.iter().collect();
+    names.extend(kept.by_sender.values().flatten());
+    let head = format!(
+        "# {}, shard {}/{}: the {} metric names its rules read",
         config.display(),
         shard.index,
         shard.total,
-        names.len(),
-        alt.join("|")
+        names.len()
+    );
+    // YAML's single quotes: a quote inside is doubled.
+    let quoted = |re: String| re.replace('\'', "''");
+    if kept.by_sender.is_empty() {
+        return format!(
+            "{head}, from every {label}; the mirror answers nothing else\n\
+             write_relabel_configs:\n  - source_labels: [__name__]\n    regex: '{}'\n    action: keep\n",
+            quoted(alt(&kept.any_sender))
+        );
+    }
+    // Some names are read for some senders only: keep `<sender>;<name>` (the labels joined by
+    // relabelling's default separator), so that an agent sends a shard only its own clusters.
+    let mut parts = Vec::new();
+    if !kept.any_sender.is_empty() {
+        parts.push(format!(".*;(?:{})", alt(&kept.any_sender)));
+    }
+    // Senders reading the same names share one alternative (a file per cluster: one in all).
+    let mut by_names: std::collections::BTreeMap<&std::collections::BTreeSet<String>, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for (sender, names) in &kept.by_sender {
+        by_names.entry(names).or_default().push(regex::escape(sender));
+    }
+    for (names, senders) in by_names {
+        parts.push(format!("(?:{});(?:{})", senders.join("|"), alt(names)));
+    }
+    format!(
+        "{head}: {} of them from every {label}, the others from {} {label} values only; the mirror answers nothing else\n\
+         write_relabel_configs:\n  - source_labels: [{label}, __name__]\n    regex: '{}'\n    action: keep\n",
+        kept.any_sender.len(),
+        kept.by_sender.len(),
+        quoted(parts.join("|"))
     )
 }

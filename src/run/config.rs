@@ -49,6 +49,9 @@
 //!   max_connections: 16384      # open client connections (also kept below the fd limit)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N (groups
 //!                               #   reading each other's outputs go together: run/shard.rs)
+//! shard_by: group               # or `file`: a rule file's groups all go to one shard (a file
+//!                               #   per cluster: a shard reads some clusters, and its mirror's
+//!                               #   agents send only theirs)
 //! ```
 //!
 //! Federation: each selector is answered by the source that owns its metric name: a
@@ -156,6 +159,8 @@ pub struct RunConfig {
     pub state_dir: Option<PathBuf>,
     pub http: HttpConfig,
     pub shard: Shard,
+    /// `shard_by: file`: the unit placed on a shard is a rule file, not a group.
+    pub shard_by_file: bool,
 }
 
 impl Default for RunConfig {
@@ -176,6 +181,7 @@ impl Default for RunConfig {
             state_dir: None,
             http: HttpConfig::default(),
             shard: Shard::default(),
+            shard_by_file: false,
         }
     }
 }
@@ -228,6 +234,7 @@ const TOP_KEYS: &[&str] = &[
     "state_dir",
     "http",
     "shard",
+    "shard_by",
 ];
 
 /// Loads and validates a configuration file.
@@ -343,6 +350,13 @@ fn load_str_with(
             "state_dir" => cfg.state_dir = Some(PathBuf::from(r.string(v, "state_dir")?)),
             "http" => cfg.http = http(&r, v, env, read_secret_files)?,
             "shard" => cfg.shard = Shard::parse(&r.string(v, "shard")?).map_err(|e| r.err(v.pos(), e))?,
+            "shard_by" => {
+                cfg.shard_by_file = match r.string(v, "shard_by")?.as_str() {
+                    "group" => false,
+                    "file" => true,
+                    other => return Err(r.err(v.pos(), format!("shard_by {other:?} must be \"group\" or \"file\""))),
+                }
+            }
             _ => {}
         }
     }
@@ -531,6 +545,14 @@ mod tests {
         assert!(e.message.contains("at least one source"), "{e}");
         let e = load("sources:\n  - {name: a, type: embedded}\nshard: 3/3\n").unwrap_err();
         assert_eq!(e.pos.line, 3);
+        let e = load("sources:\n  - {name: a, type: embedded}\nshard_by: cluster\n").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (3, 11), "{e}");
+        assert!(e.message.contains("\"group\" or \"file\""), "{e}");
+        assert!(
+            load("sources:\n  - {name: a, type: embedded}\nshard_by: file\n")
+                .unwrap()
+                .shard_by_file
+        );
         let e = load("sources:\n  - {name: a, type: prometheus}\n").unwrap_err();
         assert!(e.message.contains("needs a url"), "{e}");
         let e = load("sources:\n  - name: a\n    type: prometheus\n    url: http://x\n    query_concurrency: 0\n")

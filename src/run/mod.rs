@@ -123,7 +123,7 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
         .map(|r| r.name().to_string())
         .collect();
     // Groups that read each other's outputs stay on one shard (see `shard`).
-    let mut owned = shard::owned(&groups, cfg.shard).into_iter();
+    let mut owned = shard::owned(&groups, cfg.shard, cfg.shard_by_file).into_iter();
     groups.retain(|_| owned.next().unwrap_or(false));
     let engine = Engine::new(crate::promql::EngineOptions {
         closed_windows: cfg.promql_v2,

@@ -24,12 +24,12 @@ use crate::rules::{deps, Group};
 /// How far over the mean load a shard may go before a set passes to its next choice.
 const LOAD_BOUND: f64 = 1.1;
 
-/// For each group, whether `shard` evaluates it.
-pub(crate) fn owned(groups: &[Group], shard: Shard) -> Vec<bool> {
+/// For each group, whether `shard` evaluates it. `by_file`: a file's groups are one set.
+pub(crate) fn owned(groups: &[Group], shard: Shard, by_file: bool) -> Vec<bool> {
     if shard.total <= 1 {
         return vec![true; groups.len()];
     }
-    let root = sets(groups);
+    let root = sets(groups, by_file);
     // Each set: its key (the least (file, name) of its members, the same on every replica
     // whatever the load order) and its weight (its rules; an empty group still costs a cycle).
     let mut members: HashMap<usize, (String, &str, u64)> = HashMap::new();
@@ -115,8 +115,15 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// For each group, the representative of the set it belongs to.
-fn sets(groups: &[Group]) -> Vec<usize> {
+fn sets(groups: &[Group], by_file: bool) -> Vec<usize> {
     let mut parent: Vec<usize> = (0..groups.len()).collect();
+    if by_file {
+        let mut first: HashMap<&std::path::Path, usize> = HashMap::new();
+        for (i, g) in groups.iter().enumerate() {
+            let f = *first.entry(g.file()).or_insert(i);
+            union(&mut parent, i, f);
+        }
+    }
     for (gi, rules) in deps::inputs(&groups.iter().collect::<Vec<_>>()).iter().enumerate() {
         for &(og, _) in rules.iter().flatten() {
             if og != gi {
@@ -154,7 +161,13 @@ mod tests {
     }
 
     fn shards_of(gs: &[Group], total: u32) -> Vec<u32> {
-        let owned: Vec<Vec<bool>> = (0..total).map(|i| owned(gs, Shard { index: i, total })).collect();
+        shards_by(gs, total, false)
+    }
+
+    fn shards_by(gs: &[Group], total: u32, by_file: bool) -> Vec<u32> {
+        let owned: Vec<Vec<bool>> = (0..total)
+            .map(|i| owned(gs, Shard { index: i, total }, by_file))
+            .collect();
         (0..gs.len())
             .map(|g| {
                 let at: Vec<u32> = (0..total).filter(|&s| owned[s as usize][g]).collect();
@@ -288,7 +301,7 @@ mod tests {
              \x20 - name: c\n    rules:\n      - record: other:x\n        expr: vector(1)\n        labels: {team: a}\n\
              \x20 - name: d\n    rules:\n      - alert: X\n        expr: other:x{team=\"b\"} > 0\n",
         );
-        let root = sets(&gs);
+        let root = sets(&gs, false);
         assert_eq!(
             root[0], root[1],
             "a regex over names reaches the recorded name; job is unknown, so it may match"
@@ -300,6 +313,36 @@ mod tests {
     #[test]
     fn one_shard_owns_everything() {
         let gs = groups(&per_cluster(2));
-        assert!(owned(&gs, Shard::default()).iter().all(|o| *o));
+        assert!(owned(&gs, Shard::default(), false).iter().all(|o| *o));
+    }
+
+    #[test]
+    fn by_file_a_files_groups_stay_on_one_shard_and_files_spread() {
+        let mut gs = Vec::new();
+        for f in 0..12 {
+            // Each file its own clusters: no read joins two files.
+            let text = per_cluster(3)
+                .replace("\"c", &format!("\"f{f}c"))
+                .replace("cluster: c", &format!("cluster: f{f}c"));
+            let file = load_str(&text, &format!("cluster-{f}.yaml"), LoadOptions::default()).expect("rules load");
+            gs.extend(Group::from_file(&file, &GroupConfig::default()).expect("groups build"));
+        }
+        let per_file = gs.len() / 12;
+        for total in [2, 4] {
+            let s = shards_by(&gs, total, true);
+            for f in 0..12 {
+                let mine = &s[f * per_file..(f + 1) * per_file];
+                assert!(mine.iter().all(|x| *x == mine[0]), "file {f}, {total} shards: {mine:?}");
+            }
+            let used: std::collections::BTreeSet<u32> = s.iter().copied().collect();
+            assert_eq!(used.len(), total as usize, "12 files fill {total} shards: {s:?}");
+        }
+        let by_group = shards_of(&gs, 4);
+        assert!(
+            (0..12).any(|f| by_group[f * per_file..(f + 1) * per_file]
+                .iter()
+                .any(|x| *x != by_group[f * per_file])),
+            "without it a file's independent groups spread"
+        );
     }
 }

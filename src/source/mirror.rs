@@ -207,8 +207,14 @@ impl Keep {
 /// The metric names a selector may read, when they can be listed: an equality on the name, or
 /// a regex with a small finite language (`a|b`).
 fn selector_names(matchers: &[Matcher]) -> Option<Vec<String>> {
+    listed_values(matchers, METRIC_NAME)
+}
+
+/// The values of `label` a selector can match, when its matchers list them (an equality, a
+/// regex of alternatives); None when any value may match.
+fn listed_values(matchers: &[Matcher], label: &str) -> Option<Vec<String>> {
     let mut out: Option<Vec<String>> = None;
-    for m in matchers.iter().filter(|m| m.name == METRIC_NAME) {
+    for m in matchers.iter().filter(|m| m.name == label) {
         let names = match m.op {
             MatchOp::Equal => vec![m.value.clone()],
             MatchOp::Regex(_) => crate::labels::finite_language(&m.value, 64)?,
@@ -219,13 +225,22 @@ fn selector_names(matchers: &[Matcher]) -> Option<Vec<String>> {
             Some(prev) => prev.into_iter().filter(|n| names.contains(n)).collect(),
         });
     }
-    // A further `!=` or `!~` on the name only narrows the set.
-    out.map(|names| {
-        names
+    // A further `!=` or `!~` only narrows the set.
+    out.map(|values| {
+        values
             .into_iter()
-            .filter(|n| matchers.iter().filter(|m| m.name == METRIC_NAME).all(|m| m.matches(n)))
+            .filter(|v| matchers.iter().filter(|m| m.name == label).all(|m| m.matches(v)))
             .collect()
     })
+}
+
+/// What a replica's mirror keeps, as an agent's write relabelling can select it: the metric
+/// names read whatever the sender, and per sender (`sender_label` value) the names read only
+/// for it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub any_sender: std::collections::BTreeSet<String>,
+    pub by_sender: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 struct State {
@@ -901,12 +916,34 @@ impl Mirror {
         self.store.select(matchers, mint, maxt)
     }
 
-    /// The metric names the mirror keeps, sorted: all an agent needs to send this replica (a
-    /// selector whose names cannot be listed is never answered here).
-    pub fn kept_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.state().keep.by_name.keys().cloned().collect();
-        names.sort();
-        names
+    /// The series the mirror keeps, by metric name and sender: all an agent needs to send this
+    /// replica (a selector whose names cannot be listed is never answered here).
+    pub fn kept(&self) -> Kept {
+        let st = self.state();
+        let mut k = Kept::default();
+        for set in &st.keep.sets {
+            let Some(names) = selector_names(set) else {
+                continue;
+            };
+            match listed_values(set, &self.cfg.sender_label) {
+                None => k.any_sender.extend(names),
+                Some(senders) => {
+                    for s in senders {
+                        k.by_sender.entry(s).or_default().extend(names.iter().cloned());
+                    }
+                }
+            }
+        }
+        for names in k.by_sender.values_mut() {
+            names.retain(|n| !k.any_sender.contains(n));
+        }
+        k.by_sender.retain(|_, names| !names.is_empty());
+        k
+    }
+
+    /// The label that tells senders apart.
+    pub fn sender_label(&self) -> &str {
+        &self.cfg.sender_label
     }
 
     pub fn stats(&self) -> MirrorStats {

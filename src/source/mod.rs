@@ -16,5 +16,5 @@ pub(crate) use crate::promql::{HistogramSeriesData, StartTimestampSeriesData};
 pub use crate::promql::{Queryable, SeriesData, SourceError};
 pub use cloudwatch::{CloudWatchSource, Mapping};
 pub use config::SourceKind;
-pub use mirror::{Mirror, MirrorConfig, MirrorSlot, MirrorStats};
+pub use mirror::{Kept, Mirror, MirrorConfig, MirrorSlot, MirrorStats};
 pub use prometheus::{BatchError, PrometheusSource};

@@ -29,6 +29,11 @@ struct Server {
 }
 
 fn start(read_timeout: &str, max_connections: usize) -> Server {
+    start_http(read_timeout, max_connections, "")
+}
+
+/// [`start`] with more of watchfire.yaml's `http` block (`extra` lines, indented by two).
+fn start_http(read_timeout: &str, max_connections: usize, extra: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let hook_l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -51,7 +56,7 @@ fn start(read_timeout: &str, max_connections: usize) -> Server {
         root,
         "watchfire.yaml",
         &format!(
-            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nhttp:\n  listen: '127.0.0.1:{port}'\n  bearer_token_env: WATCHFIRE_TEST_TOKEN\n  read_timeout: {read_timeout}\n  max_connections: {max_connections}\n"
+            "sources:\n  - {{name: local, type: embedded}}\nrule_files: [rules.yaml]\nroutes_file: routes.yaml\nevaluation_interval: 1s\nhttp:\n  listen: '127.0.0.1:{port}'\n  bearer_token_env: WATCHFIRE_TEST_TOKEN\n  read_timeout: {read_timeout}\n  max_connections: {max_connections}\n{extra}"
         ),
     );
     let proc = common::start_watchfire(&root.join("watchfire.yaml"), &[], &[("WATCHFIRE_TEST_TOKEN", TOKEN)]);
@@ -462,6 +467,61 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
             Err(_) => return true,
         }
     }
+}
+
+/// Reads one answer from a keep-alive connection: its status (headers, then `content-length`
+/// bytes of body).
+fn read_one(s: &mut TcpStream) -> Option<u16> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).ok().filter(|&n| n > 0)?;
+        got.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&got[..head_end]).to_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    while got.len() < head_end + len {
+        let n = s.read(&mut buf).ok().filter(|&n| n > 0)?;
+        got.extend_from_slice(&buf[..n]);
+    }
+    head.split(' ').nth(1)?.parse().ok()
+}
+
+#[test]
+fn idle_keep_alive_connections_outlive_the_header_timeout() {
+    // Clients keep idle connections for minutes (Prometheus' remote write five): closing one
+    // after the header timeout races the client's next request into a closed socket.
+    let srv = start_http("1s", 16_384, "  idle_timeout: 4s\n");
+    let port = srv.port;
+    let req = b"GET /-/healthy HTTP/1.1\r\nhost: x\r\n\r\n";
+    let connect = || TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut silent, mut kept, mut idle) = (connect(), connect(), connect());
+    for s in [&mut kept, &mut idle] {
+        s.write_all(req).unwrap();
+        assert_eq!(read_one(s), Some(200));
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    // A connection that never sent a byte has the header timeout; an answered one, idle past
+    // it, still serves its next request.
+    assert!(closed_by_server(&mut silent), "a silent connection outlived the header timeout");
+    assert!(!closed_by_server(&mut kept), "an idle keep-alive connection was closed after 2.5s");
+    assert!(!closed_by_server(&mut idle), "an idle keep-alive connection was closed after 2.5s");
+    kept.write_all(req).unwrap();
+    assert_eq!(read_one(&mut kept), Some(200));
+    // A head that starts after idling has the header timeout from its first byte (slowloris),
+    // not the idle one (4s from that answer).
+    kept.write_all(b"GET /-/healthy HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert!(closed_by_server(&mut kept), "a stalled head outlived the header timeout");
+    // And an idle connection is closed at the idle timeout (4s after its answer).
+    assert!(closed_by_server(&mut idle), "an idle connection outlived the idle timeout");
 }
 
 #[test]

@@ -147,6 +147,7 @@ pub fn run(args: Args) -> i32 {
     let conn_limits = server::ConnLimits {
         max_connections: cfg.http.max_connections,
         read_timeout: std::time::Duration::from_millis(cfg.http.read_timeout_ms as u64),
+        idle_timeout: std::time::Duration::from_millis(cfg.http.idle_timeout_ms as u64),
         max_body_bytes: server::MAX_BODY_BYTES,
     };
     let result: Result<(), String> = rt.block_on(async move {

@@ -46,6 +46,7 @@
 //!   query_max_concurrency: 20   #   queries at once (more wait up to their timeout),
 //!   query_max_samples: 50000000 #   samples a query may load (Prometheus' defaults)
 //!   read_timeout: 10s           # headers, then body, must each arrive within it (slow clients)
+//!   idle_timeout: 6m            # a keep-alive connection idle after an answer is closed
 //!   max_connections: 16384      # open client connections (also kept below the fd limit)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N (groups
 //!                               #   reading each other's outputs go together: run/shard.rs)
@@ -117,9 +118,10 @@ pub struct HttpConfig {
     pub query_timeout_ms: i64,
     pub query_max_concurrency: usize,
     pub query_max_samples: u64,
-    /// A request's headers, and then its body, must each arrive within this (slow clients);
-    /// also the idle time after which a keep-alive connection is closed.
+    /// A request's headers, and then its body, must each arrive within this (slow clients).
     pub read_timeout_ms: i64,
+    /// A keep-alive connection idle this long after an answer is closed.
+    pub idle_timeout_ms: i64,
     /// Open client connections at most (kept below the file-descriptor limit too).
     pub max_connections: usize,
 }
@@ -134,6 +136,7 @@ impl Default for HttpConfig {
             query_max_concurrency: 20,
             query_max_samples: 50_000_000,
             read_timeout_ms: 10_000,
+            idle_timeout_ms: crate::server::IDLE_TIMEOUT.as_millis() as i64,
             max_connections: 16_384,
         }
     }
@@ -389,6 +392,7 @@ fn http(
             "query_max_concurrency",
             "query_max_samples",
             "read_timeout",
+            "idle_timeout",
             "max_connections",
         ],
     )? {
@@ -436,6 +440,12 @@ fn http(
                 h.read_timeout_ms = r.duration_ms(v, "read_timeout", "10s")?;
                 if h.read_timeout_ms <= 0 {
                     return Err(r.err(v.pos(), "read_timeout must be greater than 0"));
+                }
+            }
+            "idle_timeout" => {
+                h.idle_timeout_ms = r.duration_ms(v, "idle_timeout", "6m")?;
+                if h.idle_timeout_ms <= 0 {
+                    return Err(r.err(v.pos(), "idle_timeout must be greater than 0"));
                 }
             }
             "max_connections" => h.max_connections = r.positive_int(v, "max_connections")? as usize,
@@ -511,20 +521,25 @@ mod tests {
             ),
             (30_000, 4, 1000)
         );
-        let c = load("sources: [{name: a, type: embedded}]\nhttp: {read_timeout: 3s, max_connections: 64}\n").unwrap();
-        assert_eq!((c.http.read_timeout_ms, c.http.max_connections), (3_000, 64));
+        let c = load(
+            "sources: [{name: a, type: embedded}]\nhttp: {read_timeout: 3s, idle_timeout: 90s, max_connections: 64}\n",
+        )
+        .unwrap();
         assert_eq!(
-            (
-                HttpConfig::default().read_timeout_ms,
-                HttpConfig::default().max_connections
-            ),
-            (10_000, 16_384)
+            (c.http.read_timeout_ms, c.http.idle_timeout_ms, c.http.max_connections),
+            (3_000, 90_000, 64)
+        );
+        let d = HttpConfig::default();
+        assert_eq!(
+            (d.read_timeout_ms, d.idle_timeout_ms, d.max_connections),
+            (10_000, 360_000, 16_384)
         );
         for (bad, col, msg) in [
             ("query_timeout: 0s", 8, "greater than 0"),
             ("query_max_concurrency: 0", 8, "at least 1"),
             ("query_max_samples: many", 8, "at least 1"),
             ("read_timeout: 0s", 8, "greater than 0"),
+            ("idle_timeout: 0s", 8, "greater than 0"),
             ("max_connections: 0", 8, "at least 1"),
         ] {
             let e = load(&format!("sources: [{{name: a, type: embedded}}]\nhttp: {{{bad}}}\n")).unwrap_err();

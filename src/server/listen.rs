@@ -1,7 +1,7 @@
 //! The accept loop of the HTTP face, with the limits that keep a hostile or broken client from
 //! taking the service down: a cap on open connections (the process keeps file descriptors for
-//! SQLite, its sources and its receivers), a deadline for each request's headers (slowloris;
-//! it also closes idle keep-alive connections) and for its body, a cap on body size for
+//! SQLite, its sources and its receivers), a deadline for each request's headers (slowloris)
+//! and for its body, a longer one for an idle keep-alive connection, a cap on body size for
 //! every route, and one on the memory all bodies being read take together.
 
 use std::convert::Infallible;
@@ -15,19 +15,25 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::{watch, Semaphore};
 
-/// Limits of the HTTP face (watchfire.yaml's `http.read_timeout`, `http.max_connections`).
+use super::deadline::{Activity, ConnTimer, Watched};
+
+/// Limits of the HTTP face (watchfire.yaml's `http.read_timeout`, `http.idle_timeout`,
+/// `http.max_connections`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConnLimits {
     /// Open connections at most; further ones are closed as soon as they are accepted. Also
     /// capped below the process' file-descriptor limit (see [`effective_max_connections`]).
     pub max_connections: usize,
-    /// A request's headers, and then its body, must each arrive within this; an idle
-    /// keep-alive connection is closed after it.
+    /// A request's headers (from its first byte, or from the accept for a connection's first
+    /// request), and then its body, must each arrive within this.
     pub read_timeout: Duration,
+    /// A keep-alive connection idle this long after an answer is closed. Longer than clients'
+    /// own idle timeouts, so that they close first (see [`super::deadline`]).
+    pub idle_timeout: Duration,
     /// Request bodies larger than this are refused with 413 on every route.
     pub max_body_bytes: usize,
 }
@@ -37,10 +43,14 @@ impl Default for ConnLimits {
         ConnLimits {
             max_connections: 16_384,
             read_timeout: Duration::from_secs(10),
+            idle_timeout: IDLE_TIMEOUT,
             max_body_bytes: MAX_BODY_BYTES,
         }
     }
 }
+
+/// Above Prometheus' remote-write client's five minutes and a load balancer's usual 60 s.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(360);
 
 /// The body limit (axum's default for its extractors, kept explicit so every route has it).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -121,11 +131,17 @@ pub async fn serve_with_limits(
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone().into_service::<hyper::body::Incoming>());
         let mut stop = stop_rx.clone();
-        let read_timeout = limits.read_timeout;
+        let (header, idle) = (limits.read_timeout, limits.idle_timeout);
         tokio::spawn(async move {
+            let activity = Arc::new(Activity::default());
+            let timer = ConnTimer {
+                activity: Arc::clone(&activity),
+                header,
+                idle,
+            };
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(read_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            builder.timer(timer).header_read_timeout(header);
+            let conn = builder.serve_connection(TokioIo::new(Watched::new(stream, activity)), service);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 r = conn.as_mut() => {

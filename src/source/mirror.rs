@@ -10,8 +10,8 @@
 //!   the mirror was told to keep (the query API may ask anything);
 //! - the window lies inside what the replica has received: `mint` is at least `start_margin`
 //!   after the first write of every sender it may read, after the mirror started and after the
-//!   kept selectors last changed, and within `retention`; a write the mirror refused (its data
-//!   lost) starts coverage again;
+//!   kept selectors last changed, and within `retention` and the lookback; a write the mirror
+//!   refused (its data lost) starts coverage again;
 //! - every sender the backend knows (its `senders_query`, refreshed every `refresh`) that the
 //!   selector may read, by the `sender_label` matcher, wrote to the replica within
 //!   `max_silence`: an agent that stopped writing here, or was never configured to, sends its
@@ -43,7 +43,8 @@ use crate::tsdb::Store;
 pub struct MirrorConfig {
     /// The label that tells senders apart (AMP's external label, usually `cluster`).
     pub sender_label: String,
-    /// How far back the mirror keeps samples; longer windows go to the backend.
+    /// How far back the mirror keeps samples, and the engine's lookback (5m) beyond it;
+    /// windows reaching further back go to the backend.
     pub retention_ms: i64,
     /// A sender whose newest sample is older is not live: the selectors reading it go to the
     /// backend. It must exceed the senders' scrape interval plus their queue's flush delay
@@ -595,7 +596,9 @@ impl Mirror {
     }
 
     fn covers_locked(&self, st: &State, matchers: &[Matcher], mint: i64, maxt: i64, now: i64) -> bool {
-        if maxt > now || mint < now - self.cfg.retention_ms || !st.keep.covers(matchers) {
+        // The store keeps the lookback beyond the retention (instant selectors at its start
+        // read it), so a window of the retention read a little back (`query_offset`) is held.
+        if maxt > now || mint < now - self.cfg.retention_ms - self.lookback_ms || !st.keep.covers(matchers) {
             return false;
         }
         let Some(at) = st.backend.at_ms else {
@@ -1081,6 +1084,22 @@ mod tests {
         f.advance(61_000);
         f.backend_knows(&["a"]);
         assert!(!f.covers_up("a", 5 * MIN));
+    }
+
+    #[test]
+    fn a_window_of_the_retention_read_back_by_a_query_offset_is_covered() {
+        // `[1h]` evaluated 15 s back reads 1h15s ago: within what the store keeps (the
+        // retention and the lookback), not beyond it.
+        let f = fixture();
+        f.write("a", 1.0);
+        for _ in 0..150 {
+            f.advance(30_000);
+            f.write("a", 1.0);
+        }
+        f.backend_knows(&["a"]);
+        assert!(f.covers_up("a", 60 * MIN + 15_000), "[1h] with query_offset 15s");
+        assert!(f.covers_up("a", 65 * MIN), "the retention and the lookback");
+        assert!(!f.covers_up("a", 65 * MIN + 1), "beyond what the store keeps");
     }
 
     #[test]

@@ -510,18 +510,33 @@ fn idle_keep_alive_connections_outlive_the_header_timeout() {
     std::thread::sleep(Duration::from_millis(2_500));
     // A connection that never sent a byte has the header timeout; an answered one, idle past
     // it, still serves its next request.
-    assert!(closed_by_server(&mut silent), "a silent connection outlived the header timeout");
-    assert!(!closed_by_server(&mut kept), "an idle keep-alive connection was closed after 2.5s");
-    assert!(!closed_by_server(&mut idle), "an idle keep-alive connection was closed after 2.5s");
+    assert!(
+        closed_by_server(&mut silent),
+        "a silent connection outlived the header timeout"
+    );
+    assert!(
+        !closed_by_server(&mut kept),
+        "an idle keep-alive connection was closed after 2.5s"
+    );
+    assert!(
+        !closed_by_server(&mut idle),
+        "an idle keep-alive connection was closed after 2.5s"
+    );
     kept.write_all(req).unwrap();
     assert_eq!(read_one(&mut kept), Some(200));
     // A head that starts after idling has the header timeout from its first byte (slowloris),
     // not the idle one (4s from that answer).
     kept.write_all(b"GET /-/healthy HTTP/1.1\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(2_500));
-    assert!(closed_by_server(&mut kept), "a stalled head outlived the header timeout");
+    assert!(
+        closed_by_server(&mut kept),
+        "a stalled head outlived the header timeout"
+    );
     // And an idle connection is closed at the idle timeout (4s after its answer).
-    assert!(closed_by_server(&mut idle), "an idle connection outlived the idle timeout");
+    assert!(
+        closed_by_server(&mut idle),
+        "an idle connection outlived the idle timeout"
+    );
 }
 
 #[test]

@@ -136,7 +136,8 @@ impl Default for HttpConfig {
             query_max_concurrency: 20,
             query_max_samples: 50_000_000,
             read_timeout_ms: 10_000,
-            idle_timeout_ms: crate::server::IDLE_TIMEOUT.as_millis() as i64,
+            // Above Prometheus' remote-write client's five minutes (the server's default too).
+            idle_timeout_ms: 360_000,
             max_connections: 16_384,
         }
     }

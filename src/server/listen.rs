@@ -50,7 +50,7 @@ impl Default for ConnLimits {
 }
 
 /// Above Prometheus' remote-write client's five minutes and a load balancer's usual 60 s.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(360);
+const IDLE_TIMEOUT: Duration = Duration::from_secs(360);
 
 /// The body limit (axum's default for its extractors, kept explicit so every route has it).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

@@ -45,7 +45,7 @@ mod listen;
 mod page;
 mod query;
 
-pub use listen::{effective_max_connections, serve_with_limits, ConnLimits, IDLE_TIMEOUT, MAX_BODY_BYTES};
+pub use listen::{effective_max_connections, serve_with_limits, ConnLimits, MAX_BODY_BYTES};
 pub use page::render_status;
 pub use query::{router as query_router, QueryApi, QueryLimits, QueryTarget};
 

@@ -2,6 +2,7 @@
 //! in one request (`label_replace(...) or ...`, see `PrometheusSource::instant_query_batch`),
 //! and each expression's answer must be what it answers alone; a rule the source refuses gets
 //! its own error while the rest of its batch is answered; fewer requests reach the source.
+//! Also the source's other question, the metric names the index holds over a range.
 //!
 //! Needs `/usr/bin/prometheus` and `promtool`: missing ones fail the test, unless
 //! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
@@ -226,4 +227,30 @@ fn rules_batched_or_not_evaluate_the_same_with_fewer_requests() {
     // batch of the other (sent alone: a batch of one); `reads` reads a recording here.
     assert_eq!(plain.1, vec![8.0; 3], "one request per rule");
     assert_eq!(batched.1, vec![4.0, 3.0, 3.0], "one request per batch");
+}
+
+/// The mirror's names question, `GET /api/v1/label/__name__/values` over a range: the names
+/// whose series have samples in it, from the index, and none for a range past every block.
+#[test]
+fn the_index_lists_the_metric_names_of_a_range() {
+    if !common::prometheus_present() {
+        return;
+    }
+    let env = setup();
+    let rt = common::runtime();
+    let cfg = config::load_file(&configure(&env.root.join("names"), env.prom.port, 16))
+        .expect("config")
+        .sources[0]
+        .clone();
+    let src = PrometheusSource::new(&cfg, rt.handle().clone()).expect("source");
+    let mut names = rt
+        .block_on(src.label_values("__name__", env.base_ms, env.base_ms + 60 * M))
+        .expect("label values");
+    names.sort();
+    assert_eq!(names, ["req_total", "temp"]);
+    let now = chrono::Utc::now().timestamp_millis();
+    let later = rt
+        .block_on(src.label_values("__name__", now - 10 * M, now))
+        .expect("label values");
+    assert!(later.is_empty(), "the data ended two hours ago: {later:?}");
 }

@@ -1,5 +1,6 @@
 //! `watchfire run --config watchfire.yaml [--shard N/M]`: the evaluator service.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -233,11 +234,11 @@ pub(crate) async fn shutdown_signal() {
 
 /// The agents' write relabelling for one shard's replicas: keep the names its mirror keeps.
 fn mirror_relabel(config: &std::path::Path, shard: &Shard, label: &str, kept: &Kept) -> String {
-    let alt = |names: &std::collections::BTreeSet<String>| -> String {
+    let alt = |names: &BTreeSet<String>| -> String {
         let v: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
         v.join("|")
     };
-    let mut names: std::collections::BTreeSet<&String> = kept.any_sender.iter().collect();
+    let mut names: BTreeSet<&String> = kept.any_sender.iter().collect();
     names.extend(kept.by_sender.values().flatten());
     let head = format!(
         "# {}, shard {}/{}: the {} metric names its rules read",
@@ -262,8 +263,7 @@ fn mirror_relabel(config: &std::path::Path, shard: &Shard, label: &str, kept: &K
         parts.push(format!(".*;(?:{})", alt(&kept.any_sender)));
     }
     // Senders reading the same names share one alternative (a file per cluster: one in all).
-    let mut by_names: std::collections::BTreeMap<&std::collections::BTreeSet<String>, Vec<String>> =
-        std::collections::BTreeMap::new();
+    let mut by_names: BTreeMap<&BTreeSet<String>, Vec<String>> = BTreeMap::new();
     for (sender, names) in &kept.by_sender {
         by_names.entry(names).or_default().push(regex::escape(sender));
     }

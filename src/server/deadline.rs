@@ -32,6 +32,14 @@ impl Activity {
         *self.first_byte.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
+    /// Notes a write's outcome, passed through: bytes written are (part of) an answer.
+    fn wrote(&self, r: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.answered.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
     fn read_some(&self) {
         let mut first = self.first_byte.lock().unwrap_or_else(|e| e.into_inner());
         first.get_or_insert_with(Instant::now);
@@ -76,11 +84,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write(cx, data);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.answered.store(true, Ordering::Relaxed);
-        }
-        r
+        this.activity.wrote(Pin::new(&mut this.inner).poll_write(cx, data))
     }
 
     fn poll_write_vectored(
@@ -89,11 +93,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.answered.store(true, Ordering::Relaxed);
-        }
-        r
+        this.activity
+            .wrote(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {

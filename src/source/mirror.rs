@@ -24,7 +24,7 @@
 //! Samples arrive when the sender's queue flushes (Prometheus' `batch_send_deadline`, 5 s by
 //! default), as they reach AMP: the newest few seconds may be missing from both.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -240,8 +240,8 @@ fn listed_values(matchers: &[Matcher], label: &str) -> Option<Vec<String>> {
 /// for it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Kept {
-    pub any_sender: std::collections::BTreeSet<String>,
-    pub by_sender: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    pub any_sender: BTreeSet<String>,
+    pub by_sender: BTreeMap<String, BTreeSet<String>>,
 }
 
 struct State {
@@ -484,11 +484,8 @@ impl Mirror {
                 // New at the backend too (its fresh index lacks it), or within the start
                 // margin, which no window reads before: complete from here. Otherwise the
                 // backend may hold samples this replica never got.
-                let fresh = st
-                    .backend
-                    .names_at_ms
-                    .is_some_and(|at| now - at <= 3 * self.cfg.refresh_ms);
-                let new_everywhere = fresh && !st.backend.names.contains(name);
+                let new_everywhere =
+                    st.backend.names_at_ms.is_some_and(|at| self.trusted(at, now)) && !st.backend.names.contains(name);
                 if !new_everywhere && now > st.since_ms + self.cfg.start_margin_ms {
                     st.late_names.insert(name.to_string(), now);
                 }
@@ -604,9 +601,7 @@ impl Mirror {
         let Some(at) = st.backend.at_ms else {
             return false;
         };
-        // A view older than three refreshes is not trusted: the backend may know new senders.
-        let stale = |at: i64| now - at > 3 * self.cfg.refresh_ms;
-        if stale(at) {
+        if !self.trusted(at, now) {
             return false;
         }
         let Some(names) = selector_names(matchers) else {
@@ -617,7 +612,8 @@ impl Mirror {
                 return false;
             }
             // A name never received here is read locally only while the backend lacks it too.
-            if !st.names.contains(n) && (st.backend.names.contains(n) || st.backend.names_at_ms.is_none_or(stale)) {
+            let lacks = !st.backend.names.contains(n) && st.backend.names_at_ms.is_some_and(|at| self.trusted(at, now));
+            if !st.names.contains(n) && !lacks {
                 return false;
             }
             if st.name_floor(n, self.cfg.start_margin_ms).is_some_and(|f| f > mint) {
@@ -658,6 +654,12 @@ impl Mirror {
         windows
             .iter()
             .all(|w| self.covers_locked(&st, &w.matchers, w.mint, w.maxt, now))
+    }
+
+    /// Whether an answer of the backend's from `at` is still trusted at `now`: not when older
+    /// than three refreshes (the backend may know new senders or names since).
+    fn trusted(&self, at: i64, now: i64) -> bool {
+        now - at <= 3 * self.cfg.refresh_ms
     }
 
     /// Whether the backend view is due for a refresh.
@@ -1040,6 +1042,14 @@ mod tests {
                 histograms: 0,
             }]);
         }
+        /// One sample of series `name{cluster="a"}` now.
+        fn write_name(&self, name: &str) {
+            self.mirror.ingest(vec![WriteSeries {
+                labels: Labels::from_pairs([("__name__", name), ("cluster", "a")]),
+                samples: vec![(self.now(), 1.0)],
+                histograms: 0,
+            }]);
+        }
         /// Seven minutes of writes from `cluster`, 30 s apart, then the backend's view of
         /// `senders`.
         fn settle(&self, cluster: &str, senders: &[&str]) {
@@ -1205,11 +1215,7 @@ mod tests {
         // `new` appears at both at once.
         f.backend_names(&["up", "late"]);
         for name in ["late", "new"] {
-            f.mirror.ingest(vec![WriteSeries {
-                labels: Labels::from_pairs([("__name__", name), ("cluster", "a")]),
-                samples: vec![(f.now(), 1.0)],
-                histograms: 0,
-            }]);
+            f.write_name(name);
         }
         let late = [Matcher::equal(METRIC_NAME, "late")];
         let new = [Matcher::equal(METRIC_NAME, "new")];

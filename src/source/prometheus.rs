@@ -124,6 +124,15 @@ enum Method {
     Post,
 }
 
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct ApiResponse {
     status: String,
@@ -703,10 +712,7 @@ impl PrometheusSource {
             .map_err(|e| self.unavailable(format!("sigv4: {e}")))?
             .into();
         let signable = SignableRequest::new(
-            match method {
-                Method::Post => "POST",
-                Method::Get => "GET",
-            },
+            method.as_str(),
             url,
             headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             SignableBody::Bytes(body),

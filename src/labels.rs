@@ -154,6 +154,12 @@ impl Labels {
     }
 }
 
+/// [`Labels::hash64`] of the label set of `pairs` (sorted by name, no empty value), without
+/// building it: a slice of pairs hashes as the slice of labels does.
+pub fn hash64_of_pairs(pairs: &[(&str, &str)]) -> u64 {
+    HASHER.hash_one(pairs)
+}
+
 /// The metric name and the labels that only describe it (Prometheus 3's type and unit labels).
 fn is_name_label(n: &str) -> bool {
     n == METRIC_NAME || n == "__type__" || n == "__unit__"
@@ -464,6 +470,14 @@ pub fn anchored(pattern: &str) -> Result<regex::Regex, regex::Error> {
 #[cfg(test)]
 mod hash_tests {
     use super::*;
+
+    #[test]
+    fn pairs_hash_as_the_label_set_they_make() {
+        let pairs = [("__name__", "up"), ("instance", "a:9100"), ("job", "node")];
+        assert_eq!(hash64_of_pairs(&pairs), Labels::from_pairs(pairs).hash64());
+        assert_ne!(hash64_of_pairs(&pairs[..2]), Labels::from_pairs(pairs).hash64());
+        assert_eq!(hash64_of_pairs(&[]), Labels::empty().hash64());
+    }
 
     #[test]
     fn finite_language_enumerates_small_regexes_only() {

@@ -232,12 +232,22 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     );
     assert!(
         !asked.iter().any(|q| q.contains("cluster=\"a\"")),
-        "the rules reading cluster a went to Prometheus: {asked:?}"
+        "the rules reading cluster a went to Prometheus: {asked:?}\n{}",
+        common::get_raw(wport, "/metrics")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("watchfire_mirror"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(
         metric(wport, local) >= local_before + 4.0,
         "two rules a second, locally"
     );
+    // One backfill of every sender, and one of sender a if it began writing after that one:
+    // not one every refresh.
+    let backfills = metric(wport, "watchfire_mirror_backfills_total{source=\"prom\"}");
+    assert!((1.0..=2.0).contains(&backfills), "{backfills} backfills");
     // Both answers are the backend's: the count sees both clusters' GPUs.
     assert_eq!(query(wport, "all:gpu_temp:count"), Some(4.0));
     assert_eq!(query(wport, "a:gpu_temp:max"), Some(60.0));

@@ -159,6 +159,10 @@ pub(crate) fn sample_before(samples: &[(i64, f64)], hi: usize, r: i64, lookback:
 
 /// Adds histogram lanes to the fetched series, creating series that only have histograms.
 pub(crate) fn merge_histograms(series: &mut Vec<FetchedSeries>, hists: Vec<HistogramSeriesData>) {
+    // The common case, float series only: no index of every label set.
+    if hists.is_empty() {
+        return;
+    }
     let mut index: HashMap<Labels, usize, ahash::RandomState> = HashMap::default();
     for (i, s) in series.iter().enumerate() {
         index.insert(s.labels.clone(), i);
@@ -184,6 +188,9 @@ pub(crate) fn merge_histograms(series: &mut Vec<FetchedSeries>, hists: Vec<Histo
 
 /// Adds start timestamps to the fetched series they belong to.
 pub(crate) fn merge_start_timestamps(series: &mut [FetchedSeries], starts: Vec<StartTimestampSeriesData>) {
+    if starts.is_empty() {
+        return;
+    }
     let mut by_labels: HashMap<Labels, Vec<(i64, i64)>, ahash::RandomState> =
         starts.into_iter().map(|s| (s.labels, s.starts)).collect();
     for s in series {

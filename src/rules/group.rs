@@ -15,6 +15,10 @@ use super::file::{RuleFile, RuleGroup, RuleKind};
 use super::recording::RecordingRule;
 use super::storage::Layered;
 
+/// The series a rule returned: hashed with ahash, as the stores do (every evaluation hashes
+/// every series it returns).
+type LabelSet = HashSet<Labels, ahash::RandomState>;
+
 /// Settings that come from outside the rule file.
 #[derive(Clone, Debug)]
 pub struct GroupConfig {
@@ -161,7 +165,7 @@ pub struct Group {
     limit: usize,
     rules: Vec<GroupRule>,
     /// Per rule: the series written at the previous successful evaluation.
-    series_in_previous_eval: Vec<HashSet<Labels>>,
+    series_in_previous_eval: Vec<LabelSet>,
     external_labels: Labels,
     external_url: String,
     resend_delay_ms: i64,
@@ -233,7 +237,7 @@ impl Group {
                 .as_ref()
                 .map_or(cfg.default_query_offset_ms, |d| d.value.ms()),
             limit: g.limit(),
-            series_in_previous_eval: vec![HashSet::new(); rules.len()],
+            series_in_previous_eval: vec![LabelSet::default(); rules.len()],
             rules,
             external_labels: cfg.external_labels.clone(),
             external_url: cfg.external_url.clone(),
@@ -452,7 +456,7 @@ impl Group {
                     outcome.to_send.push((i, due));
                 }
             }
-            let mut returned: HashSet<Labels> = HashSet::with_capacity(samples.len());
+            let mut returned = LabelSet::with_capacity_and_hasher(samples.len(), Default::default());
             for s in samples {
                 match s.h {
                     Some(h) => {

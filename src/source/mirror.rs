@@ -36,6 +36,7 @@ use super::prometheus::PrometheusSource;
 use super::remote_write::WriteSeries;
 use super::{Queryable, SeriesData, SourceError};
 use crate::labels::{Labels, MatchOp, Matcher, METRIC_NAME};
+use crate::tsdb::SeriesId;
 use crate::tsdb::Store;
 
 /// The `mirror:` block of a Prometheus source in watchfire.yaml.
@@ -90,6 +91,38 @@ impl MirrorConfig {
 
 /// The most a write request may decode to (a sender's batch is tens of kB).
 pub(crate) const MAX_DECODED_BYTES: usize = 64 << 20;
+
+/// The largest decoding buffer a thread keeps for the next write.
+const KEPT_BUFFER_BYTES: usize = 4 << 20;
+
+/// A kept series of a write: its id in the store when it had it, its labels, its samples.
+type ToStore = (Option<SeriesId>, Labels, Vec<(i64, f64)>);
+
+/// What one write told of its senders and names: noted while it decodes, without the state
+/// lock, and applied at once.
+#[derive(Default)]
+struct Heard<'a> {
+    /// Each sender's newest sample in the write (a write rarely carries more than a few).
+    senders: Vec<(&'a str, i64)>,
+    names: HashSet<&'a str>,
+    histogram_names: HashSet<&'a str>,
+}
+
+impl<'a> Heard<'a> {
+    fn note(&mut self, sender: &'a str, name: &'a str, samples: &[(i64, f64)], histograms: usize) {
+        let newest = samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
+        match self.senders.iter_mut().rev().find(|s| s.0 == sender) {
+            Some(s) => s.1 = s.1.max(newest),
+            None => self.senders.push((sender, newest)),
+        }
+        if !name.is_empty() {
+            self.names.insert(name);
+            if histograms > 0 {
+                self.histogram_names.insert(name);
+            }
+        }
+    }
+}
 
 /// What the backend said at the last refresh. Its two answers are kept apart: one failing
 /// (a slow backend) does not discard the other.
@@ -153,6 +186,10 @@ struct Keep {
     sets: Vec<Vec<Matcher>>,
     keys: Vec<Vec<MatcherKey>>,
     by_name: HashMap<String, Vec<usize>>,
+    /// For [`Keep::covers`], asked for every selector of every evaluation: the sets by the
+    /// value of their first metric-name matcher, and the sets without one.
+    by_name_value: HashMap<String, Vec<usize>>,
+    nameless: Vec<usize>,
 }
 
 impl PartialEq for Keep {
@@ -181,7 +218,21 @@ impl Keep {
                 }
             }
         }
-        Keep { sets, keys, by_name }
+        let mut by_name_value: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut nameless = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            match k.iter().find(|k| k.0 == METRIC_NAME) {
+                Some(n) => by_name_value.entry(n.2.clone()).or_default().push(i),
+                None => nameless.push(i),
+            }
+        }
+        Keep {
+            sets,
+            keys,
+            by_name,
+            by_name_value,
+            nameless,
+        }
     }
 
     fn keeps(&self, labels: &Labels) -> bool {
@@ -200,8 +251,19 @@ impl Keep {
     /// Whether every series `matchers` select is kept: some kept set's matchers are all among
     /// them (a narrower selector reads a subset).
     fn covers(&self, matchers: &[Matcher]) -> bool {
-        let given: Vec<MatcherKey> = matchers.iter().map(key).collect();
-        self.keys.iter().any(|s| s.iter().all(|k| given.contains(k)))
+        let among = |k: &MatcherKey| {
+            matchers
+                .iter()
+                .any(|m| m.name == k.0 && m.op_str() == k.1 && m.value == k.2)
+        };
+        let within = |i: &usize| self.keys[*i].iter().all(among);
+        // A set naming a metric covers only a selector with that very name matcher.
+        self.nameless.iter().any(within)
+            || matchers.iter().filter(|m| m.name == METRIC_NAME).any(|m| {
+                self.by_name_value
+                    .get(m.value.as_str())
+                    .is_some_and(|ids| ids.iter().any(within))
+            })
     }
 }
 
@@ -256,7 +318,8 @@ struct State {
     /// backfill after it).
     late_names: HashMap<String, i64>,
     histogram_names: HashSet<String>,
-    keep: Keep,
+    /// Shared, so that a write decodes (and picks its series) without the state lock.
+    keep: Arc<Keep>,
     backend: BackendView,
     last_compact_ms: i64,
     /// The last backfill of every sender, while no data was lost since.
@@ -281,14 +344,48 @@ impl State {
     /// writing here by the backfill (and nothing was lost since), else its first write and
     /// the floor, plus the margin.
     fn sender_floor(&self, name: &str, s: &Sender, margin: i64) -> i64 {
+        match self.backfill_of(name, s, margin) {
+            Some(b) => b.from,
+            None => s.first_ms.max(self.since_ms) + margin,
+        }
+    }
+
+    /// The backfill that holds for sender `name`: one made while it was writing here, with
+    /// nothing lost since.
+    fn backfill_of(&self, name: &str, s: &Sender, margin: i64) -> Option<Backfill> {
         let holds = |b: &Backfill| b.since == self.since_ms && s.first_ms + margin <= b.at;
-        if let Some(b) = self.full.filter(holds) {
-            return b.from;
+        self.full
+            .filter(holds)
+            .or_else(|| self.per_sender.get(name).copied().filter(holds))
+    }
+
+    /// The backfill due at `now`: `Some(None)` of every sender (none made since data was last
+    /// lost), `Some(Some(senders))` of the senders writing here for the margin that no backfill
+    /// holds for (they began writing after the last one), `None` when none is due.
+    fn backfill_plan(&self, now: i64, margin: i64) -> Option<Option<Vec<String>>> {
+        let settled = |s: &Sender| s.first_ms + margin <= now;
+        if self.full.is_some_and(|b| b.since == self.since_ms) {
+            let mut pending: Vec<String> = self
+                .senders
+                .iter()
+                .filter(|(n, s)| settled(s) && self.backfill_of(n, s, margin).is_none())
+                .map(|(n, _)| n.clone())
+                .collect();
+            pending.sort();
+            return (!pending.is_empty()).then_some(Some(pending));
         }
-        if let Some(b) = self.per_sender.get(name).filter(|b| holds(b)) {
-            return b.from;
-        }
-        s.first_ms.max(self.since_ms) + margin
+        let go = match self.senders.values().map(|s| s.first_ms).min() {
+            None => self.backend.senders.is_empty(),
+            Some(first) => {
+                first + 2 * margin <= now
+                    || self
+                        .backend
+                        .senders
+                        .iter()
+                        .all(|n| self.senders.get(n).is_some_and(settled))
+            }
+        };
+        go.then_some(None)
     }
 
     /// From when name `name`'s data here is complete, when it was first received late.
@@ -342,6 +439,8 @@ pub struct Mirror {
     /// Held by whatever changes the store: a rebuild copies it under a read lock (selects go
     /// on) while no write can land in the copy it is about to replace.
     writing: Mutex<()>,
+    /// Counts the rebuilds: a write's series ids, looked up while it decoded, are of this one.
+    generation: AtomicU64,
     state: Mutex<State>,
     /// Whether a refresh is under way.
     refreshing: std::sync::atomic::AtomicBool,
@@ -373,13 +472,14 @@ impl Mirror {
             now,
             store: SharedStore::default(),
             writing: Mutex::new(()),
+            generation: AtomicU64::new(0),
             state: Mutex::new(State {
                 senders: HashMap::new(),
                 since_ms: t,
                 names: HashSet::new(),
                 late_names: HashMap::new(),
                 histogram_names: HashSet::new(),
-                keep: Keep::default(),
+                keep: Arc::default(),
                 backend: BackendView::default(),
                 last_compact_ms: t,
                 full: None,
@@ -408,37 +508,69 @@ impl Mirror {
     pub fn set_selectors(&self, sets: Vec<Vec<Matcher>>) {
         let keep = Keep::new(sets);
         let mut st = self.state();
-        if st.keep != keep {
+        if *st.keep != keep {
             if !st.keep.sets.is_empty() {
                 tracing::info!(
                     "mirror of {}: the rules read other selectors; answering from the backend until the mirror holds them",
                     self.source_name
                 );
             }
-            st.keep = keep;
+            st.keep = Arc::new(keep);
             st.since_ms = (self.now)();
         }
     }
 
     /// One remote-write request body (snappy-compressed protobuf): its series are read where
-    /// they lie in the decoded buffer, and only those the shard's selectors keep are copied. A
-    /// body that does not decode is refused whole, and since its samples are lost, coverage
-    /// starts again.
+    /// they lie in the decoded buffer (a buffer of the thread's, reused), and only those the
+    /// shard's selectors keep are copied; a series the store holds is found without building its
+    /// labels. Decoding takes neither the state lock (every evaluation's coverage check reads
+    /// it) nor the writers' one. A body that does not decode is refused whole, and since its
+    /// samples are lost, coverage starts again.
     pub fn ingest_body(&self, body: &[u8]) -> Result<usize, IngestError> {
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with_borrow_mut(|buf| {
+            let r = self.ingest_into(body, buf);
+            // A rare large body's buffer is not kept by the thread.
+            if buf.capacity() > KEPT_BUFFER_BYTES {
+                *buf = Vec::new();
+            }
+            r
+        })
+    }
+
+    fn ingest_into(&self, body: &[u8], buf: &mut Vec<u8>) -> Result<usize, IngestError> {
         let now = (self.now)();
-        let mut kept: Vec<(Labels, Vec<(i64, f64)>)> = Vec::new();
+        let keep = Arc::clone(&self.state().keep);
+        let mut heard = Heard::default();
+        let mut kept: Vec<ToStore> = Vec::new();
         let mut received = 0usize;
-        let decoded = {
-            let mut st = self.state();
-            super::remote_write::decode_each(body, MAX_DECODED_BYTES, |s| {
+        let (decoded, generation) = {
+            let store = self.store.0.read().unwrap_or_else(|e| e.into_inner());
+            let generation = self.generation.load(Ordering::Acquire);
+            let decoded = super::remote_write::decode_each(body, MAX_DECODED_BYTES, buf, |s| {
                 received += s.samples.len();
-                if self.observe(&mut st, |n| s.get(n), &s.samples, s.histograms, now) {
-                    kept.push((s.labels(), s.samples));
+                heard.note(
+                    s.get(&self.cfg.sender_label),
+                    s.get(METRIC_NAME),
+                    &s.samples,
+                    s.histograms,
+                );
+                if !s.samples.is_empty() && keep.keeps_by(|n| s.get(n)) {
+                    let id = store.lookup_by(s.hash64(), |l| s.is(l));
+                    let labels = match id {
+                        Some(id) => store.labels(id).clone(),
+                        None => s.labels(),
+                    };
+                    kept.push((id, labels, s.samples));
                 }
-            })
+            });
+            (decoded, generation)
         };
+        self.note_heard(&heard, &keep, now);
         match decoded {
-            Ok(()) => Ok(self.store_kept(kept, received, now)),
+            Ok(()) => Ok(self.store_kept(kept, received, now, generation)),
             Err(e) => {
                 self.counters.writes_refused.fetch_add(1, Ordering::Relaxed);
                 self.lost_data();
@@ -453,32 +585,30 @@ impl Mirror {
         self.state().since_ms = now;
     }
 
-    /// Notes a received series' sender, name and newest sample; whether to keep it.
-    fn observe<'a>(
-        &self,
-        st: &mut State,
-        get: impl Fn(&str) -> &'a str,
-        samples: &[(i64, f64)],
-        histograms: usize,
-        now: i64,
-    ) -> bool {
-        let sender = get(&self.cfg.sender_label);
-        let newest = samples.iter().map(|x| x.0).max().unwrap_or(i64::MIN);
-        match st.senders.get_mut(sender) {
-            Some(e) => e.arrived(newest, now),
-            None => {
-                let mut e = Sender {
-                    first_ms: now,
-                    newest_ms: newest,
-                    last_ms: now,
-                    arrivals: Default::default(),
-                };
-                e.arrived(newest, now);
-                st.senders.insert(sender.to_string(), e);
+    /// Notes what a write told of its senders and names; `keep` is the selectors it was kept by.
+    fn note_heard(&self, heard: &Heard<'_>, keep: &Arc<Keep>, now: i64) {
+        let mut st = self.state();
+        if !Arc::ptr_eq(keep, &st.keep) {
+            // The selectors changed while it decoded: what they newly keep was dropped, and
+            // their coverage starts after this write.
+            st.since_ms = st.since_ms.max(now);
+        }
+        for &(sender, newest) in &heard.senders {
+            match st.senders.get_mut(sender) {
+                Some(e) => e.arrived(newest, now),
+                None => {
+                    let mut e = Sender {
+                        first_ms: now,
+                        newest_ms: newest,
+                        last_ms: now,
+                        arrivals: Default::default(),
+                    };
+                    e.arrived(newest, now);
+                    st.senders.insert(sender.to_string(), e);
+                }
             }
         }
-        let name = get(METRIC_NAME);
-        if !name.is_empty() {
+        for &name in &heard.names {
             if !st.names.contains(name) {
                 st.names.insert(name.to_string());
                 // New at the backend too (its fresh index lacks it), or within the start
@@ -490,7 +620,9 @@ impl Mirror {
                     st.late_names.insert(name.to_string(), now);
                 }
             }
-            if histograms > 0 && !st.histogram_names.contains(name) {
+        }
+        for &name in &heard.histogram_names {
+            if !st.histogram_names.contains(name) {
                 tracing::info!(
                     "mirror of {}: {name} comes as native histograms, which the mirror does not keep; its selectors go to the backend",
                     self.source_name
@@ -498,19 +630,23 @@ impl Mirror {
                 st.histogram_names.insert(name.to_string());
             }
         }
-        !samples.is_empty() && st.keep.keeps_by(get)
     }
 
-    /// Appends the kept series of a write; returns the samples kept.
-    fn store_kept(&self, kept: Vec<(Labels, Vec<(i64, f64)>)>, received: usize, now: i64) -> usize {
+    /// Appends the kept series of a write; returns the samples kept. Ids found while decoding
+    /// hold unless a rebuild replaced the store since (`generation` then).
+    fn store_kept(&self, kept: Vec<ToStore>, received: usize, now: i64, generation: u64) -> usize {
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters.samples.fetch_add(received as u64, Ordering::Relaxed);
-        let n: usize = kept.iter().map(|s| s.1.len()).sum();
+        let n: usize = kept.iter().map(|s| s.2.len()).sum();
         if !kept.is_empty() {
             let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
             let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
-            for (labels, samples) in kept {
-                let id = store.get_or_create(&labels);
+            let same = self.generation.load(Ordering::Acquire) == generation;
+            for (id, labels, samples) in kept {
+                let id = match id {
+                    Some(id) if same => id,
+                    _ => store.get_or_create(&labels),
+                };
                 for (t, v) in samples {
                     store.append_id(id, t, v);
                 }
@@ -521,28 +657,10 @@ impl Mirror {
         n
     }
 
-    /// Stores decoded series, as [`Mirror::ingest_body`] does; returns the samples kept.
+    /// Sends `series` as one write request (the tests' writes).
     #[cfg(test)]
     fn ingest(&self, series: Vec<WriteSeries>) -> usize {
-        let now = (self.now)();
-        let mut kept = Vec::new();
-        let mut received = 0;
-        {
-            let mut st = self.state();
-            for s in series {
-                received += s.samples.len();
-                if self.observe(
-                    &mut st,
-                    |n| s.labels.get(n).unwrap_or(""),
-                    &s.samples,
-                    s.histograms,
-                    now,
-                ) {
-                    kept.push((s.labels, s.samples));
-                }
-            }
-        }
-        self.store_kept(kept, received, now)
+        self.ingest_body(&super::remote_write::encode(&series)).unwrap()
     }
 
     /// Drops what is older than the retention (and series no selector keeps), every half
@@ -556,10 +674,7 @@ impl Mirror {
             }
             st.last_compact_ms = now;
         }
-        let keep = {
-            let st = self.state();
-            Keep::new(st.keep.sets.clone())
-        };
+        let keep = Arc::clone(&self.state().keep);
         self.rebuild(|old| {
             let mut fresh = Store::new();
             old.copy_since_into(
@@ -582,7 +697,10 @@ impl Mirror {
     fn rebuild(&self, build: impl FnOnce(&Store) -> Store) {
         let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = build(&self.store.0.read().unwrap_or_else(|e| e.into_inner()));
-        *self.store.0.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+        *store = fresh;
+        // Ids looked up in the old store mean nothing in the new one.
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether the copy holds what the backend holds for this selector over `[mint, maxt]`.
@@ -685,31 +803,7 @@ impl Mirror {
             if st.backfilling || now < st.since_ms + margin || st.keep.sets.is_empty() || st.backend.at_ms.is_none() {
                 return;
             }
-            let settled = |s: &Sender| s.first_ms + margin <= now;
-            let plan = if st.full.is_some_and(|b| b.since == st.since_ms) {
-                let mut pending: Vec<String> = st
-                    .senders
-                    .iter()
-                    .filter(|(n, s)| settled(s) && st.sender_floor(n, s, margin) > st.floor(margin))
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                pending.sort();
-                (!pending.is_empty()).then_some(Some(pending))
-            } else {
-                let go = match st.senders.values().map(|s| s.first_ms).min() {
-                    None => st.backend.senders.is_empty(),
-                    Some(first) => {
-                        first + 2 * margin <= now
-                            || st
-                                .backend
-                                .senders
-                                .iter()
-                                .all(|n| st.senders.get(n).is_some_and(settled))
-                    }
-                };
-                go.then_some(None)
-            };
-            let Some(senders) = plan else {
+            let Some(senders) = st.backfill_plan(now, margin) else {
                 return;
             };
             st.backfilling = true;
@@ -757,7 +851,7 @@ impl Mirror {
         senders: Option<&[String]>,
     ) -> Result<(usize, usize), SourceError> {
         let window = self.cfg.retention_ms + self.lookback_ms;
-        let keep = Keep::new(self.state().keep.sets.clone());
+        let keep = Arc::clone(&self.state().keep);
         let label = &self.cfg.sender_label;
         // Per name: the sender values its selectors name (None: some selector reads any).
         let mut by_name: HashMap<&str, Option<HashSet<&str>>> = HashMap::new();
@@ -1254,6 +1348,73 @@ mod tests {
     }
 
     #[test]
+    fn a_write_decoded_before_a_rebuild_is_stored_by_its_labels() {
+        let f = fixture();
+        f.write("a", 1.0);
+        let labels = Labels::from_pairs([("__name__", "up"), ("cluster", "a"), ("job", "x")]);
+        let id = f.mirror.store.0.read().unwrap().lookup(&labels).unwrap();
+        let generation = f.mirror.generation.load(Ordering::Acquire);
+        // The rebuild gives the series another id (another series takes its old one).
+        f.mirror.rebuild(|old| {
+            let mut fresh = Store::new();
+            fresh.get_or_create(&Labels::from_pairs([("__name__", "other")]));
+            old.copy_since_into(&mut fresh, |_| i64::MIN, i64::MAX);
+            fresh
+        });
+        f.advance(30_000);
+        f.mirror.store_kept(
+            vec![(Some(id), labels.clone(), vec![(f.now(), 2.0)])],
+            1,
+            f.now(),
+            generation,
+        );
+        let up = f
+            .mirror
+            .select(&[Matcher::equal(METRIC_NAME, "up")], 0, f.now())
+            .unwrap();
+        assert_eq!(up.len(), 1);
+        assert_eq!(up[0].labels, labels);
+        assert_eq!(up[0].samples.len(), 2, "both samples on the series, none on the other");
+    }
+
+    #[test]
+    fn a_selector_is_covered_by_a_kept_set_of_its_own_matchers_or_fewer() {
+        let keep = Keep::new(vec![
+            vec![Matcher::equal(METRIC_NAME, "up"), Matcher::equal("cluster", "a")],
+            vec![Matcher::regex(METRIC_NAME, "x|y").unwrap()],
+            vec![Matcher::equal("job", "node")],
+        ]);
+        let covers = |m: &[Matcher]| keep.covers(m);
+        assert!(covers(&[
+            Matcher::equal(METRIC_NAME, "up"),
+            Matcher::equal("cluster", "a")
+        ]));
+        assert!(covers(&[
+            Matcher::equal("cluster", "a"),
+            Matcher::equal(METRIC_NAME, "up"),
+            Matcher::equal("gpu", "0"),
+        ]));
+        assert!(!covers(&[Matcher::equal(METRIC_NAME, "up")]), "wider than the kept set");
+        assert!(!covers(&[
+            Matcher::equal(METRIC_NAME, "up"),
+            Matcher::equal("cluster", "b")
+        ]));
+        assert!(covers(&[
+            Matcher::regex(METRIC_NAME, "x|y").unwrap(),
+            Matcher::equal("cluster", "a")
+        ]));
+        assert!(
+            !covers(&[Matcher::equal(METRIC_NAME, "x")]),
+            "matched as written, not by meaning"
+        );
+        assert!(
+            covers(&[Matcher::equal(METRIC_NAME, "z"), Matcher::equal("job", "node")]),
+            "a set without a name"
+        );
+        assert!(!covers(&[Matcher::equal(METRIC_NAME, "z")]));
+    }
+
+    #[test]
     fn a_backfill_covers_its_window_for_the_senders_writing_by_then_until_data_is_lost() {
         let f = fixture();
         f.write("a", 1.0);
@@ -1305,6 +1466,42 @@ mod tests {
         // A refused write loses data: no backfill holds until the next one.
         f.mirror.lost_data();
         assert!(!f.mirror.covers(&a_only, back(1), f.now()));
+    }
+
+    #[test]
+    fn a_sender_that_began_after_the_full_backfill_is_backfilled_once() {
+        let f = fixture();
+        f.backend_knows(&["a"]);
+        let since = f.mirror.state().since_ms;
+        let plan = |f: &Fixture| f.mirror.state().backfill_plan(f.now(), MIN);
+        // Nothing heard and a sender the backend knows: wait for it (or twice the margin).
+        assert_eq!(plan(&f), None);
+        f.mirror.state().full = Some(Backfill {
+            at: f.now(),
+            from: f.now() - 65 * MIN,
+            since,
+        });
+        // a begins writing after the full backfill: once it wrote for the margin, it is due.
+        f.advance(30_000);
+        f.write("a", 1.0);
+        assert_eq!(plan(&f), None, "within the margin");
+        f.advance(MIN);
+        f.write("a", 1.0);
+        assert_eq!(plan(&f), Some(Some(vec!["a".to_string()])));
+        f.mirror.state().per_sender.insert(
+            "a".into(),
+            Backfill {
+                at: f.now(),
+                from: f.now() - 65 * MIN,
+                since,
+            },
+        );
+        f.advance(MIN);
+        f.write("a", 1.0);
+        assert_eq!(plan(&f), None, "its own backfill holds: not asked again every refresh");
+        // Lost data: everything again.
+        f.mirror.lost_data();
+        assert_eq!(plan(&f), Some(None));
     }
 
     #[test]

@@ -69,13 +69,40 @@ pub(crate) struct SeriesRef<'a> {
     pub(crate) histograms: usize,
 }
 
-impl SeriesRef<'_> {
+impl<'a> SeriesRef<'a> {
     /// A label's value; an absent label reads as "", as in PromQL.
-    pub(crate) fn get(&self, name: &str) -> &str {
+    pub(crate) fn get(&self, name: &str) -> &'a str {
         self.pairs
             .binary_search_by(|(n, _)| (*n).cmp(name))
             .map(|i| self.pairs[i].1)
             .unwrap_or("")
+    }
+
+    /// The labels with a value (`Labels` reads an empty value as an absent label).
+    fn present(&self) -> impl Iterator<Item = &(&'a str, &'a str)> + '_ {
+        self.pairs.iter().filter(|(_, value)| !value.is_empty())
+    }
+
+    /// [`Labels::hash64`] of [`SeriesRef::labels`], without building them.
+    pub(crate) fn hash64(&self) -> u64 {
+        if self.pairs.iter().all(|(_, v)| !v.is_empty()) {
+            crate::labels::hash64_of_pairs(&self.pairs)
+        } else {
+            crate::labels::hash64_of_pairs(&self.present().copied().collect::<Vec<_>>())
+        }
+    }
+
+    /// Whether `labels` is this series' label set.
+    pub(crate) fn is(&self, labels: &Labels) -> bool {
+        let have = labels.as_slice();
+        let mut n = 0;
+        for (name, value) in self.present() {
+            match have.get(n) {
+                Some(l) if &*l.name == *name && &*l.value == *value => n += 1,
+                _ => return false,
+            }
+        }
+        n == have.len()
     }
 
     /// The label set, empty values dropped (`Labels` reads an empty value as an absent label).
@@ -100,8 +127,26 @@ impl SeriesRef<'_> {
 #[cfg(test)]
 pub(crate) fn decode(body: &[u8], max_decoded: usize) -> Result<Vec<WriteSeries>> {
     let mut out = Vec::new();
-    decode_each(body, max_decoded, |s| out.push(s.into()))?;
+    decode_each(body, max_decoded, &mut Vec::new(), |s| out.push(s.into()))?;
     Ok(out)
+}
+
+/// The request body a sender would POST for `series` (snappy around the protobuf).
+#[cfg(test)]
+pub(crate) fn encode(series: &[WriteSeries]) -> Vec<u8> {
+    let encoded: Vec<Vec<u8>> = series
+        .iter()
+        .map(|s| {
+            let pairs: Vec<(&str, &str)> = s.labels.iter().map(|l| (&*l.name, &*l.value)).collect();
+            let bits: Vec<(i64, u64)> = s.samples.iter().map(|&(t, v)| (t, v.to_bits())).collect();
+            let mut out = tests::series(&pairs, &bits);
+            for _ in 0..s.histograms {
+                tests::bytes_field(&mut out, 4, &[]);
+            }
+            out
+        })
+        .collect();
+    tests::compress(&tests::request(&encoded))
 }
 
 #[cfg(test)]
@@ -115,10 +160,17 @@ impl From<SeriesRef<'_>> for WriteSeries {
     }
 }
 
-/// [`decode`], handing each series to `each` as it is parsed. The whole body is checked: a
-/// malformed series fails the request, even after earlier series were handed over, so a caller
-/// that stores as it goes must treat an error as a partial write.
-pub(crate) fn decode_each(body: &[u8], max_decoded: usize, each: impl FnMut(SeriesRef<'_>)) -> Result<()> {
+/// [`decode`], handing each series to `each` as it is parsed, decompressed into `buf` (a
+/// receiver reuses one: a fresh buffer a request costs its zeroing and, freed, the allocator's
+/// consolidation). The series borrow `buf`. The whole body is checked: a malformed series fails
+/// the request, even after earlier series were handed over, so a caller that stores as it goes
+/// must treat an error as a partial write.
+pub(crate) fn decode_each<'a>(
+    body: &[u8],
+    max_decoded: usize,
+    buf: &'a mut Vec<u8>,
+    each: impl FnMut(SeriesRef<'a>),
+) -> Result<()> {
     let declared = snap::raw::decompress_len(body)?;
     if declared > max_decoded {
         return Err(RemoteWriteError::DecodedTooLarge {
@@ -126,8 +178,12 @@ pub(crate) fn decode_each(body: &[u8], max_decoded: usize, each: impl FnMut(Seri
             limit: max_decoded,
         });
     }
-    let raw = snap::raw::Decoder::new().decompress_vec(body)?;
-    parse(&raw, each)
+    if buf.len() < declared {
+        buf.resize(declared, 0);
+    }
+    let n = snap::raw::Decoder::new().decompress(body, &mut buf[..declared])?;
+    let raw: &'a [u8] = buf;
+    parse(&raw[..n], each)
 }
 
 // Protobuf wire types (https://protobuf.dev/programming-guides/encoding/).
@@ -379,7 +435,7 @@ mod tests {
         out.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+    pub(super) fn bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
         key(out, field, LEN);
         varint(out, bytes.len() as u64);
         out.extend_from_slice(bytes);
@@ -407,7 +463,7 @@ mod tests {
         out
     }
 
-    fn series(labels: &[(&str, &str)], samples: &[(i64, u64)]) -> Vec<u8> {
+    pub(super) fn series(labels: &[(&str, &str)], samples: &[(i64, u64)]) -> Vec<u8> {
         let mut out = Vec::new();
         for (n, v) in labels {
             bytes_field(&mut out, 1, &label(n.as_bytes(), v.as_bytes()));
@@ -418,7 +474,7 @@ mod tests {
         out
     }
 
-    fn request(series: &[Vec<u8>]) -> Vec<u8> {
+    pub(super) fn request(series: &[Vec<u8>]) -> Vec<u8> {
         let mut out = Vec::new();
         for s in series {
             bytes_field(&mut out, 1, s);
@@ -426,7 +482,7 @@ mod tests {
         out
     }
 
-    fn compress(raw: &[u8]) -> Vec<u8> {
+    pub(super) fn compress(raw: &[u8]) -> Vec<u8> {
         snap::raw::Encoder::new().compress_vec(raw).unwrap()
     }
 
@@ -479,6 +535,55 @@ mod tests {
         let raw = request(&[series(&[("__name__", "up"), ("gone", "")], &[(1, 1f64.to_bits())])]);
         let got = parse(&raw).unwrap();
         assert_eq!(got[0].labels, labels(&[("__name__", "up")]));
+    }
+
+    #[test]
+    fn a_series_is_known_by_its_labels_without_building_them() {
+        let raw = request(&[
+            series(
+                &[("job", "node"), ("__name__", "up"), ("gone", "")],
+                &[(1, 1f64.to_bits())],
+            ),
+            series(
+                &[("__name__", "up"), ("job", "node"), ("zone", "b")],
+                &[(1, 1f64.to_bits())],
+            ),
+        ]);
+        let mut seen = Vec::new();
+        super::parse(&raw, |s| {
+            seen.push((
+                s.hash64(),
+                s.labels(),
+                s.is(&labels(&[("__name__", "up"), ("job", "node")])),
+            ))
+        })
+        .unwrap();
+        // The first (its empty value dropped) is `up{job="node"}`; the second has one label more.
+        assert_eq!(seen[0].0, seen[0].1.hash64());
+        assert!(seen[0].2);
+        assert_eq!(seen[1].0, seen[1].1.hash64());
+        assert!(!seen[1].2);
+        assert_ne!(seen[0].0, seen[1].0);
+    }
+
+    #[test]
+    fn a_reused_buffer_decodes_a_smaller_body_after_a_larger_one() {
+        let mut buf = Vec::new();
+        let mut names = Vec::new();
+        decode_each(&compress(&two_series()), 1 << 20, &mut buf, |s| {
+            names.push(s.get("__name__").to_string())
+        })
+        .unwrap();
+        let small = request(&[series(&[("__name__", "x")], &[(1, 1f64.to_bits())])]);
+        decode_each(&compress(&small), 1 << 20, &mut buf, |s| {
+            names.push(s.get("__name__").to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            names,
+            ["up", "temp", "x"],
+            "nothing of the larger body read after the smaller one"
+        );
     }
 
     #[test]

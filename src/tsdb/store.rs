@@ -106,16 +106,21 @@ impl Store {
 
     /// The id of a label set if the store has it.
     pub fn lookup(&self, labels: &Labels) -> Option<SeriesId> {
-        let h = labels.hash64();
-        let id = *self.by_hash.get(&h)?;
-        if self.series[id as usize].labels == *labels {
+        self.lookup_by(labels.hash64(), |l| l == labels)
+    }
+
+    /// The id of the series whose labels hash to `hash` (their [`Labels::hash64`]) and are
+    /// `same`: a writer holding its labels in another form looks them up without building them.
+    pub fn lookup_by(&self, hash: u64, same: impl Fn(&Labels) -> bool) -> Option<SeriesId> {
+        let id = *self.by_hash.get(&hash)?;
+        if same(&self.series[id as usize].labels) {
             return Some(id);
         }
         self.collisions
-            .get(&h)?
+            .get(&hash)?
             .iter()
             .copied()
-            .find(|&id| self.series[id as usize].labels == *labels)
+            .find(|&id| same(&self.series[id as usize].labels))
     }
 
     /// The id of a label set, creating an empty series (and indexing it) if it is new.

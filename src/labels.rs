@@ -373,6 +373,26 @@ impl fmt::Display for Matcher {
 /// `None` when the language is infinite (`.*`, `+`), larger than `limit`, or not plain text
 /// (byte classes, anchors inside). Used to decide which source owns a regex-named selector.
 pub fn finite_language(pattern: &str, limit: usize) -> Option<Vec<String>> {
+    // Asked for the same few rule patterns at every evaluation (which source owns a selector,
+    // what a mirror holds): parsing a regex each time cost more than the answer's copy.
+    type Memo = std::collections::HashMap<(String, usize), Option<Vec<String>>>;
+    static MEMO: std::sync::LazyLock<std::sync::Mutex<Memo>> = std::sync::LazyLock::new(Default::default);
+    let key = (pattern.to_string(), limit);
+    if let Some(known) = MEMO.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return known;
+    }
+    let answer = expand_pattern(pattern, limit);
+    if let Ok(mut m) = MEMO.lock() {
+        // Bounded: the query API may ask any number of patterns.
+        if m.len() >= 4096 {
+            m.clear();
+        }
+        m.insert(key, answer.clone());
+    }
+    answer
+}
+
+fn expand_pattern(pattern: &str, limit: usize) -> Option<Vec<String>> {
     let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
     let mut out = expand_language(&hir, vec![String::new()], limit)?;
     out.sort();

@@ -66,8 +66,10 @@ pub(crate) struct Evaluator<'a> {
     /// Aggregations of a range query computed series by series for all steps at once
     /// (see `fastpath`), by node address; the step-wise evaluation reads them from here.
     pub(crate) precomputed: HashMap<usize, StepVectors>,
-    /// The query text, to give annotations a position.
-    query: String,
+    /// The query text, to give annotations a position: as given, or printed from the
+    /// expression when first needed (a rule's expression comes parsed, and seldom needs it).
+    query: std::cell::OnceCell<String>,
+    root: &'a Expr,
     /// When the source holds native histograms: the selectors (node keys) whose context
     /// handles histogram samples; any other selector meeting one fails as unsupported.
     hist_ok: Option<HashSet<usize>>,
@@ -93,11 +95,11 @@ pub(crate) fn system_time_ms(t: &std::time::SystemTime) -> i64 {
 impl<'a> Evaluator<'a> {
     pub(crate) fn new(
         src: &'a dyn Queryable,
-        expr: &Expr,
+        expr: &'a Expr,
         opts: &EngineOptions,
         q_start: i64,
         q_end: i64,
-        query: &str,
+        query: Option<&str>,
     ) -> Self {
         // 2.x's closed windows: a sample exactly `range` (or `lookback`) old is in. Widening the
         // exclusive left bound by one millisecond is exactly that, since timestamps are integers.
@@ -115,7 +117,8 @@ impl<'a> Evaluator<'a> {
             annotations: Annotations::default(),
             group_keys: RefCell::new(HashMap::default()),
             precomputed: HashMap::new(),
-            query: query.to_string(),
+            query: query.map(|q| q.to_string().into()).unwrap_or_default(),
+            root: expr,
             hist_ok: src.has_histograms().then(|| native::histogram_selectors(expr)),
             hist_stats: if src.has_histograms() {
                 native::stats_selectors(expr)
@@ -636,17 +639,18 @@ impl<'a> Evaluator<'a> {
     /// ` (line:col)` of a sub-expression in the query text, as Prometheus appends to annotations.
     pub(crate) fn pos(&self, e: &Expr) -> String {
         let text = e.to_string();
-        let off = self.query.find(&text).or_else(|| {
+        let query = self.query.get_or_init(|| super::extended::to_text(self.root));
+        let off = query.find(&text).or_else(|| {
             // The printed form may differ in spacing; fall back to the first token.
             let head: String = text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
             if head.is_empty() {
                 None
             } else {
-                self.query.find(&head)
+                query.find(&head)
             }
         });
         let off = off.unwrap_or(0);
-        let before = &self.query[..off];
+        let before = &query[..off];
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
         format!(" ({line}:{col})")

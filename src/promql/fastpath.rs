@@ -337,7 +337,7 @@ mod tests {
         let opts = EngineOptions::default();
         let computed = |q: &str| {
             let ast = crate::promql::parse(q).unwrap();
-            let ev = Evaluator::new(&s, &ast, &opts, 0, 600_000, q);
+            let ev = Evaluator::new(&s, &ast, &opts, 0, 600_000, Some(q));
             precompute(&ev, &ast, 0, 600_000, 60_000, HashMap::new()).unwrap().len()
         };
         // The plain forms are taken, so the modified ones are left because of their modifier.

@@ -59,7 +59,7 @@ impl Engine {
     /// Evaluates `expr` at time `t` (ms since the epoch).
     pub fn instant_query(&self, src: &dyn Queryable, expr: &str, t: i64) -> Result<QueryResult, Error> {
         let ast = parse(expr)?;
-        self.instant_query_text(src, &ast, expr, t)
+        self.instant_query_text(src, &ast, Some(expr), t)
     }
 
     /// The series labels of an instant vector query at `t` (an error for other result types).
@@ -75,10 +75,16 @@ impl Engine {
 
     /// Evaluates a parsed expression at time `t`.
     pub fn instant_query_ast(&self, src: &dyn Queryable, ast: &Expr, t: i64) -> Result<QueryResult, Error> {
-        self.instant_query_text(src, ast, &extended::to_text(ast), t)
+        self.instant_query_text(src, ast, None, t)
     }
 
-    fn instant_query_text(&self, src: &dyn Queryable, ast: &Expr, text: &str, t: i64) -> Result<QueryResult, Error> {
+    fn instant_query_text(
+        &self,
+        src: &dyn Queryable,
+        ast: &Expr,
+        text: Option<&str>,
+        t: i64,
+    ) -> Result<QueryResult, Error> {
         let mut ev = Evaluator::new(src, ast, &self.opts, t, t, text);
         // Aggregations over selectors and range functions series-major, as for a one-step
         // range query: their per-series work then runs on every core for large inputs.
@@ -109,7 +115,7 @@ impl Engine {
         step: i64,
     ) -> Result<QueryResult, Error> {
         let ast = parse_for(expr, &QueryTimes::range(start, end, step))?;
-        self.range_query_text(src, &ast, expr, start, end, step)
+        self.range_query_text(src, &ast, Some(expr), start, end, step)
     }
 
     /// Evaluates a parsed expression over a range.
@@ -121,14 +127,14 @@ impl Engine {
         end: i64,
         step: i64,
     ) -> Result<QueryResult, Error> {
-        self.range_query_text(src, ast, &extended::to_text(ast), start, end, step)
+        self.range_query_text(src, ast, None, start, end, step)
     }
 
     fn range_query_text(
         &self,
         src: &dyn Queryable,
         ast: &Expr,
-        text: &str,
+        text: Option<&str>,
         start: i64,
         end: i64,
         step: i64,

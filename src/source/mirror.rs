@@ -388,13 +388,26 @@ impl State {
         go.then_some(None)
     }
 
-    /// From when name `name`'s data here is complete, when it was first received late.
-    fn name_floor(&self, name: &str, margin: i64) -> Option<i64> {
-        let first = *self.late_names.get(name)?;
-        match self.full {
-            Some(b) if b.since == self.since_ms && first + margin <= b.at => None,
-            _ => Some(first + margin),
+    /// From when name `name`'s data here is complete for `senders` (the backend's senders a
+    /// selector reads), when it was first received late: its first write and the margin, unless
+    /// a backfill made since holds for each of them (every sender's, or their own ones: a sender
+    /// that began writing after the last full backfill gets one of its own, of every name).
+    fn name_floor(&self, name: &str, senders: &[&String], margin: i64) -> Option<i64> {
+        let since = *self.late_names.get(name)? + margin;
+        let after = |b: Backfill| since <= b.at;
+        if self.full.is_some_and(|b| b.since == self.since_ms && after(b)) {
+            return None;
         }
+        let backfilled = |s: &String| {
+            self.senders
+                .get(s.as_str())
+                .and_then(|here| self.backfill_of(s, here, margin))
+                .is_some_and(after)
+        };
+        if !senders.is_empty() && senders.iter().all(|s| backfilled(s)) {
+            return None;
+        }
+        Some(since)
     }
 
     /// From when everything here is complete, whichever sender wrote it.
@@ -725,6 +738,14 @@ impl Mirror {
         let Some(names) = selector_names(matchers) else {
             return false;
         };
+        let margin = self.cfg.start_margin_ms;
+        let on_sender: Vec<&Matcher> = matchers.iter().filter(|m| m.name == self.cfg.sender_label).collect();
+        let senders: Vec<&String> = st
+            .backend
+            .senders
+            .iter()
+            .filter(|s| on_sender.iter().all(|m| m.matches(s)))
+            .collect();
         for n in &names {
             if st.histogram_names.contains(n) {
                 return false;
@@ -734,16 +755,11 @@ impl Mirror {
             if !st.names.contains(n) && !lacks {
                 return false;
             }
-            if st.name_floor(n, self.cfg.start_margin_ms).is_some_and(|f| f > mint) {
+            if st.name_floor(n, &senders, margin).is_some_and(|f| f > mint) {
                 return false;
             }
         }
-        let on_sender: Vec<&Matcher> = matchers.iter().filter(|m| m.name == self.cfg.sender_label).collect();
-        let margin = self.cfg.start_margin_ms;
-        for s in &st.backend.senders {
-            if !on_sender.iter().all(|m| m.matches(s)) {
-                continue;
-            }
+        for s in senders {
             let Some(here) = st.senders.get(s) else {
                 return false;
             };
@@ -1327,6 +1343,24 @@ mod tests {
             !f.mirror.covers(&late, f.now() - 2 * MIN, f.now()),
             "not before its first write"
         );
+        // A backfill of sender a made after that (its own: it began writing after the last
+        // full one) copied the name's history too.
+        let since = f.mirror.state().since_ms;
+        f.mirror.state().per_sender.insert(
+            "a".into(),
+            Backfill {
+                at: f.now(),
+                from: f.now() - 65 * MIN,
+                since,
+            },
+        );
+        assert!(
+            f.mirror.covers(&late, f.now() - 5 * MIN, f.now()),
+            "the name's history came with the sender's backfill"
+        );
+        f.backend_knows(&["a", "b"]);
+        f.write("b", 1.0);
+        assert!(!f.mirror.covers(&late, f.now() - 5 * MIN, f.now()), "b's is not here");
     }
 
     #[test]

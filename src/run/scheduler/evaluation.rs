@@ -290,6 +290,9 @@ pub(super) struct Evaluation {
     /// Rule outputs of all groups, read by every group: the last hour, and as far back as
     /// rules read them over windows (`history`).
     published: RwLock<Store>,
+    /// Held by whatever writes `published`: its trim copies it under a read lock (rules read
+    /// on) while no publish can land in the copy it is about to replace.
+    publishing: Mutex<()>,
     /// Which outputs are kept longer than the last hour, and across restarts.
     history: History,
     evaluations: AtomicU64,
@@ -338,6 +341,7 @@ impl Evaluation {
     /// At a start (`now`): the outputs rules read over windows, saved in `state`, back into the
     /// published outputs (see `history`).
     pub(super) fn restore_history(&self, state: &StateStore, now: i64) {
+        let _publishing = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(mut p) = self.published.write() {
             let n = self.history.restore(state, now, &mut p);
             if n > 0 {
@@ -607,8 +611,11 @@ impl Evaluation {
     ) {
         // Publish this evaluation's outputs (values and staleness markers) to the other groups.
         let qt = ts.saturating_sub(runner.group.query_offset_ms());
-        if let Ok(mut p) = self.published.write() {
-            runner.outputs.copy_range_into(&mut p, qt, qt);
+        {
+            let _publishing = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+            if let Ok(mut p) = self.published.write() {
+                runner.outputs.copy_range_into(&mut p, qt, qt);
+            }
         }
         // Only now may the rules reading this group's outputs run: they are there to read.
         if let Ok(mut w) = self.readiness.lock() {
@@ -621,8 +628,10 @@ impl Evaluation {
             runner.outputs = trim_store(&runner.outputs, ts - RECENT_MS);
         }
         if (self.evaluations.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(256) {
-            if let Ok(mut p) = self.published.write() {
-                *p = self.history.trim(&p, ts);
+            let _publishing = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+            let trimmed = self.published.read().map(|p| self.history.trim(&p, ts));
+            if let (Ok(trimmed), Ok(mut p)) = (trimmed, self.published.write()) {
+                *p = trimmed;
             }
         }
         // The whole cycle, as Prometheus' last_duration: evaluation, alert state saved, alerts

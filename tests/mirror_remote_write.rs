@@ -71,6 +71,16 @@ fn metric(port: u16, series: &str) -> f64 {
     common::metric(port, series).unwrap_or(0.0)
 }
 
+/// Watchfire's `watchfire_mirror_*` lines of `/metrics`, for a failure's message.
+fn mirror_metrics(port: u16) -> String {
+    common::get_raw(port, "/metrics")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("watchfire_mirror"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The value watchfire's query API gives for `expr`.
 fn query(port: u16, expr: &str) -> Option<f64> {
     let v = get_json(port, &format!("/api/v1/query?query={}", common_escape(expr)))?;
@@ -205,12 +215,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
         assert!(
             t0.elapsed() < Duration::from_secs(60),
             "no rule evaluated over the mirror in 60 s; its metrics:\n{}",
-            common::get_raw(wport, "/metrics")
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| l.starts_with("watchfire_mirror"))
-                .collect::<Vec<_>>()
-                .join("\n")
+            mirror_metrics(wport)
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -233,12 +238,7 @@ fn rules_the_mirror_covers_are_evaluated_here_and_the_rest_at_prometheus() {
     assert!(
         !asked.iter().any(|q| q.contains("cluster=\"a\"")),
         "the rules reading cluster a went to Prometheus: {asked:?}\n{}",
-        common::get_raw(wport, "/metrics")
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.starts_with("watchfire_mirror"))
-            .collect::<Vec<_>>()
-            .join("\n")
+        mirror_metrics(wport)
     );
     assert!(
         metric(wport, local) >= local_before + 4.0,

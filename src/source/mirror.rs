@@ -536,8 +536,8 @@ impl Mirror {
     /// One remote-write request body (snappy-compressed protobuf): its series are read where
     /// they lie in the decoded buffer (a buffer of the thread's, reused), and only those the
     /// shard's selectors keep are copied; a series the store holds is found without building its
-    /// labels. Decoding takes neither the state lock (every evaluation's coverage check reads
-    /// it) nor the writers' one. A body that does not decode is refused whole, and since its
+    /// labels. Decoding holds the store's read lock only (evaluations read on), neither the
+    /// state lock (every evaluation's coverage check takes it) nor the writers' one. A body that does not decode is refused whole, and since its
     /// samples are lost, coverage starts again.
     pub fn ingest_body(&self, body: &[u8]) -> Result<usize, IngestError> {
         thread_local! {
@@ -1170,6 +1170,15 @@ mod tests {
             self.write(cluster, 1.0);
             self.backend_knows(senders);
         }
+        /// A backfill of `sender` alone made now, of the last 65 minutes.
+        fn backfilled_now(&self, sender: &str, since: i64) {
+            let b = Backfill {
+                at: self.now(),
+                from: self.now() - 65 * MIN,
+                since,
+            };
+            self.mirror.state().per_sender.insert(sender.into(), b);
+        }
         fn backend_knows(&self, senders: &[&str]) {
             let mut st = self.mirror.state();
             st.backend.at_ms = Some(self.now());
@@ -1346,14 +1355,7 @@ mod tests {
         // A backfill of sender a made after that (its own: it began writing after the last
         // full one) copied the name's history too.
         let since = f.mirror.state().since_ms;
-        f.mirror.state().per_sender.insert(
-            "a".into(),
-            Backfill {
-                at: f.now(),
-                from: f.now() - 65 * MIN,
-                since,
-            },
-        );
+        f.backfilled_now("a", since);
         assert!(
             f.mirror.covers(&late, f.now() - 5 * MIN, f.now()),
             "the name's history came with the sender's backfill"
@@ -1522,14 +1524,7 @@ mod tests {
         f.advance(MIN);
         f.write("a", 1.0);
         assert_eq!(plan(&f), Some(Some(vec!["a".to_string()])));
-        f.mirror.state().per_sender.insert(
-            "a".into(),
-            Backfill {
-                at: f.now(),
-                from: f.now() - 65 * MIN,
-                since,
-            },
-        );
+        f.backfilled_now("a", since);
         f.advance(MIN);
         f.write("a", 1.0);
         assert_eq!(plan(&f), None, "its own backfill holds: not asked again every refresh");

@@ -375,19 +375,24 @@ impl fmt::Display for Matcher {
 pub fn finite_language(pattern: &str, limit: usize) -> Option<Vec<String>> {
     // Asked for the same few rule patterns at every evaluation (which source owns a selector,
     // what a mirror holds): parsing a regex each time cost more than the answer's copy.
-    type Memo = std::collections::HashMap<(String, usize), Option<Vec<String>>>;
+    // By limit, then pattern: looked up by the borrowed pattern, no key built to ask.
+    type Memo = std::collections::HashMap<usize, std::collections::HashMap<String, Option<Vec<String>>>>;
     static MEMO: std::sync::LazyLock<std::sync::Mutex<Memo>> = std::sync::LazyLock::new(Default::default);
-    let key = (pattern.to_string(), limit);
-    if let Some(known) = MEMO.lock().ok().and_then(|m| m.get(&key).cloned()) {
+    let known = MEMO
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&limit).and_then(|by| by.get(pattern)).cloned());
+    if let Some(known) = known {
         return known;
     }
     let answer = expand_pattern(pattern, limit);
     if let Ok(mut m) = MEMO.lock() {
+        let by = m.entry(limit).or_default();
         // Bounded: the query API may ask any number of patterns.
-        if m.len() >= 4096 {
-            m.clear();
+        if by.len() >= 4096 {
+            by.clear();
         }
-        m.insert(key, answer.clone());
+        by.insert(pattern.to_string(), answer.clone());
     }
     answer
 }

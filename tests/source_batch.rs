@@ -65,6 +65,12 @@ fn setup() -> Env {
 }
 
 /// watchfire.yaml and rules.yaml in `dir` for a source with `query_batch`.
+/// The Prometheus source of a configuration written in `dir` (batches of 16).
+fn source(dir: &Path, port: u16, rt: &tokio::runtime::Runtime) -> PrometheusSource {
+    let cfg = config::load_file(&configure(dir, port, 16)).expect("config").sources[0].clone();
+    PrometheusSource::new(&cfg, rt.handle().clone()).expect("source")
+}
+
 fn configure(dir: &Path, port: u16, batch: usize) -> std::path::PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
@@ -117,12 +123,7 @@ fn a_batch_answers_each_expression_as_it_answers_alone() {
     }
     let env = setup();
     let rt = common::runtime();
-    let dir = env.root.join("plain");
-    let cfg = config::load_file(&configure(&dir, env.prom.port, 16))
-        .expect("config")
-        .sources[0]
-        .clone();
-    let src = PrometheusSource::new(&cfg, rt.handle().clone()).expect("source");
+    let src = source(&env.root.join("plain"), env.prom.port, &rt);
     let exprs = [
         "temp",
         "temp > 60",
@@ -238,11 +239,7 @@ fn the_index_lists_the_metric_names_of_a_range() {
     }
     let env = setup();
     let rt = common::runtime();
-    let cfg = config::load_file(&configure(&env.root.join("names"), env.prom.port, 16))
-        .expect("config")
-        .sources[0]
-        .clone();
-    let src = PrometheusSource::new(&cfg, rt.handle().clone()).expect("source");
+    let src = source(&env.root.join("names"), env.prom.port, &rt);
     let mut names = rt
         .block_on(src.label_values("__name__", env.base_ms, env.base_ms + 60 * M))
         .expect("label values");

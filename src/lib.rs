@@ -22,6 +22,7 @@
 
 pub mod alert;
 pub mod aws;
+pub mod cause;
 pub mod check;
 pub mod duration;
 pub mod gofmt;

@@ -24,18 +24,20 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     m.insert("rules", &["tsdb", "promql", "source"]);
     m.insert("slo", &["tsdb", "promql", "source"]);
     m.insert("notify", &[]);
+    // The cause stage reads Alertmanager's matcher syntax, an interface of the stage after it.
+    m.insert("cause", &["notify"]);
     m.insert("state", &["rules", "notify"]);
     m.insert("promqltest", &["tsdb", "promql", "source"]);
     // Checks beside the flow read every configuration file, watchfire.yaml included.
-    m.insert("check", &["tsdb", "promql", "source", "rules", "slo", "notify", "run"]);
+    m.insert("check", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"]);
     // Drivers wire the stages; replay reuses run's configuration loader, never its scheduler.
-    m.insert("unittest", &["tsdb", "promql", "source", "rules", "slo", "notify"]);
-    m.insert("run", &["tsdb", "promql", "source", "rules", "slo", "notify", "state"]);
-    m.insert("replay", &["tsdb", "promql", "source", "rules", "slo", "notify", "run"]);
+    m.insert("unittest", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify"]);
+    m.insert("run", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state"]);
+    m.insert("replay", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"]);
     // The HTTP face sees everything but the other drivers.
     m.insert(
         "server",
-        &["tsdb", "promql", "source", "rules", "slo", "notify", "state", "run"],
+        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state", "run"],
     );
     m
 }

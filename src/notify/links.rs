@@ -34,7 +34,7 @@ use crate::yaml::{FileError, Reader};
 /// One rendered link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Link {
-    /// `runbook`, `grafana`, `cloudwatch`, `kubectl` or `run_tracking`.
+    /// `runbook`, `grafana`, `evidence`, `cause`, `cloudwatch`, `kubectl` or `run_tracking`.
     pub kind: &'static str,
     pub url: String,
 }
@@ -42,7 +42,7 @@ pub struct Link {
 impl Link {
     /// The link kinds [`LinkConfig::render`] makes, by name (for links read back from the outbox).
     pub fn kind_from(name: &str) -> Option<&'static str> {
-        ["runbook", "grafana", "cloudwatch", "kubectl", "run_tracking"]
+        ["runbook", "grafana", "evidence", "cause", "cloudwatch", "kubectl", "run_tracking"]
             .into_iter()
             .find(|k| *k == name)
     }
@@ -253,21 +253,27 @@ impl LinkConfig {
                 url: rb.clone(),
             });
         }
-        if let (Some(base), Some(expr)) = (&self.grafana_url, ctx.expr) {
-            let panes = format!(
-                "{{\"a\":{{\"datasource\":{ds},\"queries\":[{{\"refId\":\"A\",\"expr\":{e},\"datasource\":{{\"uid\":{ds}}}}}],\"range\":{{\"from\":\"{from}\",\"to\":\"{to}\"}}}}}}",
-                ds = json_str(&self.grafana_datasource),
-                e = json_str(expr),
-                from = ctx.starts_ms.saturating_sub(self.range_before_ms),
-                to = ctx.at_ms,
-            );
+        if let Some(expr) = ctx.expr {
+            if let Some(url) = self.explore(expr, ctx) {
+                out.push(Link { kind: "grafana", url });
+            }
+        }
+        // The exporters' own series behind the recording rules the rule read (the cause stage's
+        // evidence, `rules::deps::raw_metrics`), for that node or GPU.
+        if let Some(q) = ctx.annotations.get("watchfire_evidence").filter(|q| !q.is_empty()) {
+            if let Some(url) = self.explore(q, ctx) {
+                out.push(Link { kind: "evidence", url });
+            }
+        }
+        // The probable cause's entry on the status page (the cause stage).
+        if let Some(u) = ctx
+            .annotations
+            .get("watchfire_cause_url")
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        {
             out.push(Link {
-                kind: "grafana",
-                url: format!(
-                    "{}/explore?schemaVersion=1&orgId=1&panes={}",
-                    base.trim_end_matches('/'),
-                    url_encode(&panes)
-                ),
+                kind: "cause",
+                url: u.clone(),
             });
         }
         if let Some(metric) = ctx.expr.and_then(|e| self.cloudwatch_metric(e)) {
@@ -297,6 +303,23 @@ impl LinkConfig {
             });
         }
         out
+    }
+
+    /// A Grafana Explore link for `expr` over the alert's time range, when Grafana is set.
+    fn explore(&self, expr: &str, ctx: &LinkContext<'_>) -> Option<String> {
+        let base = self.grafana_url.as_ref()?;
+        let panes = format!(
+            "{{\"a\":{{\"datasource\":{ds},\"queries\":[{{\"refId\":\"A\",\"expr\":{e},\"datasource\":{{\"uid\":{ds}}}}}],\"range\":{{\"from\":\"{from}\",\"to\":\"{to}\"}}}}}}",
+            ds = json_str(&self.grafana_datasource),
+            e = json_str(expr),
+            from = ctx.starts_ms.saturating_sub(self.range_before_ms),
+            to = ctx.at_ms,
+        );
+        Some(format!(
+            "{}/explore?schemaVersion=1&orgId=1&panes={}",
+            base.trim_end_matches('/'),
+            url_encode(&panes)
+        ))
     }
 
     /// The first metric name in `expr` that the CloudWatch mapping provides.

@@ -409,6 +409,7 @@ mod tests {
             groups,
             routes: crate::notify::load_str(routes, "routes.yaml").unwrap(),
             owners: Owners::default(),
+            causes: Default::default(),
             external_labels: crate::labels::Labels::empty(),
             external_url: String::new(),
         }

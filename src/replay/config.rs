@@ -33,6 +33,8 @@ pub struct FileConfig {
     pub slo_files: Vec<PathBuf>,
     pub routes: PathBuf,
     pub owners: Option<PathBuf>,
+    /// Cause rule files (globs, directories or files).
+    pub cause_files: Vec<PathBuf>,
     pub evaluation_interval_ms: i64,
     /// `query_offset` and `resend_delay` as `run` reads them, so a replay evaluates and resends
     /// exactly as the live service would.
@@ -55,6 +57,7 @@ impl FileConfig {
             slo_files: vec![root.join("slos")],
             routes: root.join("deploy/routes.yaml"),
             owners: owners.exists().then_some(owners),
+            cause_files: vec![root.join("causes")].into_iter().filter(|p| p.exists()).collect(),
             evaluation_interval_ms: 60_000,
             query_offset_ms: 0,
             resend_delay_ms: GroupConfig::default().resend_delay_ms,
@@ -87,6 +90,7 @@ impl FileConfig {
             slo_files: join(&run.slo_files),
             routes,
             owners: run.owners_file,
+            cause_files: join(&run.cause_files),
             evaluation_interval_ms: run.evaluation_interval_ms,
             query_offset_ms: run.query_offset_ms,
             resend_delay_ms: run.resend_delay_ms,
@@ -129,6 +133,19 @@ impl FileConfig {
                 }
             }
         }
+        let causes = match crate::cause::CauseRules::load_files(&expand_rule_paths(&self.cause_files, &mut errors)) {
+            Ok(rules) => crate::cause::Causes::new(
+                rules,
+                crate::cause::Settings {
+                    team_label: owners.team_label.clone(),
+                    external_url: self.external_url.clone(),
+                },
+            ),
+            Err(e) => {
+                errors.push(e.to_string());
+                crate::cause::Causes::default()
+            }
+        };
         let rule_paths: Vec<PathBuf> = match rules_override {
             Some(p) => vec![p.to_path_buf()],
             None => self.rule_files.clone(),
@@ -185,6 +202,7 @@ impl FileConfig {
         if !errors.is_empty() {
             return Err(errors);
         }
+        crate::rules::set_evidence(&mut groups);
         let Some(routes) = routes else {
             return Err(vec!["no routes".into()]);
         };
@@ -202,6 +220,7 @@ impl FileConfig {
             groups,
             routes,
             owners,
+            causes,
             external_labels: self.external_labels.clone(),
             external_url: self.external_url.clone(),
         })

@@ -61,6 +61,10 @@ pub(crate) fn incident_line(d: &Delivery) -> String {
         code(d.namespace.as_deref().unwrap_or("-")),
     );
     if d.status == "firing" {
+        if let Some(line) = d.cause_line() {
+            s.push_str(" · cause: ");
+            s.push_str(&code(line));
+        }
         for l in &d.links {
             s.push_str(" · ");
             s.push_str(&link(l));
@@ -191,6 +195,35 @@ pub fn replay(o: &Outcome, rules: usize, groups: usize) -> String {
         parts.push(Part::Item(format!("- {} {}\n", fmt_time(d.at_ms), incident_line(d))));
     }
     parts.push(Part::Close(String::new()));
+    let causes = super::output::cause_rows(o);
+    if !causes.is_empty() {
+        parts.push(Part::Heading(
+            "\n#### Causes\n\n| cause | alerts | owner | since | incidents per team | explains |\n|---|---|---|---|---|---|\n".into(),
+        ));
+        for r in causes {
+            let c = &r.cause;
+            let inc: Vec<String> = r
+                .incidents
+                .iter()
+                .map(|(t, (p, n))| format!("{} {}", code(t), p + n))
+                .collect();
+            let explains: Vec<String> = c
+                .impact
+                .iter()
+                .map(|i| format!("{} {} ({})", code(&i.team), code(&i.alertname), code(&i.object)))
+                .collect();
+            parts.push(Part::Item(format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                code(&c.id),
+                code(&c.alerts.join(", ")),
+                code(c.owner.as_deref().unwrap_or("-")),
+                fmt_time(c.since_ms),
+                inc.join(", "),
+                explains.join("<br>")
+            )));
+        }
+        parts.push(Part::Close(String::new()));
+    }
     if !o.rule_errors.is_empty() {
         parts.push(Part::Heading("\n#### Rule evaluation failures\n\n".into()));
         for (rule, n, first) in &o.rule_errors {

@@ -65,6 +65,8 @@ pub struct Setup {
     pub routes: notify::Config,
     /// Teams, links and the label deny-list.
     pub owners: Owners,
+    /// The cause stage: cause rules and the topology they read (empty without cause files).
+    pub causes: crate::cause::Causes,
     /// Labels added to every alert sent (Prometheus' external labels), where not set.
     pub external_labels: Labels,
     pub external_url: String,
@@ -133,6 +135,23 @@ impl Delivery {
     pub fn is_new_page(&self) -> bool {
         self.page && self.new_incident
     }
+
+    /// The cause this notification's group is of (the cause stage's `cause` label), if any.
+    pub fn cause(&self) -> Option<&str> {
+        self.group_labels
+            .get(crate::cause::CAUSE_LABEL)
+            .or_else(|| self.alerts.iter().find_map(|a| a.labels.get(crate::cause::CAUSE_LABEL)))
+            .filter(|c| !c.is_empty())
+    }
+
+    /// The cause its firing alerts name (`watchfire_cause`), if any.
+    pub fn cause_line(&self) -> Option<&str> {
+        self.alerts
+            .iter()
+            .filter(|a| a.ends_at_ms.is_none())
+            .find_map(|a| a.annotations.get("watchfire_cause"))
+            .map(String::as_str)
+    }
 }
 
 /// Replay window and knobs.
@@ -162,6 +181,8 @@ pub struct Outcome {
     /// What the rules wrote over the window: recording-rule outputs, `ALERTS` and
     /// `ALERTS_FOR_STATE` (what `--series-out` saves for `watchfire serve`).
     pub outputs: std::sync::Arc<Store>,
+    /// Every cause the cause stage saw, with what it explained (empty without cause rules).
+    pub causes: Vec<crate::cause::CauseView>,
 }
 
 /// One alert changing state at one evaluation of its rule.
@@ -208,6 +229,8 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
     let engine = Engine::new(engine_opts);
     let mut outputs = Store::new();
     let mut notifier = Notifier::new(setup.routes.clone(), ms_to_time(opts.from_ms));
+    // A stage of its own for this replay: nothing carries over from another run.
+    let causes = setup.causes.fresh();
     let mut state = DeliveryState::default();
     let mut outcome = Outcome {
         from_ms: opts.from_ms,
@@ -275,15 +298,23 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
                 .owners
                 .refresh_namespace_teams(ts, |q| engine.instant_vector_labels(source, q, ts).ok());
         }
+        // The topology is read every minute, alerts or not: a pod lost with its node must be
+        // known from before the loss.
+        causes.refresh(ts, |q| engine.instant_vector_labels(source, q, ts).ok());
         let mut alerts = Vec::new();
         for (ri, sent) in result.to_send {
             // Links graph the expression of the rule that fired, not of its first namesake.
-            let expr = g.rules()[ri].as_alerting().map(|r| r.expr_text());
+            let rule = g.rules()[ri].as_alerting();
+            let expr = rule.map(|r| r.expr_text());
             for a in sent {
                 state.note_active(&a, setup, expr, &mut alerts, now);
+                if let (Some(r), Some(last)) = (rule, alerts.last_mut()) {
+                    add_evidence(r, last);
+                }
             }
         }
         if !alerts.is_empty() {
+            let alerts = causes.process(alerts, now);
             notifier.put_alerts(alerts, now);
         }
         let interval = g.interval_ms().max(1000);
@@ -301,6 +332,7 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
     outcome.wall = started.elapsed();
     outcome.group_wall = groups.iter().map(|g| g.name().to_string()).zip(group_wall).collect();
     outcome.outputs = std::sync::Arc::new(outputs);
+    outcome.causes = causes.views();
     outcome
 }
 
@@ -358,6 +390,14 @@ fn note_transitions(g: &Group, seen: &mut [HashMap<Labels, Seen>], ts: i64, eval
                 });
             }
         }
+    }
+}
+
+/// The evidence query of an alert (the exporters' own series behind the recording rules its
+/// rule reads) as the `watchfire_evidence` annotation the links render.
+pub(crate) fn add_evidence(rule: &crate::rules::alerting::AlertingRule, a: &mut notify::Alert) {
+    if let Some(q) = rule.evidence_query(&a.labels) {
+        a.annotations.insert("watchfire_evidence".into(), q);
     }
 }
 

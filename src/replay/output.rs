@@ -70,6 +70,12 @@ pub fn text_entry(d: &Delivery) -> String {
         labels_str(&d.group_labels),
     );
     if d.status == "firing" {
+        if let Some(line) = d.cause_line() {
+            let _ = writeln!(s, "    {:<12} {}", "cause", line);
+        }
+        if let Some(impact) = d.alerts.iter().find_map(|a| a.annotations.get("watchfire_impact")) {
+            let _ = writeln!(s, "    {:<12} {}", "impact", impact);
+        }
         for l in &d.links {
             let _ = writeln!(s, "    {:<12} {}", l.kind, l.url);
         }
@@ -110,6 +116,8 @@ pub(crate) fn json_value(d: &Delivery) -> Value {
         "namespace": d.namespace,
         "links": links,
         "alerts": alerts,
+        "cause": d.cause(),
+        "cause_line": d.cause_line(),
     })
 }
 
@@ -315,6 +323,90 @@ pub(crate) fn owner_rows(o: &Outcome) -> (BTreeMap<String, OwnerRow>, usize) {
     (rows, info)
 }
 
+/// One cause of a replay with the incidents it opened.
+#[derive(Clone, Debug)]
+pub struct CauseRow {
+    pub cause: crate::cause::CauseView,
+    /// New incidents per owner whose group is this cause's: (owner, pages, other notifications).
+    pub incidents: BTreeMap<String, (usize, usize)>,
+}
+
+/// Every cause the replay saw, first opened first, with the incidents each opened per team.
+pub fn cause_rows(o: &Outcome) -> Vec<CauseRow> {
+    o.causes
+        .iter()
+        .map(|c| {
+            let mut incidents: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+            for d in o.deliveries.iter().filter(|d| d.new_incident && d.cause() == Some(c.id.as_str())) {
+                let window_end = c.ended_ms.unwrap_or(i64::MAX);
+                if d.at_ms < c.since_ms || d.at_ms > window_end.saturating_add(6 * 3_600_000) {
+                    continue;
+                }
+                let e = incidents.entry(d.owner.clone().unwrap_or_else(|| "(no owner)".into())).or_default();
+                if d.page {
+                    e.0 += 1;
+                } else {
+                    e.1 += 1;
+                }
+            }
+            CauseRow {
+                cause: c.clone(),
+                incidents,
+            }
+        })
+        .collect()
+}
+
+/// The causes section of the summary (empty without causes).
+pub fn causes_text(o: &Outcome) -> String {
+    let rows = cause_rows(o);
+    let mut s = String::new();
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\nCauses (the cause stage: one incident per team per cause):");
+    for r in rows {
+        let c = &r.cause;
+        let until = c.ended_ms.map(fmt_time).unwrap_or_else(|| "still active".into());
+        let _ = writeln!(
+            s,
+            "  {}  {} to {}  {} ({}) on {}, owned by {}",
+            c.id,
+            fmt_time(c.since_ms),
+            until,
+            c.alerts.join(", "),
+            c.rule,
+            c.object,
+            c.owner.as_deref().unwrap_or("-"),
+        );
+        let inc: Vec<String> = r
+            .incidents
+            .iter()
+            .map(|(t, (p, n))| match (p, n) {
+                (p, 0) => format!("{t} {p} page"),
+                (0, n) => format!("{t} {n} notification"),
+                (p, n) => format!("{t} {p} page + {n} notification"),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "      incidents: {}",
+            if inc.is_empty() { "none".to_string() } else { inc.join(", ") }
+        );
+        for i in &c.impact {
+            let _ = writeln!(
+                s,
+                "      -> {:<14} {} ({}) since {}",
+                if i.team.is_empty() { "-" } else { &i.team },
+                i.alertname,
+                i.object,
+                fmt_time(i.since_ms)
+            );
+        }
+    }
+    s
+}
+
 /// The summary after the timeline.
 pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckResult]>) -> String {
     let mut s = String::new();
@@ -381,6 +473,7 @@ pub fn summary(o: &Outcome, rules: usize, groups: usize, checks: Option<&[CheckR
             }
         }
     }
+    s.push_str(&causes_text(o));
     if !o.rule_errors.is_empty() {
         let _ = writeln!(s, "\nRule evaluation failures:");
         for (rule, n, first) in &o.rule_errors {

@@ -243,7 +243,12 @@ pub struct AlertingRule {
     restored: bool,
     active: BTreeMap<Labels, Alert>,
     status: Status,
+    /// The raw metric names behind the recording rules it reads ([`super::deps::raw_metrics`]).
+    evidence: Vec<String>,
 }
+
+/// The names exporters give a node label, for evidence queries on their own series.
+const NODE_ALIASES: &[&str] = &["node", "Hostname", "hostname", "kubernetes_node"];
 
 impl AlertingRule {
     /// `labels` and `annotations` are templates; later duplicates of a name win.
@@ -285,7 +290,52 @@ impl AlertingRule {
             restored: true,
             active: BTreeMap::new(),
             status: Status::default(),
+            evidence: Vec::new(),
         }
+    }
+
+    /// Sets the raw metric names behind the recording rules this rule reads.
+    pub fn set_evidence(&mut self, metrics: Vec<String>) {
+        self.evidence = metrics;
+    }
+
+    /// A PromQL query for the exporters' own series behind an alert with these labels: the raw
+    /// metrics the rule reads through recording rules, narrowed to the alert's cluster and to
+    /// its node (under each name exporters give the node label) and GPU. `None` when the rule
+    /// reads no recording rule (its own expression shows its raw series).
+    pub fn evidence_query(&self, labels: &Labels) -> Option<String> {
+        if self.evidence.is_empty() {
+            return None;
+        }
+        let q = |v: &str| format!("\"{}\"", crate::labels::escape_label_value(v));
+        let mut base = vec![if self.evidence.len() == 1 {
+            format!("__name__={}", q(&self.evidence[0]))
+        } else {
+            format!("__name__=~{}", q(&self.evidence.join("|")))
+        }];
+        if let Some(c) = labels.get("cluster").filter(|c| !c.is_empty()) {
+            base.push(format!("cluster={}", q(c)));
+        }
+        if let Some(g) = labels.get("gpu").filter(|g| !g.is_empty()) {
+            base.push(format!("gpu={}", q(g)));
+        }
+        let node = NODE_ALIASES.iter().find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
+        let sel = |extra: Option<String>| {
+            let mut m = base.clone();
+            m.extend(extra);
+            format!("{{{}}}", m.join(", "))
+        };
+        Some(match node {
+            Some(n) => NODE_ALIASES
+                .iter()
+                .map(|a| sel(Some(format!("{a}={}", q(n)))))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            None => match labels.get("namespace").filter(|v| !v.is_empty()) {
+                Some(ns) => sel(Some(format!("namespace={}", q(ns)))),
+                None => sel(None),
+            },
+        })
     }
 
     pub fn name(&self) -> &str {

@@ -81,6 +81,77 @@ pub(crate) fn output_history(groups: &[&Group], lookback_ms: i64) -> HashMap<Str
     out
 }
 
+/// For each group, for each rule: the raw metric names behind it, through the recording rules
+/// it reads (transitively), sorted. Names a selector matches only by a regex with a finite set
+/// of names are listed; other selectors add nothing. A rule reading no recording rule gets an
+/// empty list: its own expression already shows its raw series.
+pub(crate) fn raw_metrics(groups: &[&Group]) -> Vec<Vec<Vec<String>>> {
+    let outputs = outputs(groups);
+    let inputs = inputs(groups);
+    // Each rule's own raw names: the names its selectors read that no rule writes.
+    let own: Vec<Vec<Vec<String>>> = groups
+        .iter()
+        .map(|g| {
+            g.rules()
+                .iter()
+                .map(|r| {
+                    let mut names = Vec::new();
+                    for vs in vector_selectors(r.expr()) {
+                        for n in selector_names(vs) {
+                            if !outputs.contains_key(n.as_str()) {
+                                names.push(n);
+                            }
+                        }
+                    }
+                    names
+                })
+                .collect()
+        })
+        .collect();
+    let mut out: Vec<Vec<Vec<String>>> = groups.iter().map(|g| vec![Vec::new(); g.rules().len()]).collect();
+    for (gi, g) in groups.iter().enumerate() {
+        for ri in 0..g.rules().len() {
+            let read: Vec<RuleAt> = inputs[gi][ri].iter().copied().filter(|at| *at != (gi, ri)).collect();
+            if read.is_empty() {
+                continue;
+            }
+            let mut names: Vec<String> = own[gi][ri].clone();
+            let mut seen: std::collections::HashSet<RuleAt> = std::collections::HashSet::new();
+            let mut todo = read;
+            while let Some(at) = todo.pop() {
+                if !seen.insert(at) {
+                    continue;
+                }
+                names.extend(own[at.0][at.1].iter().cloned());
+                todo.extend(inputs[at.0][at.1].iter().copied());
+            }
+            names.sort();
+            names.dedup();
+            out[gi][ri] = names;
+        }
+    }
+    out
+}
+
+/// The metric names a selector reads, where they are a finite set.
+fn selector_names(vs: &VectorSelector) -> Vec<String> {
+    if let Some(n) = &vs.name {
+        return vec![n.clone()];
+    }
+    for m in vs.matchers.matchers.iter().filter(|m| m.name == "__name__") {
+        match m.op {
+            MatchOp::Equal => return vec![m.value.clone()],
+            MatchOp::Re(_) => {
+                if let Some(names) = crate::labels::finite_language(&m.value, 16) {
+                    return names;
+                }
+            }
+            _ => {}
+        }
+    }
+    Vec::new()
+}
+
 /// One rule's output series: its name and the labels the rule sets.
 struct Output<'a> {
     at: RuleAt,
@@ -184,6 +255,17 @@ mod tests {
             "team=\"b\" cannot match the rule's team=\"a\""
         );
         assert_eq!(inp[1][2], vec![(1, 2)], "a rule reading its own ALERTS");
+    }
+
+    #[test]
+    fn raw_metrics_reach_through_recordings() {
+        let gs = groups(
+            "groups:\n  - name: a\n    rules:\n      - record: x:rec\n        expr: max by (node) (label_replace(DCGM_FI_DEV_XID_ERRORS, \"node\", \"$1\", \"Hostname\", \"(.*)\"))\n\
+             \x20     - record: y:rec\n        expr: x:rec or {__name__=~\"nvml_xid_total|other_total\"}\n      - alert: A\n        expr: y:rec > 0\n      - alert: B\n        expr: up == 0\n",
+        );
+        let raw = raw_metrics(&gs.iter().collect::<Vec<_>>());
+        assert_eq!(raw[0][2], ["DCGM_FI_DEV_XID_ERRORS", "nvml_xid_total", "other_total"]);
+        assert!(raw[0][3].is_empty(), "a rule reading raw series only");
     }
 
     #[test]

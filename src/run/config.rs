@@ -30,6 +30,7 @@
 //! slo_files: [slos/*.yaml]      # Sloth/OpenSLO specs, turned into rules at load
 //! routes_file: routes.yaml      # Alertmanager configuration (route tree, receivers)
 //! owners_file: owners.yaml      # optional: owner stamping
+//! cause_files: [causes/*.yaml]  # optional: cause rules (the cause stage, src/cause/)
 //! evaluation_interval: 1m       # groups without `interval` (default 1m)
 //! query_offset: 0s              # groups without `query_offset` (default 0s)
 //! promql_compat: "3"            # "2": Prometheus 2.x's windows and rate extrapolation where
@@ -152,6 +153,8 @@ pub struct RunConfig {
     pub slo_files: Vec<String>,
     pub routes_file: Option<PathBuf>,
     pub owners_file: Option<PathBuf>,
+    /// Cause rule globs (the cause stage between rules and notify).
+    pub cause_files: Vec<String>,
     pub evaluation_interval_ms: i64,
     pub query_offset_ms: i64,
     /// Local evaluation with Prometheus 2.x's semantics (`promql_compat: "2"`), to answer as a
@@ -176,6 +179,7 @@ impl Default for RunConfig {
             slo_files: Vec::new(),
             routes_file: None,
             owners_file: None,
+            cause_files: Vec::new(),
             evaluation_interval_ms: 60_000,
             query_offset_ms: 0,
             promql_v2: false,
@@ -199,6 +203,11 @@ impl RunConfig {
     /// Expands `slo_files` globs.
     pub fn slo_paths(&self) -> Result<Vec<PathBuf>, String> {
         expand_globs(&self.base_dir(), &self.slo_files)
+    }
+
+    /// Expands `cause_files` globs.
+    pub fn cause_paths(&self) -> Result<Vec<PathBuf>, String> {
+        expand_globs(&self.base_dir(), &self.cause_files)
     }
 
     fn base_dir(&self) -> PathBuf {
@@ -229,6 +238,7 @@ const TOP_KEYS: &[&str] = &[
     "slo_files",
     "routes_file",
     "owners_file",
+    "cause_files",
     "evaluation_interval",
     "query_offset",
     "promql_compat",
@@ -319,6 +329,7 @@ fn load_str_with(
             "slo_files" => cfg.slo_files = r.strings(v, "slo_files")?,
             "routes_file" => cfg.routes_file = Some(PathBuf::from(r.string(v, "routes_file")?)),
             "owners_file" => cfg.owners_file = Some(PathBuf::from(r.string(v, "owners_file")?)),
+            "cause_files" => cfg.cause_files = r.strings(v, "cause_files")?,
             "evaluation_interval" => {
                 cfg.evaluation_interval_ms = r.duration_ms(v, "evaluation_interval", "30s or 1m")?;
                 if cfg.evaluation_interval_ms <= 0 {

@@ -111,6 +111,25 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
         },
         None => None,
     };
+    let causes = match cfg.cause_paths() {
+        Ok(paths) => match crate::cause::CauseRules::load_files(&paths) {
+            Ok(rules) => crate::cause::Causes::new(
+                rules,
+                crate::cause::Settings {
+                    team_label: owners.as_ref().map_or_else(|| "team".to_string(), |o| o.team_label.clone()),
+                    external_url: external_url(cfg),
+                },
+            ),
+            Err(e) => {
+                errors.push(e.to_string());
+                crate::cause::Causes::default()
+            }
+        },
+        Err(e) => {
+            errors.push(format!("cause_files: {e}"));
+            crate::cause::Causes::default()
+        }
+    };
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
@@ -123,6 +142,7 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
         .map(|r| r.name().to_string())
         .collect();
     // Groups that read each other's outputs stay on one shard (see `shard`).
+    crate::rules::set_evidence(&mut groups);
     let mut owned = shard::owned(&groups, cfg.shard, cfg.shard_by_file).into_iter();
     groups.retain(|_| owned.next().unwrap_or(false));
     let engine = Engine::new(crate::promql::EngineOptions {
@@ -141,6 +161,7 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
             source,
             source_name: first.name.clone(),
             owners,
+            causes,
             external_labels: cfg.external_labels.clone(),
             external_url: external_url(cfg),
             resend_delay_ms: cfg.resend_delay_ms,

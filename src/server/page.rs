@@ -269,6 +269,11 @@ fn render(svc: &Service, req: &PageRequest) -> String {
         );
     }
 
+    // Causes first: what explains the alerts below (the cause stage).
+    if let Some(setup) = &setup {
+        causes_section(&mut s, &setup.causes.active(), now);
+    }
+
     // Alerts: by state, then owner and cluster.
     let _ = write!(
         s,
@@ -316,6 +321,57 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     silences_section(&mut s, &silences, at, req.prefill.as_deref());
     s.push_str("</main></body></html>\n");
     s
+}
+
+/// `2026-11-02T02:11:00Z`.
+fn utc(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+/// Each active cause with what it explains and who owns each part (the cause stage). Anchors
+/// are `cause-<id>`: notifications link here (`watchfire_cause_url`).
+fn causes_section(s: &mut String, causes: &[crate::cause::CauseView], now: i64) {
+    if causes.is_empty() {
+        return;
+    }
+    let _ = write!(
+        s,
+        "<section id=\"causes\" aria-labelledby=\"causes-h\"><h2 id=\"causes-h\">Causes ({})</h2><ul class=\"cards\">",
+        causes.len()
+    );
+    for c in causes {
+        let _ = write!(
+            s,
+            "<li class=\"card cause\" id=\"cause-{}\"><p><strong>{}</strong> on {} · owner <strong class=\"owner\">{}</strong> · since {} ({} min ago) · rule <code>{}</code></p>",
+            esc(&c.id),
+            esc(&c.alerts.join(", ")),
+            esc(&c.object),
+            esc(c.owner.as_deref().unwrap_or("(none)")),
+            esc(&utc(c.since_ms)),
+            (now - c.since_ms).max(0) / 60_000,
+            esc(&c.rule),
+        );
+        if c.impact.is_empty() {
+            s.push_str("<p>No consequence yet.</p>");
+        } else {
+            s.push_str("<table class=\"impact\"><thead><tr><th>team</th><th>alert</th><th>object</th><th>since</th></tr></thead><tbody>");
+            for i in &c.impact {
+                let _ = write!(
+                    s,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(if i.team.is_empty() { "(none)" } else { &i.team }),
+                    esc(&i.alertname),
+                    esc(&i.object),
+                    esc(&utc(i.since_ms)),
+                );
+            }
+            s.push_str("</tbody></table>");
+        }
+        s.push_str("</li>");
+    }
+    s.push_str("</ul></section>");
 }
 
 /// One alert's card.

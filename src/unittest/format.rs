@@ -25,6 +25,9 @@ pub(crate) struct TestFile {
     pub routes_file: Option<Spanned<String>>,
     /// watchfire extension: the owners file (teams, links, deny-list), relative to the test file.
     pub owners_file: Option<Spanned<String>>,
+    /// watchfire extension: cause rule files (globs) the notification tests run the cause stage
+    /// with, relative to the test file.
+    pub cause_files: Vec<Spanned<String>>,
 }
 
 /// One entry of `tests`.
@@ -160,6 +163,7 @@ const FILE_FIELDS: &[&str] = &[
     "fuzzy_compare",
     "watchfire_routes_file",
     "watchfire_owners_file",
+    "watchfire_cause_files",
 ];
 const GROUP_FIELDS: &[&str] = &[
     "interval",
@@ -224,6 +228,7 @@ impl Decoder<'_> {
         out.owners_file = m
             .string("watchfire_owners_file", self.errs)
             .map(|(s, pos, _)| Spanned::new(s.to_string(), pos));
+        out.cause_files = self.strings(&m, "watchfire_cause_files");
         if let Some(tests) = m.seq("tests", self.errs) {
             for t in tests {
                 if let Some(g) = self.group(t) {

@@ -25,6 +25,8 @@ use crate::gofmt::quote_controls_only;
 pub(crate) struct NotifySetup {
     pub routes: notify::Config,
     pub owners: Owners,
+    /// The cause stage between the rules and the notifier (`watchfire_cause_files`).
+    pub causes: crate::cause::Causes,
 }
 
 /// Loads `watchfire_routes_file` and `watchfire_owners_file` (relative to the test file's
@@ -100,8 +102,41 @@ pub(crate) fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetu
             }
         }
     }
+    let mut cause_paths = Vec::new();
+    for c in &tf.cause_files {
+        let pattern = join(&c.value).display().to_string();
+        match glob::glob(&pattern) {
+            Ok(found) => {
+                let mut found: Vec<_> = found.filter_map(Result::ok).collect();
+                if found.is_empty() {
+                    errors.push(format!(
+                        "{}:{}: watchfire_cause_files {}: no such file",
+                        path.display(),
+                        c.pos,
+                        quote_controls_only(&c.value)
+                    ));
+                }
+                found.sort();
+                cause_paths.extend(found);
+            }
+            Err(e) => errors.push(format!("{}:{}: watchfire_cause_files: bad pattern: {e}", path.display(), c.pos)),
+        }
+    }
+    let causes = match crate::cause::CauseRules::load_files(&cause_paths) {
+        Ok(rules) => crate::cause::Causes::new(
+            rules,
+            crate::cause::Settings {
+                team_label: owners.team_label.clone(),
+                external_url: String::new(),
+            },
+        ),
+        Err(e) => {
+            errors.push(e.to_string());
+            crate::cause::Causes::default()
+        }
+    };
     match routes {
-        Some(routes) if errors.is_empty() => Ok(Some(NotifySetup { routes, owners })),
+        Some(routes) if errors.is_empty() => Ok(Some(NotifySetup { routes, owners, causes })),
         _ => Err(errors),
     }
 }
@@ -127,6 +162,7 @@ struct Got {
 pub(crate) struct Sim<'a> {
     setup: &'a NotifySetup,
     notifier: Notifier,
+    causes: crate::cause::Causes,
     external_labels: Labels,
     external_url: String,
     mint: i64,
@@ -142,6 +178,7 @@ impl<'a> Sim<'a> {
         Sim {
             setup,
             notifier: Notifier::new(setup.routes.clone(), ms_to_time(mint)),
+            causes: setup.causes.fresh(),
             external_labels,
             external_url: external_url.to_string(),
             mint,
@@ -164,6 +201,11 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The cause stage, for reading the topology before [`Sim::put`].
+    pub(crate) fn causes(&self) -> &crate::cause::Causes {
+        &self.causes
+    }
+
     /// The owners file, for reading namespace teams before [`Sim::put`].
     pub(crate) fn owners(&self) -> &Owners {
         &self.setup.owners
@@ -177,12 +219,18 @@ impl<'a> Sim<'a> {
         let now = ms_to_time(now_ms);
         let mut alerts = Vec::new();
         for (ri, list) in sent {
-            let expr = group.rules()[*ri].as_alerting().map(|r| r.expr_text());
+            let rule = group.rules()[*ri].as_alerting();
+            let expr = rule.map(|r| r.expr_text());
             for a in list {
-                alerts.push(self.to_notify_alert(a, expr, now));
+                let mut alert = self.to_notify_alert(a, expr, now);
+                if let Some(q) = rule.and_then(|r| r.evidence_query(&alert.labels)) {
+                    alert.annotations.insert("watchfire_evidence".into(), q);
+                }
+                alerts.push(alert);
             }
         }
         if !alerts.is_empty() {
+            let alerts = self.causes.process(alerts, now);
             self.notifier.put_alerts(alerts, now);
         }
         self.advance(now_ms);

@@ -331,6 +331,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         }
     }
     groups.sort_by_key(|g| ctx.order.get(g.name()).copied().unwrap_or(0));
+    crate::rules::set_evidence(&mut groups);
     for g in &mut groups {
         for r in g.rules_mut() {
             if let Some(a) = r.as_alerting_mut() {
@@ -415,6 +416,7 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         if let Some(sim) = sim.as_mut() {
             // Timers due before this evaluation run first, each at its own time.
             sim.advance(ts);
+            sim.causes().refresh(ts, |q| engine.instant_vector_labels(&input, q, ts).ok());
         }
         for g in &mut groups {
             let outcome = g.eval(ts, &engine, &input, ts, &mut outputs);

@@ -146,6 +146,14 @@ pub(crate) fn plan(setups: &[&Setup], fed: &Federated, from: i64, to: i64, lookb
                 b.add_local(fed, &e, from, to, lookback);
             }
         }
+        // The cause stage's topology, read about once a minute like the namespace teams.
+        if !setup.causes.is_empty() {
+            for (_, q) in crate::cause::QUERIES {
+                if let Ok(e) = promql::parse(q) {
+                    b.add_local(fed, &e, from, to, lookback);
+                }
+            }
+        }
     }
     Plan {
         selectors: b.selectors.into_values().collect(),

@@ -694,6 +694,7 @@ expect:
             groups: Vec::new(),
             routes,
             owners,
+            causes: Default::default(),
             external_labels: Labels::empty(),
             external_url: String::new(),
         }

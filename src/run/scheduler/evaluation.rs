@@ -589,11 +589,15 @@ impl Evaluation {
             .to_send
             .iter()
             .flat_map(|(i, list)| {
-                let expr = runner.group.rules()[*i]
-                    .as_alerting()
-                    .map(|a| a.expr_text().to_string())
-                    .unwrap_or_default();
-                list.iter().map(move |a| to_notify_alert(setup, a, &expr, ts, late))
+                let rule = runner.group.rules()[*i].as_alerting();
+                let expr = rule.map(|a| a.expr_text().to_string()).unwrap_or_default();
+                list.iter().map(move |a| {
+                    let mut alert = to_notify_alert(setup, a, &expr, ts, late);
+                    if let Some(q) = rule.and_then(|r| r.evidence_query(&alert.labels)) {
+                        alert.annotations.insert("watchfire_evidence".into(), q);
+                    }
+                    alert
+                })
             })
             .collect()
     }

@@ -131,6 +131,8 @@ pub struct Setup {
     pub source: Arc<dyn Queryable>,
     pub source_name: String,
     pub owners: Option<Owners>,
+    /// The cause stage between the rules and the notifier (no rules: alerts pass unchanged).
+    pub causes: crate::cause::Causes,
     pub external_labels: Labels,
     pub external_url: String,
     pub resend_delay_ms: i64,
@@ -269,6 +271,16 @@ impl Service {
         };
         let started = std::time::Instant::now();
         let mut alerts = self.evaluation.eval_group(&setup, runner, ts, &reports, &*self.clock);
+        // The cause stage: topology read about once a minute (from the sources, like the
+        // namespace teams), then causes and consequences labelled for the notifier.
+        if !setup.causes.is_empty() {
+            setup
+                .causes
+                .refresh(ts, |q| setup.engine.instant_vector_labels(&*setup.source, q, ts).ok());
+            if !alerts.is_empty() {
+                alerts = setup.causes.process(alerts, ms_to_time(ts));
+            }
+        }
         // Debug: with the resolves (`rules::alerting`), the timeline of a group around a fault.
         tracing::debug!(
             group = %runner.key,
@@ -547,6 +559,7 @@ mod testing {
             source: Arc::new(crate::source::embedded::SharedStore::default()),
             source_name: "local".into(),
             owners: None,
+            causes: Default::default(),
             external_labels: Labels::empty(),
             external_url: String::new(),
             resend_delay_ms: 60_000,

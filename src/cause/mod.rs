@@ -1,0 +1,829 @@
+//! The cause stage, between rules and notify: which alert explains which, from the cluster's own
+//! topology and the cause rules of the policy ([`spec`]).
+//!
+//! Every alert on its way to the notifier passes through [`Causes::process`], owner already
+//! stamped:
+//! - an alert a cause rule's `when` selects is a **cause**: it names an object (a node, a
+//!   cluster) and gets the label `cause="<kind>/<object>"`, so that every cause alert of one
+//!   object (an XID, then the node NotReady) is one cause; its annotation `watchfire_impact`
+//!   lists what it explains now: alert, object and owning team;
+//! - an alert an `explains` entry selects is a **consequence** when an active cause explains it
+//!   through its relation (the same node; a workload that ran on the node; the same cluster), and
+//!   it did not start more than `lead` before the cause: it gets the cause's label (routes group
+//!   by `cause` and the owner: one incident per team per cause) and annotations naming the cause
+//!   (`watchfire_cause`: alert, object, since, owner; `watchfire_cause_url`), also appended to
+//!   its summary and description so that every receiver's text carries it.
+//!
+//! An alert keeps the identity it was first sent with while that stays true, so a receiver's
+//! incident never splits: a consequence sent before any cause explained it stays its own
+//! incident (naming the cause once one is known); one sent under a cause that ends while it still
+//! fires is resolved there and sent again on its own ("a consequence that outlives its cause is
+//! its own incident"). Missing or contradictory topology gives no cause (the alert pages as it
+//! would without this stage, its annotation saying why the cause is unknown), never a wrong one.
+
+pub mod spec;
+pub mod topology;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use crate::alert::{Alert, Fingerprint};
+use crate::labels::{Labels, LabelsBuilder, Matcher};
+
+pub use spec::{CauseRule, CauseRules, Object, Via};
+pub use topology::{Part, Topology, Unknown, QUERIES};
+
+/// The label that carries a cause's id on its alerts and on its consequences.
+pub const CAUSE_LABEL: &str = "cause";
+
+/// How often the topology is read again (ms).
+const TOPOLOGY_REFRESH_MS: i64 = 60_000;
+/// How long a consequence's sticky identity is kept after it was last seen.
+const STAMP_KEEP_MS: i64 = 6 * 3_600_000;
+/// How many ended causes are kept for reports.
+const HISTORY_MAX: usize = 10_000;
+
+/// One consequence of a cause, as its impact lists it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Impact {
+    pub team: String,
+    pub alertname: String,
+    /// `namespace/workload`, `node`, or the alert's distinguishing labels.
+    pub object: String,
+    pub severity: String,
+    pub since_ms: i64,
+}
+
+/// A cause as reports show it.
+#[derive(Clone, Debug)]
+pub struct CauseView {
+    pub id: String,
+    pub rule: String,
+    pub cluster: String,
+    /// The alert that opened it, and the others of the same object.
+    pub alerts: Vec<String>,
+    pub owner: Option<String>,
+    pub since_ms: i64,
+    /// When its last alert ended; `None` while active.
+    pub ended_ms: Option<i64>,
+    /// What the object is: `node ip-... (node group p5, us-west-2a)`.
+    pub object: String,
+    /// Every consequence it explained, first seen first.
+    pub impact: Vec<Impact>,
+}
+
+#[derive(Clone, Debug)]
+struct CauseAlert {
+    name: String,
+    starts_ms: i64,
+    ends: Option<DateTime<Utc>>,
+    gpu: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Active {
+    rule: usize,
+    cluster: String,
+    object: String,
+    /// The first cause alert's labels (for `equal`).
+    labels: Labels,
+    owner: Option<String>,
+    since_ms: i64,
+    alerts: BTreeMap<Fingerprint, CauseAlert>,
+    /// Consequences now, by fingerprint (with their validity).
+    impact: BTreeMap<Fingerprint, (Impact, Option<DateTime<Utc>>)>,
+    /// Every consequence ever explained (for reports).
+    explained: BTreeMap<Fingerprint, Impact>,
+    /// When its last alert ended, while it lingers (`linger`).
+    ended_ms: Option<i64>,
+}
+
+/// The identity a consequence was first sent with.
+#[derive(Clone, Debug)]
+struct Stamp {
+    cause: Option<String>,
+    seen_ms: i64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    rules: CauseRules,
+    topology: Topology,
+    refreshed_ms: Option<i64>,
+    active: BTreeMap<String, Active>,
+    ended: Vec<CauseView>,
+    stamps: HashMap<Fingerprint, Stamp>,
+}
+
+/// The cause stage. Clones share their state (the evaluator hands its copy around).
+#[derive(Clone, Debug)]
+pub struct Causes {
+    inner: Arc<Mutex<Inner>>,
+    team_label: String,
+    external_url: String,
+}
+
+/// Settings the drivers hand over with the rules.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The owners file's team label (the owner stamped before this stage).
+    pub team_label: String,
+    /// Where the status page is (`watchfire run --web.external-url`), for links to a cause.
+    pub external_url: String,
+}
+
+fn matches_all(ms: &[Matcher], labels: &Labels) -> bool {
+    ms.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
+}
+
+fn rfc3339(ms: i64) -> String {
+    DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+fn active_at(a: &Alert, now: DateTime<Utc>) -> bool {
+    !a.resolved_at(now)
+}
+
+/// The object a consequence is about, for impact lists.
+fn object_text(labels: &Labels) -> String {
+    let ns = labels.get("namespace").or_else(|| labels.get("exported_namespace")).filter(|s| !s.is_empty());
+    let name = topology::WORKLOAD_LABELS
+        .iter()
+        .find_map(|n| labels.get(n).filter(|v| !v.is_empty()))
+        .or_else(|| labels.get("model_name").filter(|v| !v.is_empty()));
+    let node = topology::NODE_LABELS.iter().find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
+    match (ns, name, node) {
+        (Some(ns), Some(n), _) => format!("{ns}/{n}"),
+        (Some(ns), None, _) => ns.to_string(),
+        (None, _, Some(node)) => format!("node {node}"),
+        (None, Some(n), None) => n.to_string(),
+        _ => labels.get("instance").or_else(|| labels.get("cluster")).unwrap_or("").to_string(),
+    }
+}
+
+impl Default for Causes {
+    fn default() -> Self {
+        Causes::new(
+            CauseRules::default(),
+            Settings {
+                team_label: "team".into(),
+                external_url: String::new(),
+            },
+        )
+    }
+}
+
+impl Causes {
+    pub fn new(rules: CauseRules, settings: Settings) -> Causes {
+        let keep = rules
+            .rules
+            .iter()
+            .flat_map(|r| r.explains.iter().map(|e| e.within_ms))
+            .max()
+            .unwrap_or(spec::DEFAULT_WITHIN_MS);
+        Causes {
+            inner: Arc::new(Mutex::new(Inner {
+                rules,
+                topology: Topology::new(keep),
+                refreshed_ms: None,
+                active: BTreeMap::new(),
+                ended: Vec::new(),
+                stamps: HashMap::new(),
+            })),
+            team_label: settings.team_label,
+            external_url: settings.external_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// A stage with the same rules and settings and nothing observed yet (a replay starts one).
+    pub fn fresh(&self) -> Causes {
+        let rules = self.lock().rules.clone();
+        Causes::new(
+            rules,
+            Settings {
+                team_label: self.team_label.clone(),
+                external_url: self.external_url.clone(),
+            },
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().rules.is_empty()
+    }
+
+    /// Reads the topology when due (a minute after the last read): `query` runs an instant query
+    /// at `now_ms` and gives its series' labels, or `None` when it failed.
+    pub fn refresh(&self, now_ms: i64, mut query: impl FnMut(&str) -> Option<Vec<Labels>>) {
+        {
+            let inner = self.lock();
+            if inner.rules.is_empty() {
+                return;
+            }
+            if let Some(t) = inner.refreshed_ms {
+                if now_ms >= t && now_ms - t < TOPOLOGY_REFRESH_MS {
+                    return;
+                }
+            }
+        }
+        // Queried without the lock: the stage keeps processing while a slow source answers.
+        let answers: Vec<(Part, Option<Vec<Labels>>)> = QUERIES.iter().map(|(p, q)| (*p, query(q))).collect();
+        let mut inner = self.lock();
+        inner.refreshed_ms = Some(now_ms);
+        for (p, rows) in &answers {
+            inner.topology.observe(*p, now_ms, rows.as_deref());
+        }
+    }
+
+    /// The stage: this evaluation's alerts in (owners stamped), the alerts to hand to the
+    /// notifier out: causes and consequences labelled and annotated, plus a resolved copy of
+    /// any consequence whose cause ended under it.
+    pub fn process(&self, alerts: Vec<Alert>, now: DateTime<Utc>) -> Vec<Alert> {
+        let mut inner = self.lock();
+        if inner.rules.is_empty() {
+            return alerts;
+        }
+        let now_ms = now.timestamp_millis();
+        let inner = &mut *inner;
+        // Causes first: every alert of this batch that is one.
+        let mut is_cause: Vec<Option<String>> = Vec::with_capacity(alerts.len());
+        for a in &alerts {
+            is_cause.push(self.observe_cause(inner, a, now));
+        }
+        inner.expire(now);
+        let mut out = Vec::with_capacity(alerts.len());
+        for (a, cause) in alerts.into_iter().zip(is_cause) {
+            match cause {
+                Some(id) => out.push(self.stamp_cause(inner, a, &id)),
+                None => self.consequence(inner, a, now, &mut out),
+            }
+        }
+        if inner.stamps.len() > 4096 {
+            inner.stamps.retain(|_, s| now_ms - s.seen_ms <= STAMP_KEEP_MS);
+        }
+        out
+    }
+
+    /// Records `a` when it is a cause alert; returns its cause's id.
+    fn observe_cause(&self, inner: &mut Inner, a: &Alert, now: DateTime<Utc>) -> Option<String> {
+        let (ri, rule) = inner.rules.rules.iter().enumerate().find(|(_, r)| matches_all(&r.when, &a.labels))?;
+        let cluster = a.labels.get("cluster").unwrap_or("").to_string();
+        let object = match rule.object {
+            Object::Node => inner.topology.node_of(&a.labels).ok()?,
+            Object::Cluster => cluster.clone(),
+        };
+        let id = format!("{}/{}", rule.kind, object);
+        let fp = a.fingerprint();
+        let starts_ms = a.starts_at.timestamp_millis();
+        let owner = a.labels.get(&self.team_label).map(str::to_string);
+        let entry = inner.active.entry(id.clone()).or_insert_with(|| Active {
+            rule: ri,
+            cluster: cluster.clone(),
+            object: object.clone(),
+            labels: a.labels.clone(),
+            owner: owner.clone(),
+            since_ms: starts_ms,
+            alerts: BTreeMap::new(),
+            impact: BTreeMap::new(),
+            explained: BTreeMap::new(),
+            ended_ms: None,
+        });
+        if active_at(a, now) {
+            entry.ended_ms = None;
+            entry.alerts.insert(
+                fp,
+                CauseAlert {
+                    name: a.name().to_string(),
+                    starts_ms,
+                    ends: a.ends_at,
+                    gpu: a.labels.get("gpu").filter(|g| !g.is_empty()).map(str::to_string),
+                },
+            );
+            if starts_ms < entry.since_ms {
+                entry.since_ms = starts_ms;
+            }
+            if entry.owner.is_none() {
+                entry.owner = owner;
+            }
+        } else {
+            entry.alerts.remove(&fp);
+        }
+        Some(id)
+    }
+
+    /// The cause alert `a` of cause `id`: its label and the impact annotation.
+    fn stamp_cause(&self, inner: &Inner, mut a: Alert, id: &str) -> Alert {
+        let mut b = LabelsBuilder::new(&a.labels);
+        b.set(CAUSE_LABEL, id);
+        a.labels = b.build();
+        if let Some(c) = inner.active.get(id) {
+            let mut impact: Vec<&Impact> = c.impact.values().map(|(i, _)| i).collect();
+            impact.sort();
+            if !impact.is_empty() {
+                let mut by_team: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+                for i in impact {
+                    by_team
+                        .entry(i.team.as_str())
+                        .or_default()
+                        .push(format!("{} ({})", i.alertname, i.object));
+                }
+                let text: Vec<String> = by_team.iter().map(|(t, v)| format!("{t}: {}", v.join(", "))).collect();
+                a.annotations.insert("watchfire_impact".into(), text.join("; "));
+            }
+            a.annotations
+                .insert("watchfire_cause_url".into(), self.cause_url(id));
+        }
+        a
+    }
+
+    fn cause_url(&self, id: &str) -> String {
+        format!("{}/#cause-{}", self.external_url, crate::url::encode(id))
+    }
+
+    /// A non-cause alert: a consequence when a cause explains it.
+    fn consequence(&self, inner: &mut Inner, a: Alert, now: DateTime<Utc>, out: &mut Vec<Alert>) {
+        let now_ms = now.timestamp_millis();
+        if a.labels.get(CAUSE_LABEL).is_some_and(|c| !c.is_empty()) {
+            // A rule that sets `cause` itself keeps it.
+            out.push(a);
+            return;
+        }
+        let explains = inner
+            .rules
+            .rules
+            .iter()
+            .any(|r| r.explains.iter().any(|e| matches_all(&e.when, &a.labels)));
+        if !explains {
+            out.push(a);
+            return;
+        }
+        let fp = a.fingerprint();
+        let firing = active_at(&a, now);
+        let found = inner.explain(&a, now_ms);
+        let prior = inner.stamps.get(&fp).cloned();
+        let chosen: Option<String> = match &prior {
+            // Sent under a cause: stays there while that cause lasts, and its resolve goes there.
+            Some(Stamp { cause: Some(id), .. }) => {
+                if inner.active.contains_key(id) || !firing {
+                    Some(id.clone())
+                } else {
+                    // The cause ended and this still fires: resolved under the cause, sent anew.
+                    let mut old = self.stamp_consequence(inner, a.clone(), id);
+                    old.ends_at = Some(now);
+                    out.push(old);
+                    None
+                }
+            }
+            Some(Stamp { cause: None, .. }) => None,
+            None if firing => found.as_ref().ok().cloned(),
+            None => None,
+        };
+        if firing {
+            inner.stamps.insert(
+                fp,
+                Stamp {
+                    cause: chosen.clone(),
+                    seen_ms: now_ms,
+                },
+            );
+        } else {
+            inner.stamps.remove(&fp);
+        }
+        let team = a.labels.get(&self.team_label).unwrap_or("").to_string();
+        let impact = Impact {
+            team,
+            alertname: a.name().to_string(),
+            object: object_text(&a.labels),
+            severity: a.labels.get("severity").unwrap_or("").to_string(),
+            since_ms: a.starts_at.timestamp_millis(),
+        };
+        // The impact of whichever cause explains it, grouped under it or not.
+        let explaining = chosen.clone().or_else(|| found.as_ref().ok().cloned());
+        if let Some(c) = explaining.as_ref().and_then(|id| inner.active.get_mut(id)) {
+            if firing {
+                c.impact.insert(fp, (impact.clone(), a.ends_at));
+            } else {
+                c.impact.remove(&fp);
+            }
+            c.explained.entry(fp).or_insert(impact);
+        }
+        let mut a = match &chosen {
+            Some(id) => self.stamp_consequence(inner, a, id),
+            None => match (&explaining, &found) {
+                // Explained, but sent on its own before the cause was known: named, not moved.
+                (Some(id), _) => self.annotate_cause(inner, a, id),
+                (None, Err(Some(why))) => {
+                    let mut a = a;
+                    a.annotations
+                        .insert("watchfire_cause".into(), format!("unknown: {why}"));
+                    a
+                }
+                _ => a,
+            },
+        };
+        if !firing {
+            a.annotations.remove("watchfire_impact");
+        }
+        out.push(a);
+    }
+
+    fn stamp_consequence(&self, inner: &Inner, a: Alert, id: &str) -> Alert {
+        let mut a = self.annotate_cause(inner, a, id);
+        let mut b = LabelsBuilder::new(&a.labels);
+        b.set(CAUSE_LABEL, id);
+        a.labels = b.build();
+        a
+    }
+
+    /// The annotations naming cause `id` (and the summary and description carrying it).
+    fn annotate_cause(&self, inner: &Inner, mut a: Alert, id: &str) -> Alert {
+        let Some(c) = inner.active.get(id) else { return a };
+        let lead = c.alerts.values().min_by_key(|x| (x.starts_ms, x.name.clone()));
+        let alertname = lead.map(|x| x.name.clone()).unwrap_or_default();
+        let owner = c.owner.clone().unwrap_or_else(|| "no owner".into());
+        let rule = &inner.rules.rules[c.rule];
+        let what = self.object_description(inner, c, rule);
+        let line = format!(
+            "{alertname} on {what} in {} since {}, owned by {owner}",
+            if c.cluster.is_empty() { "the cluster" } else { &c.cluster },
+            rfc3339(c.since_ms)
+        );
+        let short = format!("probable cause: {alertname} on {} {}", rule.object.as_str(), c.object);
+        if let Some(s) = a.annotations.get_mut("summary") {
+            if !s.contains(&short) {
+                s.push_str(&format!(" ({short})"));
+            }
+        }
+        if let Some(d) = a.annotations.get_mut("description") {
+            d.push_str(&format!("\n\nProbable cause: {line}. {}", self.cause_url(id)));
+        }
+        a.annotations.insert("watchfire_cause".into(), line);
+        a.annotations.insert("watchfire_cause_alert".into(), alertname);
+        a.annotations.insert("watchfire_cause_object".into(), id.to_string());
+        a.annotations.insert("watchfire_cause_owner".into(), owner);
+        a.annotations.insert("watchfire_cause_since".into(), rfc3339(c.since_ms));
+        a.annotations.insert("watchfire_cause_url".into(), self.cause_url(id));
+        a
+    }
+
+    fn object_description(&self, inner: &Inner, c: &Active, rule: &CauseRule) -> String {
+        match rule.object {
+            Object::Node => {
+                let info = inner
+                    .topology
+                    .node_info(&c.cluster, &c.object)
+                    .map(|i| i.describe())
+                    .filter(|d| !d.is_empty());
+                match info {
+                    Some(i) => format!("node {} ({i})", c.object),
+                    None => format!("node {}", c.object),
+                }
+            }
+            Object::Cluster => format!("{} of cluster {}", rule.kind, c.object),
+        }
+    }
+
+    /// Every cause now active, and the ended ones kept for reports, first opened first.
+    pub fn views(&self) -> Vec<CauseView> {
+        let inner = self.lock();
+        let mut out = inner.ended.clone();
+        for (id, c) in &inner.active {
+            out.push(inner.view(id, c, c.ended_ms));
+        }
+        out.sort_by(|a, b| (a.since_ms, &a.id).cmp(&(b.since_ms, &b.id)));
+        out
+    }
+
+    /// The active causes only.
+    pub fn active(&self) -> Vec<CauseView> {
+        self.views().into_iter().filter(|v| v.ended_ms.is_none()).collect()
+    }
+}
+
+impl Inner {
+    /// Drops cause alerts past their validity; a cause without alerts has ended, once it has
+    /// lingered for its rule's `linger`.
+    fn expire(&mut self, now: DateTime<Utc>) {
+        let now_ms = now.timestamp_millis();
+        let mut ended = Vec::new();
+        for (id, c) in self.active.iter_mut() {
+            c.alerts.retain(|_, x| x.ends.is_none_or(|e| e > now));
+            c.impact.retain(|_, (_, ends)| ends.is_none_or(|e| e > now));
+            if c.alerts.is_empty() {
+                let since = *c.ended_ms.get_or_insert(now_ms);
+                if now_ms - since >= self.rules.rules[c.rule].linger_ms {
+                    ended.push(id.clone());
+                }
+            }
+        }
+        for id in ended {
+            if let Some(c) = self.active.remove(&id) {
+                let v = self.view(&id, &c, Some(c.ended_ms.unwrap_or(now_ms)));
+                if self.ended.len() >= HISTORY_MAX {
+                    self.ended.remove(0);
+                }
+                self.ended.push(v);
+            }
+        }
+    }
+
+    fn view(&self, id: &str, c: &Active, ended_ms: Option<i64>) -> CauseView {
+        let rule = &self.rules.rules[c.rule];
+        let mut names: Vec<(i64, String)> = c.alerts.values().map(|a| (a.starts_ms, a.name.clone())).collect();
+        names.sort();
+        names.dedup_by(|a, b| a.1 == b.1);
+        let mut impact: Vec<Impact> = c.explained.values().cloned().collect();
+        impact.sort_by(|a, b| (a.since_ms, &a.team, &a.alertname).cmp(&(b.since_ms, &b.team, &b.alertname)));
+        let object = match rule.object {
+            Object::Node => match self.topology.node_info(&c.cluster, &c.object).map(|i| i.describe()) {
+                Some(d) if !d.is_empty() => format!("node {} ({d})", c.object),
+                _ => format!("node {}", c.object),
+            },
+            Object::Cluster => format!("{} of cluster {}", rule.kind, c.object),
+        };
+        CauseView {
+            id: id.to_string(),
+            rule: rule.name.clone(),
+            cluster: c.cluster.clone(),
+            alerts: names.into_iter().map(|(_, n)| n).collect(),
+            owner: c.owner.clone(),
+            since_ms: c.since_ms,
+            ended_ms,
+            object,
+            impact,
+        }
+    }
+
+    /// The cause that explains `a` now: `Ok(id)`, or `Err(Some(why))` when a cause might but
+    /// the topology cannot tell, `Err(None)` when none applies.
+    fn explain(&self, a: &Alert, now_ms: i64) -> Result<String, Option<String>> {
+        let cluster = a.labels.get("cluster").unwrap_or("");
+        let starts_ms = a.starts_at.timestamp_millis();
+        let mut why: Option<String> = None;
+        // Node causes before cluster ones (the narrower explanation), then the earliest.
+        let mut candidates: Vec<(&String, &Active)> =
+            self.active.iter().filter(|(_, c)| c.cluster == cluster).collect();
+        candidates.sort_by_key(|(id, c)| (self.rules.rules[c.rule].object == Object::Cluster, c.since_ms, (*id).clone()));
+        for (id, c) in candidates {
+            let rule = &self.rules.rules[c.rule];
+            if starts_ms < c.since_ms - rule.lead_ms {
+                continue;
+            }
+            for e in rule.explains.iter().filter(|e| matches_all(&e.when, &a.labels)) {
+                if !e
+                    .equal
+                    .iter()
+                    .all(|n| a.labels.get(n).unwrap_or("") == c.labels.get(n).unwrap_or(""))
+                {
+                    continue;
+                }
+                match self.related(e, c, a, now_ms) {
+                    Ok(true) => return Ok(id.clone()),
+                    Ok(false) => {}
+                    Err(u) => {
+                        why.get_or_insert_with(|| u.to_string());
+                    }
+                }
+            }
+        }
+        Err(why)
+    }
+
+    fn related(&self, e: &spec::Explains, c: &Active, a: &Alert, now_ms: i64) -> Result<bool, Unknown> {
+        let cluster = c.cluster.as_str();
+        match e.via {
+            Via::Cluster => Ok(true),
+            Via::Node => Ok(self.topology.node_of(&a.labels)? == c.object),
+            Via::Workload => {
+                if !self.topology.knows_cluster(cluster) {
+                    return Err(Unknown::NoTopology(cluster.to_string()));
+                }
+                let Some(ns) = a
+                    .labels
+                    .get("namespace")
+                    .or_else(|| a.labels.get("exported_namespace"))
+                    .filter(|s| !s.is_empty())
+                else {
+                    return Err(Unknown::NoObject("the alert names no namespace or workload".into()));
+                };
+                let names: Vec<&str> = topology::WORKLOAD_LABELS
+                    .iter()
+                    .filter_map(|n| a.labels.get(n).filter(|v| !v.is_empty()))
+                    .collect();
+                let mut conflict = None;
+                // The pods on the node, or on the failing GPU when every alert names one.
+                let gpus: Vec<Option<&str>> = if c.alerts.values().all(|x| x.gpu.is_some()) {
+                    c.alerts.values().map(|x| x.gpu.as_deref()).collect()
+                } else {
+                    vec![None]
+                };
+                for gpu in gpus {
+                    for (pns, pod) in self.topology.pods_on(cluster, &c.object, gpu, now_ms, e.within_ms) {
+                        if pns != ns {
+                            continue;
+                        }
+                        if names.is_empty() {
+                            return Ok(true);
+                        }
+                        match self.topology.chain(cluster, &pns, &pod) {
+                            Ok(chain) => {
+                                if chain.iter().any(|n| names.contains(&n.as_str())) {
+                                    return Ok(true);
+                                }
+                            }
+                            Err(u) => conflict = Some(u),
+                        }
+                    }
+                }
+                match conflict {
+                    Some(u) => Err(u),
+                    None => Ok(false),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: &str = "causes:
+  - name: node-failure
+    when: ['alertname=~\"GPUHardwareFailure|NodeNotReady\"']
+    object: node
+    explains:
+      - when: ['alertname=~\"ServingAvailabilitySLOBurn|PriorityWorkloadStarved\"']
+        via: workload
+      - when: ['alertname=\"TelemetryPathDown\"']
+        via: node
+  - name: registry
+    when: ['alertname=\"ImageRegistryUnreachable\"']
+    object: cluster
+    kind: registry
+    explains:
+      - when: ['alertname=\"ArtifactAccessBlocked\"']
+        via: cluster
+";
+
+    fn l(pairs: &[(&str, &str)]) -> Labels {
+        Labels::from_pairs(pairs.iter().copied())
+    }
+
+    fn t(min: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp_millis(min * 60_000).unwrap()
+    }
+
+    fn alert(pairs: &[(&str, &str)], start_min: i64, now_min: i64) -> Alert {
+        let mut ann = BTreeMap::new();
+        ann.insert("summary".to_string(), "something".to_string());
+        Alert {
+            labels: l(pairs),
+            annotations: ann,
+            starts_at: t(start_min),
+            ends_at: Some(t(now_min + 4)),
+            generator_url: String::new(),
+            updated_at: t(now_min),
+            timeout: false,
+        }
+    }
+
+    fn resolved(mut a: Alert, at_min: i64) -> Alert {
+        a.ends_at = Some(t(at_min));
+        a
+    }
+
+    fn stage() -> Causes {
+        let c = Causes::new(
+            CauseRules::load_str(RULES, "c.yaml").unwrap(),
+            Settings {
+                team_label: "owner".into(),
+                external_url: "https://wf.example.com".into(),
+            },
+        );
+        c.refresh(0, |q| {
+            let rows = match q {
+                "kube_pod_info" => vec![
+                    l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-1"), ("node", "n1"), ("created_by_kind", "ReplicaSet"), ("created_by_name", "chat-rs")]),
+                    l(&[("cluster", "c"), ("namespace", "research"), ("pod", "pre-0"), ("node", "n1"), ("created_by_kind", "Job"), ("created_by_name", "pre")]),
+                    l(&[("cluster", "c"), ("namespace", "other"), ("pod", "web-1"), ("node", "n2")]),
+                ],
+                "kube_node_info" => vec![l(&[("cluster", "c"), ("node", "n1"), ("internal_ip", "10.1.0.1")])],
+                _ => vec![],
+            };
+            Some(rows)
+        });
+        c
+    }
+
+    /// The cause alert as Prometheus re-sends it every minute (valid 4 minutes each time).
+    fn gpu_failure_from(start: i64, now: i64) -> Alert {
+        alert(&[("alertname", "GPUHardwareFailure"), ("cluster", "c"), ("node", "n1"), ("owner", "ml-platform")], start, now)
+    }
+
+    fn gpu_failure(now: i64) -> Alert {
+        gpu_failure_from(10, now)
+    }
+
+    #[test]
+    fn a_node_failure_names_itself_on_its_consequences_and_lists_them() {
+        let c = stage();
+        let out = c.process(vec![gpu_failure(10)], t(10));
+        assert_eq!(out[0].labels.get("cause"), Some("node/n1"));
+        let burn = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 14, 15);
+        let starved = alert(&[("alertname", "PriorityWorkloadStarved"), ("cluster", "c"), ("namespace", "research"), ("pod", "pre-0"), ("owner", "ml-training")], 14, 15);
+        let scrape = alert(&[("alertname", "TelemetryPathDown"), ("cluster", "c"), ("instance", "10.1.0.1:9100"), ("owner", "ml-platform")], 12, 15);
+        let unrelated = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "other"), ("owner", "ml-serving")], 14, 15);
+        let out = c.process(vec![gpu_failure(15), burn, starved, scrape, unrelated], t(15));
+        let out = &out[1..];
+        for a in &out[..3] {
+            assert_eq!(a.labels.get("cause"), Some("node/n1"), "{}", a.labels);
+            let line = &a.annotations["watchfire_cause"];
+            assert!(line.starts_with("GPUHardwareFailure on node n1 in c since "), "{line}");
+            assert!(line.ends_with("owned by ml-platform"), "{line}");
+            assert!(a.annotations["summary"].contains("probable cause: GPUHardwareFailure on node n1"));
+            assert_eq!(a.annotations["watchfire_cause_url"], "https://wf.example.com/#cause-node%2Fn1");
+        }
+        assert_eq!(out[3].labels.get("cause"), None, "a namespace with no pod on the node");
+        assert!(!out[3].annotations.contains_key("watchfire_cause"));
+        // The cause's next notification lists its impact, by team.
+        let out = c.process(vec![gpu_failure(16)], t(16));
+        assert_eq!(
+            out[0].annotations["watchfire_impact"],
+            "ml-platform: TelemetryPathDown (10.1.0.1:9100); ml-serving: ServingAvailabilitySLOBurn (llm); ml-training: PriorityWorkloadStarved (research/pre-0)"
+        );
+        let v = c.active();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].impact.len(), 3);
+    }
+
+    #[test]
+    fn a_consequence_keeps_its_identity_and_outlives_its_cause_as_its_own_incident() {
+        let c = stage();
+        c.process(vec![gpu_failure(10)], t(10));
+        let burn = |now| alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 14, now);
+        assert_eq!(c.process(vec![burn(15), gpu_failure(15)], t(15))[0].labels.get("cause"), Some("node/n1"));
+        // The cause resolves; the burn goes on: resolved under the cause, sent on its own.
+        c.process(vec![resolved(gpu_failure(20), 20)], t(20));
+        let out = c.process(vec![burn(21)], t(21));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].labels.get("cause"), Some("node/n1"));
+        assert!(out[0].resolved_at(t(21)));
+        assert_eq!(out[1].labels.get("cause"), None);
+        assert!(!out[1].resolved_at(t(21)));
+        // And stays on its own when a new cause of the same node starts.
+        let not_ready = |now| alert(&[("alertname", "NodeNotReady"), ("cluster", "c"), ("node", "n1")], 18, now);
+        c.process(vec![not_ready(22)], t(22));
+        let out = c.process(vec![burn(23), not_ready(23)], t(23));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].labels.get("cause"), None);
+        assert!(out[0].annotations["watchfire_cause"].starts_with("NodeNotReady on node n1"), "named, not moved");
+    }
+
+    #[test]
+    fn a_consequence_older_than_the_cause_or_without_topology_is_not_explained() {
+        let c = stage();
+        c.process(vec![gpu_failure_from(30, 30)], t(30));
+        let early = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 10, 31);
+        assert_eq!(c.process(vec![early], t(31))[0].labels.get("cause"), None, "began 20m before the cause");
+        let other_cluster = alert(&[("alertname", "GPUHardwareFailure"), ("cluster", "d"), ("node", "m1")], 30, 31);
+        c.process(vec![other_cluster], t(31));
+        let burn = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "d"), ("namespace", "llm")], 31, 32);
+        let out = c.process(vec![burn], t(32));
+        assert_eq!(out[0].labels.get("cause"), None);
+        assert_eq!(
+            out[0].annotations["watchfire_cause"],
+            "unknown: no topology of cluster \"d\" (kube_pod_info not seen)"
+        );
+    }
+
+    #[test]
+    fn two_failures_stay_two_causes_and_a_cluster_cause_explains_by_cluster() {
+        let c = stage();
+        let n2 = alert(&[("alertname", "NodeNotReady"), ("cluster", "c"), ("node", "n2"), ("owner", "ml-platform")], 10, 10);
+        let reg = alert(&[("alertname", "ImageRegistryUnreachable"), ("cluster", "c"), ("owner", "ml-platform")], 10, 10);
+        let out = c.process(vec![gpu_failure(10), n2, reg], t(10));
+        let ids: Vec<_> = out.iter().map(|a| a.labels.get("cause").unwrap().to_string()).collect();
+        assert_eq!(ids, ["node/n1", "node/n2", "registry/c"]);
+        let web = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "other"), ("owner", "ml-serving")], 12, 12);
+        let pulls = alert(&[("alertname", "ArtifactAccessBlocked"), ("cluster", "c"), ("namespace", "research")], 12, 12);
+        let out = c.process(vec![web, pulls], t(12));
+        assert_eq!(c.active().len(), 3, "each cause valid until 14");
+        assert_eq!(out[0].labels.get("cause"), Some("node/n2"));
+        assert_eq!(out[1].labels.get("cause"), Some("registry/c"));
+    }
+
+    #[test]
+    fn without_rules_alerts_pass_unchanged() {
+        let c = Causes::default();
+        let a = gpu_failure(10);
+        assert_eq!(c.process(vec![a.clone()], t(10)), vec![a]);
+    }
+}

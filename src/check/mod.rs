@@ -11,6 +11,7 @@
 //! the command line.
 
 pub(crate) mod catalogue;
+pub(crate) mod causes;
 pub mod cli;
 pub(crate) mod config;
 pub(crate) mod duplicates;
@@ -132,6 +133,8 @@ pub struct Targets {
     pub owners: Option<PathBuf>,
     /// `watchfire run`'s configuration (watchfire.yaml).
     pub run_config: Option<PathBuf>,
+    /// Cause rule files or directories (besides watchfire.yaml's `cause_files`).
+    pub causes: Vec<PathBuf>,
 }
 
 /// The repository root above `start`: the nearest directory with `Cargo.toml` or `.git`.
@@ -172,6 +175,9 @@ pub fn discover(root: &Path) -> Targets {
             t.run_config = Some(root.join(c));
             break;
         }
+    }
+    if root.join("causes").is_dir() {
+        t.causes.push(root.join("causes"));
     }
     t
 }
@@ -394,6 +400,21 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
 
     if let Some(c) = &targets.run_config {
         check_run_config(c, &mut report);
+    }
+
+    // Cause rules: those of the repository and those watchfire.yaml names.
+    let mut cause_paths = targets.causes.clone();
+    if let Some(c) = &targets.run_config {
+        if let Ok(rc) = crate::run::config::check_file(c) {
+            cause_paths.extend(rc.cause_paths().unwrap_or_default());
+        }
+    }
+    let cause_files = causes::expand(&cause_paths);
+    if !cause_files.is_empty() {
+        let mut slo_files = Vec::new();
+        expand(&targets.slos, &mut slo_files, &mut Vec::new());
+        let names = causes::alert_names(&loaded, &slo_files);
+        causes::check(&cause_files, &names, &mut report);
     }
 
     report.diagnostics.retain(|d| cfg.enabled(&d.code));

@@ -98,6 +98,8 @@ struct Active {
     explained: BTreeMap<Fingerprint, Impact>,
     /// When its last alert ended, while it lingers (`linger`).
     ended_ms: Option<i64>,
+    /// Every alert name it was raised by, with when each first started (for reports).
+    names: BTreeMap<String, i64>,
 }
 
 /// The identity a consequence was first sent with.
@@ -115,6 +117,31 @@ struct Inner {
     active: BTreeMap<String, Active>,
     ended: Vec<CauseView>,
     stamps: HashMap<Fingerprint, Stamp>,
+    /// Bumped when the topology is read or a cause gains or loses an alert: the index is
+    /// rebuilt then, not for every alert.
+    generation: u64,
+    index: Option<(u64, Index)>,
+    /// By alert name: whether some cause rule / some `explains` entry can select it (their
+    /// `alertname` matchers only), so most alerts pass the stage without a regex.
+    by_name: HashMap<String, (bool, bool)>,
+}
+
+/// Where the active causes reach, for looking a consequence up by its node, namespace or
+/// cluster instead of trying every cause.
+#[derive(Debug, Default)]
+struct Index {
+    /// cluster → node → node causes of that node.
+    by_node: HashMap<String, HashMap<String, Vec<String>>>,
+    /// cluster → namespace → node causes whose node ran pods of that namespace.
+    by_namespace: HashMap<String, HashMap<String, Vec<String>>>,
+    /// cluster → cluster causes.
+    by_cluster: HashMap<String, Vec<String>>,
+    /// cluster → the rules of its active node causes (for saying why a cause is unknown).
+    node_rules: HashMap<String, Vec<usize>>,
+    /// Per node cause, per namespace: each pod seen on its node (or failing GPUs), with the names
+    /// it runs under (itself and its controllers; `None` when its owners conflict) and when it
+    /// was last seen.
+    touched: HashMap<String, HashMap<String, Vec<(Option<Vec<String>>, i64)>>>,
 }
 
 /// The cause stage. Clones share their state (the evaluator hands its copy around).
@@ -193,6 +220,9 @@ impl Causes {
                 active: BTreeMap::new(),
                 ended: Vec::new(),
                 stamps: HashMap::new(),
+                generation: 0,
+                index: None,
+                by_name: HashMap::new(),
             })),
             team_label: settings.team_label,
             external_url: settings.external_url.trim_end_matches('/').to_string(),
@@ -237,6 +267,7 @@ impl Causes {
         let answers: Vec<(Part, Option<Vec<Labels>>)> = QUERIES.iter().map(|(p, q)| (*p, query(q))).collect();
         let mut inner = self.lock();
         inner.refreshed_ms = Some(now_ms);
+        inner.generation += 1;
         for (p, rows) in &answers {
             inner.topology.observe(*p, now_ms, rows.as_deref());
         }
@@ -273,6 +304,9 @@ impl Causes {
 
     /// Records `a` when it is a cause alert; returns its cause's id.
     fn observe_cause(&self, inner: &mut Inner, a: &Alert, now: DateTime<Utc>) -> Option<String> {
+        if !inner.selectable(a.name()).0 {
+            return None;
+        }
         let (ri, rule) = inner.rules.rules.iter().enumerate().find(|(_, r)| matches_all(&r.when, &a.labels))?;
         let cluster = a.labels.get("cluster").unwrap_or("").to_string();
         let object = match rule.object {
@@ -294,9 +328,14 @@ impl Causes {
             impact: BTreeMap::new(),
             explained: BTreeMap::new(),
             ended_ms: None,
+            names: BTreeMap::new(),
         });
+        let mut changed = false;
         if active_at(a, now) {
             entry.ended_ms = None;
+            let first = entry.names.entry(a.name().to_string()).or_insert(starts_ms);
+            *first = (*first).min(starts_ms);
+            changed |= !entry.alerts.contains_key(&fp);
             entry.alerts.insert(
                 fp,
                 CauseAlert {
@@ -313,7 +352,10 @@ impl Causes {
                 entry.owner = owner;
             }
         } else {
-            entry.alerts.remove(&fp);
+            changed |= entry.alerts.remove(&fp).is_some();
+        }
+        if changed {
+            inner.generation += 1;
         }
         Some(id)
     }
@@ -355,17 +397,19 @@ impl Causes {
             out.push(a);
             return;
         }
-        let explains = inner
-            .rules
-            .rules
-            .iter()
-            .any(|r| r.explains.iter().any(|e| matches_all(&e.when, &a.labels)));
+        let explains = inner.selectable(a.name()).1
+            && inner
+                .rules
+                .rules
+                .iter()
+                .any(|r| r.explains.iter().any(|e| matches_all(&e.when, &a.labels)));
         if !explains {
             out.push(a);
             return;
         }
         let fp = a.fingerprint();
         let firing = active_at(&a, now);
+        inner.ensure_index(now_ms);
         let found = inner.explain(&a, now_ms);
         let prior = inner.stamps.get(&fp).cloned();
         let chosen: Option<String> = match &prior {
@@ -396,17 +440,16 @@ impl Causes {
         } else {
             inner.stamps.remove(&fp);
         }
-        let team = a.labels.get(&self.team_label).unwrap_or("").to_string();
-        let impact = Impact {
-            team,
-            alertname: a.name().to_string(),
-            object: object_text(&a.labels),
-            severity: a.labels.get("severity").unwrap_or("").to_string(),
-            since_ms: a.starts_at.timestamp_millis(),
-        };
         // The impact of whichever cause explains it, grouped under it or not.
         let explaining = chosen.clone().or_else(|| found.as_ref().ok().cloned());
         if let Some(c) = explaining.as_ref().and_then(|id| inner.active.get_mut(id)) {
+            let impact = Impact {
+                team: a.labels.get(&self.team_label).unwrap_or("").to_string(),
+                alertname: a.name().to_string(),
+                object: object_text(&a.labels),
+                severity: a.labels.get("severity").unwrap_or("").to_string(),
+                since_ms: a.starts_at.timestamp_millis(),
+            };
             if firing {
                 c.impact.insert(fp, (impact.clone(), a.ends_at));
             } else {
@@ -523,6 +566,9 @@ impl Inner {
                 }
             }
         }
+        if !ended.is_empty() {
+            self.generation += 1;
+        }
         for id in ended {
             if let Some(c) = self.active.remove(&id) {
                 let v = self.view(&id, &c, Some(c.ended_ms.unwrap_or(now_ms)));
@@ -536,9 +582,8 @@ impl Inner {
 
     fn view(&self, id: &str, c: &Active, ended_ms: Option<i64>) -> CauseView {
         let rule = &self.rules.rules[c.rule];
-        let mut names: Vec<(i64, String)> = c.alerts.values().map(|a| (a.starts_ms, a.name.clone())).collect();
+        let mut names: Vec<(i64, String)> = c.names.iter().map(|(n, t)| (*t, n.clone())).collect();
         names.sort();
-        names.dedup_by(|a, b| a.1 == b.1);
         let mut impact: Vec<Impact> = c.explained.values().cloned().collect();
         impact.sort_by(|a, b| (a.since_ms, &a.team, &a.alertname).cmp(&(b.since_ms, &b.team, &b.alertname)));
         let object = match rule.object {
@@ -561,16 +606,106 @@ impl Inner {
         }
     }
 
+    /// Whether some cause rule, and some `explains` entry, can select alerts of this name (by
+    /// their `alertname` matchers; the other matchers are checked per alert). Memoised.
+    fn selectable(&mut self, name: &str) -> (bool, bool) {
+        if let Some(v) = self.by_name.get(name) {
+            return *v;
+        }
+        let ok = |ms: &[Matcher]| ms.iter().filter(|m| m.name == "alertname").all(|m| m.matches(name));
+        let v = (
+            self.rules.rules.iter().any(|r| ok(&r.when)),
+            self.rules.rules.iter().any(|r| r.explains.iter().any(|e| ok(&e.when))),
+        );
+        if self.by_name.len() < 100_000 {
+            self.by_name.insert(name.to_string(), v);
+        }
+        v
+    }
+
+    /// Builds the index of the active causes' reach when the topology or the causes changed.
+    fn ensure_index(&mut self, now_ms: i64) {
+        if self.index.as_ref().is_some_and(|(g, _)| *g == self.generation) {
+            return;
+        }
+        let mut ix = Index::default();
+        for (id, c) in &self.active {
+            let rule = &self.rules.rules[c.rule];
+            match rule.object {
+                Object::Cluster => ix.by_cluster.entry(c.cluster.clone()).or_default().push(id.clone()),
+                Object::Node => {
+                    ix.by_node
+                        .entry(c.cluster.clone())
+                        .or_default()
+                        .entry(c.object.clone())
+                        .or_default()
+                        .push(id.clone());
+                    let rules = ix.node_rules.entry(c.cluster.clone()).or_default();
+                    if !rules.contains(&c.rule) {
+                        rules.push(c.rule);
+                    }
+                    let within = rule.explains.iter().map(|e| e.within_ms).max().unwrap_or(spec::DEFAULT_WITHIN_MS);
+                    // The pods on the node, or on the failing GPUs when every alert names one.
+                    let gpus: Vec<Option<&str>> = if !c.alerts.is_empty() && c.alerts.values().all(|x| x.gpu.is_some()) {
+                        c.alerts.values().map(|x| x.gpu.as_deref()).collect()
+                    } else {
+                        vec![None]
+                    };
+                    let mut touched: HashMap<String, Vec<(Option<Vec<String>>, i64)>> = HashMap::new();
+                    for gpu in gpus {
+                        for (ns, pod, seen) in self.topology.pods_seen_on(&c.cluster, &c.object, gpu, now_ms, within) {
+                            let names = self.topology.chain(&c.cluster, &ns, &pod).ok();
+                            touched.entry(ns).or_default().push((names, seen));
+                        }
+                    }
+                    for ns in touched.keys() {
+                        ix.by_namespace
+                            .entry(c.cluster.clone())
+                            .or_default()
+                            .entry(ns.clone())
+                            .or_default()
+                            .push(id.clone());
+                    }
+                    ix.touched.insert(id.clone(), touched);
+                }
+            }
+        }
+        self.index = Some((self.generation, ix));
+    }
+
     /// The cause that explains `a` now: `Ok(id)`, or `Err(Some(why))` when a cause might but
-    /// the topology cannot tell, `Err(None)` when none applies.
+    /// the topology cannot tell, `Err(None)` when none applies. Needs [`Inner::ensure_index`].
     fn explain(&self, a: &Alert, now_ms: i64) -> Result<String, Option<String>> {
+        let Some((_, ix)) = &self.index else { return Err(None) };
         let cluster = a.labels.get("cluster").unwrap_or("");
         let starts_ms = a.starts_at.timestamp_millis();
-        let mut why: Option<String> = None;
+        let node = self.topology.node_of(&a.labels);
+        let ns = a
+            .labels
+            .get("namespace")
+            .or_else(|| a.labels.get("exported_namespace"))
+            .filter(|s| !s.is_empty());
+        // Only the causes that can reach it: of its node, of its namespace, of its cluster.
+        let mut ids: Vec<&String> = Vec::new();
+        if let Ok(n) = &node {
+            ids.extend(ix.by_node.get(cluster).and_then(|m| m.get(n.as_str())).into_iter().flatten());
+        }
+        if let Some(ns) = ns {
+            ids.extend(ix.by_namespace.get(cluster).and_then(|m| m.get(ns)).into_iter().flatten());
+        }
+        ids.extend(ix.by_cluster.get(cluster).into_iter().flatten());
+        let mut candidates: Vec<(&String, &Active)> = ids
+            .into_iter()
+            .filter_map(|id| self.active.get_key_value(id.as_str()))
+            .collect();
         // Node causes before cluster ones (the narrower explanation), then the earliest.
-        let mut candidates: Vec<(&String, &Active)> =
-            self.active.iter().filter(|(_, c)| c.cluster == cluster).collect();
         candidates.sort_by_key(|(id, c)| (self.rules.rules[c.rule].object == Object::Cluster, c.since_ms, (*id).clone()));
+        candidates.dedup_by_key(|(id, _)| (*id).clone());
+        let names: Vec<&str> = topology::WORKLOAD_LABELS
+            .iter()
+            .filter_map(|n| a.labels.get(n).filter(|v| !v.is_empty()))
+            .collect();
+        let mut why: Option<String> = None;
         for (id, c) in candidates {
             let rule = &self.rules.rules[c.rule];
             if starts_ms < c.since_ms - rule.lead_ms {
@@ -584,7 +719,34 @@ impl Inner {
                 {
                     continue;
                 }
-                match self.related(e, c, a, now_ms) {
+                let related = match e.via {
+                    Via::Cluster => Ok(true),
+                    Via::Node => Ok(node.as_ref().is_ok_and(|n| *n == c.object)),
+                    Via::Workload => {
+                        let pods = ns.and_then(|ns| ix.touched.get(id.as_str()).and_then(|t| t.get(ns)));
+                        let mut conflict = false;
+                        let mut hit = false;
+                        for (chain, seen) in pods.into_iter().flatten() {
+                            if now_ms - seen > e.within_ms {
+                                continue;
+                            }
+                            match chain {
+                                _ if names.is_empty() => hit = true,
+                                Some(chain) => hit |= chain.iter().any(|n| names.contains(&n.as_str())),
+                                None => conflict = true,
+                            }
+                            if hit {
+                                break;
+                            }
+                        }
+                        if !hit && conflict {
+                            Err(Unknown::ConflictingOwners(format!("a pod of {}", ns.unwrap_or(""))))
+                        } else {
+                            Ok(hit)
+                        }
+                    }
+                };
+                match related {
                     Ok(true) => return Ok(id.clone()),
                     Ok(false) => {}
                     Err(u) => {
@@ -593,61 +755,34 @@ impl Inner {
                 }
             }
         }
+        if why.is_none() {
+            why = self.unknown(ix, a, cluster, &node, ns);
+        }
         Err(why)
     }
 
-    fn related(&self, e: &spec::Explains, c: &Active, a: &Alert, now_ms: i64) -> Result<bool, Unknown> {
-        let cluster = c.cluster.as_str();
-        match e.via {
-            Via::Cluster => Ok(true),
-            Via::Node => Ok(self.topology.node_of(&a.labels)? == c.object),
-            Via::Workload => {
-                if !self.topology.knows_cluster(cluster) {
-                    return Err(Unknown::NoTopology(cluster.to_string()));
-                }
-                let Some(ns) = a
-                    .labels
-                    .get("namespace")
-                    .or_else(|| a.labels.get("exported_namespace"))
-                    .filter(|s| !s.is_empty())
-                else {
-                    return Err(Unknown::NoObject("the alert names no namespace or workload".into()));
-                };
-                let names: Vec<&str> = topology::WORKLOAD_LABELS
-                    .iter()
-                    .filter_map(|n| a.labels.get(n).filter(|v| !v.is_empty()))
-                    .collect();
-                let mut conflict = None;
-                // The pods on the node, or on the failing GPU when every alert names one.
-                let gpus: Vec<Option<&str>> = if c.alerts.values().all(|x| x.gpu.is_some()) {
-                    c.alerts.values().map(|x| x.gpu.as_deref()).collect()
-                } else {
-                    vec![None]
-                };
-                for gpu in gpus {
-                    for (pns, pod) in self.topology.pods_on(cluster, &c.object, gpu, now_ms, e.within_ms) {
-                        if pns != ns {
-                            continue;
-                        }
-                        if names.is_empty() {
-                            return Ok(true);
-                        }
-                        match self.topology.chain(cluster, &pns, &pod) {
-                            Ok(chain) => {
-                                if chain.iter().any(|n| names.contains(&n.as_str())) {
-                                    return Ok(true);
-                                }
-                            }
-                            Err(u) => conflict = Some(u),
+    /// Why no cause could be told for `a` while a node cause is active in its cluster and one of
+    /// its rules could explain `a`: the topology does not know the cluster, or `a` names no
+    /// object it knows.
+    fn unknown(&self, ix: &Index, a: &Alert, cluster: &str, node: &Result<String, Unknown>, ns: Option<&str>) -> Option<String> {
+        for ri in ix.node_rules.get(cluster).into_iter().flatten() {
+            let rule = &self.rules.rules[*ri];
+            for e in rule.explains.iter().filter(|e| matches_all(&e.when, &a.labels)) {
+                match e.via {
+                    Via::Workload if !self.topology.knows_cluster(cluster) => {
+                        return Some(Unknown::NoTopology(cluster.to_string()).to_string())
+                    }
+                    Via::Workload if ns.is_none() => return Some("the alert names no namespace or workload".into()),
+                    Via::Node => {
+                        if let Err(u) = node {
+                            return Some(u.to_string());
                         }
                     }
-                }
-                match conflict {
-                    Some(u) => Err(u),
-                    None => Ok(false),
+                    _ => {}
                 }
             }
         }
+        None
     }
 }
 

@@ -483,6 +483,20 @@ impl Topology {
         v
     }
 
+    /// [`Topology::pods_on`] with when each pod was last seen (ms).
+    pub fn pods_seen_on(&self, cluster: &str, node: &str, gpu: Option<&str>, now_ms: i64, within_ms: i64) -> Vec<(String, String, i64)> {
+        self.pods_on(cluster, node, gpu, now_ms, within_ms)
+            .into_iter()
+            .map(|(ns, pod)| {
+                let seen = self
+                    .pods
+                    .get(&(Arc::from(cluster), Arc::from(ns.as_str()), Arc::from(pod.as_str())))
+                    .map_or(now_ms, |p| p.last_seen_ms);
+                (ns, pod, seen)
+            })
+            .collect()
+    }
+
     /// Number of pods remembered (for the benchmark and tests).
     pub fn num_pods(&self) -> usize {
         self.pods.len()

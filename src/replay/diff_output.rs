@@ -279,7 +279,56 @@ pub fn json_lines(diff: &Diff<'_>, ctx: &Context<'_>) -> String {
     s
 }
 
-/// A pull-request comment: header, per-receiver table, the page changes with owner, scope,
+/// One table row per cause of either side (by id and start): incidents per team before and after.
+fn cause_changes(diff: &Diff<'_>) -> Vec<String> {
+    use super::output::{cause_rows, CauseRow};
+    let fmt = |r: Option<&CauseRow>| {
+        r.map(|r| {
+            let v: Vec<String> = r.incidents.iter().map(|(t, (p, n))| format!("{} {}", code(t), p + n)).collect();
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        })
+        .unwrap_or_else(|| "—".into())
+    };
+    let (base, head) = (cause_rows(diff.base), cause_rows(diff.head));
+    let mut keys: Vec<(String, i64)> = base
+        .iter()
+        .chain(&head)
+        .map(|r| (r.cause.id.clone(), r.cause.since_ms))
+        .collect();
+    keys.sort_by_key(|k| (k.1, k.0.clone()));
+    keys.dedup();
+    keys.iter()
+        .map(|(id, since)| {
+            let find = |rows: &[CauseRow]| rows.iter().find(|r| &r.cause.id == id && r.cause.since_ms == *since).cloned();
+            let (b, h) = (find(&base), find(&head));
+            let any = h.as_ref().or(b.as_ref()).map(|r| r.cause.clone());
+            let explains: Vec<String> = h
+                .as_ref()
+                .map(|r| {
+                    r.cause
+                        .impact
+                        .iter()
+                        .map(|i| format!("{} {} ({})", code(&i.team), code(&i.alertname), code(&i.object)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "| {} | {} | {} | {} | {} |\n",
+                code(id),
+                code(&any.map(|c| c.alerts.join(", ")).unwrap_or_default()),
+                fmt(b.as_ref()),
+                fmt(h.as_ref()),
+                explains.join("<br>")
+            )
+        })
+        .collect()
+}
+
+/// A pull-request comment: header, per-receiver table, the page changes, the causes (incidents per team before and after) with owner, scope,
 /// receiver and links, a per-alert table with the first differing evaluation, the other
 /// notification changes, and the caveat; within GitHub's comment limit.
 pub fn markdown(diff: &Diff<'_>, ctx: &Context<'_>) -> String {
@@ -350,6 +399,18 @@ pub fn markdown(diff: &Diff<'_>, ctx: &Context<'_>) -> String {
         parts.push(Part::Item(change_item(c)));
     }
     parts.push(Part::Close(String::new()));
+
+    // Causes (the cause stage): incidents per team for each cause, before and after.
+    let rows = cause_changes(diff);
+    if !rows.is_empty() {
+        parts.push(Part::Heading(
+            "\n#### Causes\n\n| cause | alerts | incidents per team before | after | explains (after) |\n|---|---|---|---|---|\n".into(),
+        ));
+        for r in rows {
+            parts.push(Part::Item(r));
+        }
+        parts.push(Part::Close(String::new()));
+    }
 
     let mut names: Vec<&str> = diff.alerts.keys().map(String::as_str).collect();
     for f in &diff.first_differences {

@@ -294,6 +294,35 @@ fn summary(s: &mut String, head: &Side<'_>, base: Option<&Side<'_>>) {
             s.push_str("<tr><td colspan=\"5\">no notification</td></tr>");
         }
         s.push_str("</tbody></table>");
+        let causes = super::output::cause_rows(side.outcome);
+        if !causes.is_empty() {
+            let _ = write!(
+                s,
+                "<table class=\"causes\"><caption>{}: causes, the incidents each opened per team, and what each explained</caption><thead><tr><th scope=\"col\">Cause</th><th scope=\"col\">Alerts</th><th scope=\"col\">Owner</th><th scope=\"col\">Since</th><th scope=\"col\">Incidents per team</th><th scope=\"col\">Explains</th></tr></thead><tbody>",
+                esc(side.name)
+            );
+            for r in &causes {
+                let c = &r.cause;
+                let inc: Vec<String> = r.incidents.iter().map(|(t, (p, n))| format!("{} {}", esc(t), p + n)).collect();
+                let ex: Vec<String> = c
+                    .impact
+                    .iter()
+                    .map(|i| format!("{}: {} ({})", esc(&i.team), esc(&i.alertname), esc(&i.object)))
+                    .collect();
+                let _ = write!(
+                    s,
+                    "<tr><th scope=\"row\" data-label=\"Cause\">{}<br><small>{}</small></th><td data-label=\"Alerts\">{}</td><td data-label=\"Owner\">{}</td><td data-label=\"Since\">{}</td><td data-label=\"Incidents per team\">{}</td><td data-label=\"Explains\">{}</td></tr>",
+                    esc(&c.id),
+                    esc(&c.object),
+                    esc(&c.alerts.join(", ")),
+                    esc(c.owner.as_deref().unwrap_or("-")),
+                    esc(&super::output::fmt_time(c.since_ms)),
+                    inc.join(", "),
+                    ex.join("<br>")
+                );
+            }
+            s.push_str("</tbody></table>");
+        }
         if !side.outcome.rule_errors.is_empty() {
             s.push_str("<p class=\"errors\">Rule evaluation failures:</p><ul>");
             for (rule, n, first) in &side.outcome.rule_errors {

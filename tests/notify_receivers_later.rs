@@ -320,7 +320,7 @@ fn wechat_token_then_message_and_expired_token_refetched() {
         (200, String::new(), body)
     });
     let (cfg, firing, _) = notifications(&format!(
-        "receivers: [{{name: r, wechat_configs: [{{api_url: '{url}/cgi-bin/', api_secret: s3cret, corp_id: corp, to_user: '@all', agent_id: '1000002', message: '{{{{ .CommonAnnotations.summary }}}}'}}]}}]"
+        "receivers: [{{name: r, wechat_configs: [{{send_resolved: true, api_url: '{url}/cgi-bin/', api_secret: s3cret, corp_id: corp, to_user: '@all', agent_id: '1000002', message: '{{{{ .CommonAnnotations.summary }}}}'}}]}}]"
     ));
     deliver(&cfg, &firing).expect("the expired token is fetched again and the send retried");
     let e = deliver(&cfg, &firing).unwrap_err();
@@ -389,7 +389,7 @@ fn rocketchat_post_message() {
         (200, "", r#"{"success":false,"error":"error-invalid-channel"}"#),
     ]);
     let (cfg, firing, _) = notifications(&format!(
-        "receivers: [{{name: r, rocketchat_configs: [{{api_url: '{url}/', token: tk, token_id: uid, channel: '#gpu', fields: [{{title: Cluster, value: '{{{{ .CommonLabels.cluster }}}}'}}], short_fields: true, actions: [{{text: Runbook, url: 'http://rb/{{{{ .CommonLabels.alertname }}}}'}}]}}]}}]"
+        "receivers: [{{name: r, rocketchat_configs: [{{send_resolved: true, api_url: '{url}/', token: tk, token_id: uid, channel: '#gpu', fields: [{{title: Cluster, value: '{{{{ .CommonLabels.cluster }}}}'}}], short_fields: true, actions: [{{text: Runbook, url: 'http://rb/{{{{ .CommonLabels.alertname }}}}'}}]}}]}}]"
     ));
     deliver(&cfg, &firing).expect("500 retried");
     let e = deliver(&cfg, &firing).unwrap_err();

@@ -17,9 +17,12 @@ use crate::url::query_escape;
 /// Alertmanager refreshes the token after two hours.
 const TOKEN_TTL: StdDuration = StdDuration::from_secs(2 * 3600);
 
-/// Access tokens by (API URL, corp id): shared by the notifications of every receiver.
-fn tokens() -> &'static Mutex<HashMap<(String, String), (String, Instant)>> {
-    static TOKENS: OnceLock<Mutex<HashMap<(String, String), (String, Instant)>>> = OnceLock::new();
+/// Access tokens (and when they were fetched) by (API URL, corp id).
+type Tokens = Mutex<HashMap<(String, String), (String, Instant)>>;
+
+/// The tokens, shared by the notifications of every receiver.
+fn tokens() -> &'static Tokens {
+    static TOKENS: OnceLock<Tokens> = OnceLock::new();
     TOKENS.get_or_init(Default::default)
 }
 

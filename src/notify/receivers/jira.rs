@@ -289,3 +289,61 @@ pub async fn send(d: &Deliverer, cfg: &Config, ic: &IntegrationConfig, n: &Notif
     let r = render(cfg, ic, n, &d.ctx.external_url)?;
     d.retrying(ic.fields.str("api_url"), || attempt(d, ic, n, &r)).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::config::load_delivery_str;
+
+    fn jira(extra: &str) -> IntegrationConfig {
+        let cfg = load_delivery_str(
+            &format!("receivers: [{{name: r, jira_configs: [{{project: P, issue_type: Bug, {extra}}}]}}]\nroute: {{receiver: r}}"),
+            "t.yml",
+        )
+        .unwrap();
+        cfg.receivers[0].integrations[0].clone()
+    }
+
+    #[test]
+    fn search_endpoint_by_api_type() {
+        let url = |extra: &str| search_url(&jira(extra));
+        assert_eq!(
+            url("api_url: 'https://j.example/rest/api/2'"),
+            "https://j.example/rest/api/2/search"
+        );
+        assert_eq!(
+            url("api_url: 'https://x.atlassian.net/rest/api/2/'"),
+            "https://x.atlassian.net/rest/api/3/search/jql"
+        );
+        assert_eq!(
+            url("api_url: 'https://x.atlassian.net/rest/api/2', api_type: datacenter"),
+            "https://x.atlassian.net/rest/api/2/search"
+        );
+        assert_eq!(
+            url("api_url: 'https://j.example/rest/api/2', api_type: cloud"),
+            "https://j.example/rest/api/3/search/jql"
+        );
+    }
+
+    #[test]
+    fn jql_by_state() {
+        let ic = jira("api_url: 'https://j/rest/api/2', reopen_transition: Reopen, reopen_duration: 2h");
+        assert_eq!(
+            jql(&ic, "P", "ALERT{x}", true),
+            r#"(resolutiondate is EMPTY OR resolutiondate >= -120m) and project="P" and labels="ALERT{x}" order by status ASC,resolutiondate DESC"#
+        );
+        assert_eq!(
+            jql(&ic, "P", "ALERT{x}", false),
+            r#"statusCategory != Done and project="P" and labels="ALERT{x}" order by status ASC,resolutiondate DESC"#
+        );
+    }
+
+    #[test]
+    fn summary_as_string_or_struct() {
+        let ic = jira("api_url: 'https://j/', summary: 'S {{ .Status }}'");
+        assert_eq!(text_field(&ic, "summary", "d"), (Some("S {{ .Status }}"), true));
+        let ic = jira("api_url: 'https://j/', summary: {enable_update: false}");
+        assert_eq!(text_field(&ic, "summary", "d"), (Some("d"), false));
+        assert_eq!(text_field(&ic, "description", "d"), (Some("d"), true));
+    }
+}

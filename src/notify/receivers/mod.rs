@@ -769,6 +769,29 @@ mod tests {
     }
 
     #[test]
+    fn truncate_bytes_like_go() {
+        assert_eq!(truncate_bytes("abc", 3), "abc");
+        assert_eq!(truncate_bytes("abcdef", 5), "ab…");
+        // A character is never split: "é" is two bytes, so only "a" fits before the ellipsis.
+        assert_eq!(truncate_bytes("aéé", 5), "aéé");
+        assert_eq!(truncate_bytes("aéé", 4), "a…");
+        assert_eq!(truncate_bytes("abcd", 3), "…");
+        assert_eq!(truncate_bytes("abcd", 2), "..");
+    }
+
+    #[test]
+    fn html_escaping_of_the_data() {
+        let mut d = NotifyData {
+            receiver: "a&b".into(),
+            ..Default::default()
+        };
+        d.common_labels.insert("k<".into(), "\"v'+>".into());
+        escape_html_data(&mut d);
+        assert_eq!(d.receiver, "a&amp;b");
+        assert_eq!(d.common_labels["k&lt;"], "&#34;v&#39;&#43;&gt;");
+    }
+
+    #[test]
     fn backoff_grows_and_caps() {
         let p = RetryPolicy {
             max_attempts: 5,

@@ -661,3 +661,86 @@ fn later_receivers_config_errors() {
     .expect("globals fill the receivers");
     assert_eq!(cfg.receivers[0].integrations.len(), 4);
 }
+
+/// Alertmanager 0.35's own fixtures of the later receivers' global and `*_file` settings
+/// (`config/testdata` of its repository), read for delivery: each loads, or is refused with the
+/// message its `config_test.go` expects.
+#[test]
+fn alertmanager_0_35_fixtures_of_later_receivers() {
+    let Some(dir) = common::conformance_dir("alertmanager") else {
+        return;
+    };
+    let dir = dir.join("upstream-latest/config/testdata");
+    let ok = "";
+    let cases = [
+        (
+            "conf.mattermost-both-webhook-url-and-file.yml",
+            "at most one of mattermost_webhook_url & mattermost_webhook_url_file must be configured",
+        ),
+        ("conf.mattermost-default-webhook-url-file.yml", ok),
+        ("conf.mattermost-default-webhook-url.yml", ok),
+        (
+            "conf.mattermost-no-webhook-url.yml",
+            "missing webhook_url or webhook_url_file on mattermost_config",
+        ),
+        (
+            "conf.mattermost-valid-receiver-both-webhook-url-and-file.yml",
+            "at most one of mattermost_webhook_url & mattermost_webhook_url_file must be configured",
+        ),
+        (
+            "conf.rocketchat-both-token-and-tokenfile.yml",
+            "at most one of rocketchat_token & rocketchat_token_file must be configured",
+        ),
+        (
+            "conf.rocketchat-both-tokenid-and-tokenidfile.yml",
+            "at most one of rocketchat_token_id & rocketchat_token_id_file must be configured",
+        ),
+        ("conf.rocketchat-default-token-file.yml", ok),
+        ("conf.rocketchat-default-token.yml", ok),
+        (
+            "conf.rocketchat-no-token.yml",
+            "no global Rocketchat Token set either inline or in a file",
+        ),
+        (
+            "conf.telegram-both-bot-token-and-file.yml",
+            "at most one of telegram_bot_token & telegram_bot_token_file must be configured",
+        ),
+        ("conf.telegram-default-bot-token-file.yml", ok),
+        ("conf.telegram-default-bot-token.yml", ok),
+        (
+            "conf.telegram-no-bot-token.yml",
+            "missing bot_token or bot_token_file on telegram_config",
+        ),
+        (
+            "conf.telegram-valid-receiver-both-bot-token-and-file.yml",
+            "at most one of telegram_bot_token & telegram_bot_token_file must be configured",
+        ),
+        (
+            "conf.victorops-both-file-and-apikey.yml",
+            "at most one of victorops_api_key & victorops_api_key_file must be configured",
+        ),
+        ("conf.victorops-default-apikey-file.yml", ok),
+        ("conf.victorops-default-apikey.yml", ok),
+        ("conf.victorops-no-apikey.yml", "no global VictorOps API Key set"),
+        (
+            "conf.wechat-both-file-and-secret.yml",
+            "at most one of wechat_api_secret & wechat_api_secret_file must be configured",
+        ),
+        ("conf.wechat-default-api-secret-file.yml", ok),
+        (
+            "conf.wechat-no-api-secret.yml",
+            "no global Wechat Api Secret set either inline or in a file",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (file, want) in cases {
+        let got = match watchfire::notify::load_delivery_file(&dir.join(file)) {
+            Ok(_) => String::new(),
+            Err(e) => e.alertmanager_message(),
+        };
+        if got != want {
+            wrong.push(format!("{file}: got {got:?}, Alertmanager 0.35 says {want:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

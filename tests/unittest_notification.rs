@@ -263,14 +263,14 @@ fn undelivered_receiver_kind_is_a_load_error() {
     let dir = copy_with("routes.yaml", |r| {
         r.replace(
             "    webhook_configs: [{url: \"http://127.0.0.1:9/notify\"}]",
-            "    webhook_configs: [{url: \"http://127.0.0.1:9/notify\"}]\n    victorops_configs: [{api_key: k, routing_key: r}]",
+            "    webhook_configs: [{url: \"http://127.0.0.1:9/notify\"}]\n    msteams_configs: [{webhook_url: \"http://127.0.0.1:9/teams\"}]",
         )
     });
     let out = watchfire_test(&[&dir.path().join("pass_test.yaml")]);
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
     assert!(
-        t.contains("routes.yaml:32:5: victorops_configs: watchfire does not deliver this receiver kind"),
+        t.contains("routes.yaml:32:5: msteams_configs: watchfire does not deliver this receiver kind"),
         "{t}"
     );
 }

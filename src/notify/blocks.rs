@@ -77,7 +77,7 @@ impl Tree {
 
 /// Decodes any YAML value into a [`Tree`] (keys as strings, merge keys applied, repeated keys
 /// reported as yaml.v2 does).
-fn decode_tree(d: &mut Decoder, v: &Node) -> DResult<Tree> {
+pub(crate) fn decode_tree(d: &mut Decoder, v: &Node) -> DResult<Tree> {
     if v.is_null() {
         return Ok(Tree::Null);
     }

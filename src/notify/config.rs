@@ -104,6 +104,18 @@ pub struct GlobalConfig {
     pub victorops_api_key_file: String,
     pub telegram_api_url: Option<String>,
     pub webex_api_url: Option<String>,
+    // Alertmanager 0.35's, read only for delivery.
+    pub jira_api_url: Option<String>,
+    pub telegram_bot_token: String,
+    pub telegram_bot_token_file: String,
+    pub wechat_api_secret_file: String,
+    pub rocketchat_api_url: Option<String>,
+    pub rocketchat_token: Option<String>,
+    pub rocketchat_token_file: String,
+    pub rocketchat_token_id: Option<String>,
+    pub rocketchat_token_id_file: String,
+    pub mattermost_webhook_url: Option<String>,
+    pub mattermost_webhook_url_file: String,
 }
 
 impl Default for GlobalConfig {
@@ -139,6 +151,17 @@ impl Default for GlobalConfig {
             victorops_api_key_file: String::new(),
             telegram_api_url: Some("https://api.telegram.org".into()),
             webex_api_url: Some("https://webexapis.com/v1/messages".into()),
+            jira_api_url: None,
+            telegram_bot_token: String::new(),
+            telegram_bot_token_file: String::new(),
+            wechat_api_secret_file: String::new(),
+            rocketchat_api_url: Some("https://open.rocket.chat/".into()),
+            rocketchat_token: None,
+            rocketchat_token_file: String::new(),
+            rocketchat_token_id: None,
+            rocketchat_token_id_file: String::new(),
+            mattermost_webhook_url: None,
+            mattermost_webhook_url_file: String::new(),
         }
     }
 }
@@ -359,32 +382,64 @@ fn check_templates(cfg: &Config, path: &str) -> Result<(), ConfigError> {
                     ),
                 ));
             }
-            for (name, v, pos) in &ic.fields.values {
-                // Each text with where an error points: the field, or the string itself for
-                // Block Kit blocks (one field holding many templates).
-                let texts: Vec<(&str, Pos)> = match v {
-                    Val::Str(s) => vec![(s.as_str(), *pos)],
-                    Val::Map(m) => m.iter().map(|(_, v)| (v.as_str(), *pos)).collect(),
-                    Val::Records(rs) => rs.iter().flat_map(|r| r.values().map(|v| (v.as_str(), *pos))).collect(),
-                    Val::Blocks(blocks) => {
-                        let mut out = Vec::new();
-                        blocks.iter().for_each(|b| b.strings(&mut out));
-                        out
-                    }
-                    _ => Vec::new(),
-                };
-                for (t, at) in texts {
-                    tmpl.check(t).map_err(|e| {
-                        invalid(
-                            Some(at),
-                            format!("receiver {}: {}.{name}: {e}", go_quote(&r.name), ic.kind),
-                        )
-                    })?;
+            for (name, t, at) in ic.fields.texts() {
+                // Secrets and URLs are not templates; a `{{` in one is not an error.
+                if !is_template_field(ic.kind, &name) {
+                    continue;
                 }
+                tmpl.check(t).map_err(|e| {
+                    invalid(
+                        Some(at),
+                        format!("receiver {}: {}.{name}: {e}", go_quote(&r.name), ic.kind),
+                    )
+                })?;
             }
         }
     }
     Ok(())
+}
+
+/// Whether a string field of an integration holds a template (the others are URLs, secrets, file
+/// names and fixed choices, which Alertmanager does not render). Only the fields of the kinds
+/// added for Alertmanager 0.35 are told apart; the older kinds' strings are all checked.
+fn is_template_field(kind: &str, name: &str) -> bool {
+    const NOT_TEMPLATES: &[&str] = &[
+        "webhook_url",
+        "webhook_url_file",
+        "url",
+        "url_file",
+        "api_url",
+        "api_type",
+        "alert_source_token",
+        "alert_source_token_file",
+        "token",
+        "token_file",
+        "token_id",
+        "token_id_file",
+        "bot_token_file",
+        "chat_id_file",
+        "user_key_file",
+        "api_secret_file",
+        "avatar_url",
+        "reopen_transition",
+        "resolve_transition",
+        "wont_fix_resolution",
+        "reopen_duration",
+        "timeout",
+        "ttl",
+        "parse_mode",
+    ];
+    const LATER: &[&str] = &[
+        "discord_configs",
+        "telegram_configs",
+        "pushover_configs",
+        "wechat_configs",
+        "incidentio_configs",
+        "jira_configs",
+        "rocketchat_configs",
+        "mattermost_configs",
+    ];
+    !(LATER.contains(&kind) && NOT_TEMPLATES.contains(&name))
 }
 
 fn resolve_templates(cfg: &mut Config, path: &Path) {
@@ -463,8 +518,25 @@ fn decode_host_port(d: &mut Decoder, v: &Node) -> DResult<String> {
     }
 }
 
-fn decode_global(d: &mut Decoder, node: &Node) -> DResult<GlobalConfig> {
+fn decode_global(d: &mut Decoder, node: &Node, dialect: Dialect) -> DResult<GlobalConfig> {
     let mut g = GlobalConfig::default();
+    let mut fields: Vec<&str> = FIELDS.to_vec();
+    if dialect == Dialect::Delivery {
+        fields.extend(LATER_GLOBAL_FIELDS);
+    }
+    const LATER_GLOBAL_FIELDS: &[&str] = &[
+        "jira_api_url",
+        "telegram_bot_token",
+        "telegram_bot_token_file",
+        "wechat_api_secret_file",
+        "rocketchat_api_url",
+        "rocketchat_token",
+        "rocketchat_token_file",
+        "rocketchat_token_id",
+        "rocketchat_token_id_file",
+        "mattermost_webhook_url",
+        "mattermost_webhook_url_file",
+    ];
     const FIELDS: &[&str] = &[
         "resolve_timeout",
         "http_config",
@@ -492,7 +564,7 @@ fn decode_global(d: &mut Decoder, node: &Node) -> DResult<GlobalConfig> {
         "telegram_api_url",
         "webex_api_url",
     ];
-    d.fields(node, "config.plain", FIELDS, &mut |d, k, _, v| {
+    d.fields(node, "config.plain", &fields, &mut |d, k, _, v| {
         match k {
             "resolve_timeout" => {
                 g.resolve_timeout = if v.is_null() {
@@ -531,6 +603,17 @@ fn decode_global(d: &mut Decoder, node: &Node) -> DResult<GlobalConfig> {
             "victorops_api_key_file" => g.victorops_api_key_file = d.string(v, "string"),
             "telegram_api_url" => g.telegram_api_url = decode_url_opt(d, v, false)?,
             "webex_api_url" => g.webex_api_url = decode_url_opt(d, v, false)?,
+            "jira_api_url" => g.jira_api_url = decode_url_opt(d, v, false)?,
+            "telegram_bot_token" => g.telegram_bot_token = d.string(v, "config.plain"),
+            "telegram_bot_token_file" => g.telegram_bot_token_file = d.string(v, "string"),
+            "wechat_api_secret_file" => g.wechat_api_secret_file = d.string(v, "string"),
+            "rocketchat_api_url" => g.rocketchat_api_url = decode_url_opt(d, v, false)?,
+            "rocketchat_token" => g.rocketchat_token = (!v.is_null()).then(|| d.string(v, "config.plain")),
+            "rocketchat_token_file" => g.rocketchat_token_file = d.string(v, "string"),
+            "rocketchat_token_id" => g.rocketchat_token_id = (!v.is_null()).then(|| d.string(v, "config.plain")),
+            "rocketchat_token_id_file" => g.rocketchat_token_id_file = d.string(v, "string"),
+            "mattermost_webhook_url" => g.mattermost_webhook_url = decode_url_opt(d, v, true)?,
+            "mattermost_webhook_url_file" => g.mattermost_webhook_url_file = d.string(v, "string"),
             _ => {}
         }
         Ok(())
@@ -853,7 +936,7 @@ fn decode_receiver(d: &mut Decoder, node: &Node, dialect: Dialect) -> DResult<Op
     let mut fields: Vec<&str> = vec!["name"];
     fields.extend(kinds.iter().copied());
     if dialect == Dialect::Delivery {
-        fields.extend(LATER_KINDS);
+        fields.push("msteams_configs");
     }
     fields.push("watchfire");
     let mut by_kind: Vec<(usize, IntegrationConfig)> = Vec::new();
@@ -880,7 +963,7 @@ fn decode_receiver(d: &mut Decoder, node: &Node, dialect: Dialect) -> DResult<Op
         };
         by_kind.retain(|(i, _)| *i != idx);
         for item in d.seq(v, &format!("[]*config.{}", go_type_of_kind(kind))) {
-            if let Some(c) = integrations::decode_integration(d, kind, item)? {
+            if let Some(c) = integrations::decode_integration(d, kind, item, dialect == Dialect::Delivery)? {
                 by_kind.push((idx, c));
             }
         }
@@ -898,16 +981,6 @@ fn decode_receiver(d: &mut Decoder, node: &Node, dialect: Dialect) -> DResult<Op
     Ok(Some(r))
 }
 
-/// Receiver kinds of Alertmanager releases after 0.25, named in the delivery loader's error
-/// rather than reported as unknown fields. (`msteams_configs` are Office 365 connector cards,
-/// which Microsoft retired; `msteamsv2_configs` are delivered.)
-const LATER_KINDS: &[&str] = &[
-    "msteams_configs",
-    "jira_configs",
-    "rocketchat_configs",
-    "incidentio_configs",
-];
-
 fn go_type_of_kind(kind: &str) -> &'static str {
     match kind {
         "discord_configs" => "DiscordConfig",
@@ -923,6 +996,10 @@ fn go_type_of_kind(kind: &str) -> &'static str {
         "telegram_configs" => "TelegramConfig",
         "webex_configs" => "WebexConfig",
         "msteamsv2_configs" => "MSTeamsV2Config",
+        "incidentio_configs" => "incidentio.IncidentioConfig",
+        "jira_configs" => "jira.JiraConfig",
+        "rocketchat_configs" => "rocketchat.RocketchatConfig",
+        "mattermost_configs" => "mattermost.MattermostConfig",
         _ => "Config",
     }
 }
@@ -951,7 +1028,13 @@ fn decode_config(d: &mut Decoder, root: &Node, dialect: Dialect) -> DResult<Opti
     let is_map = matches!(root, Node::Map(..));
     d.fields(root, "config.plain", FIELDS, &mut |d, k, kpos, v| {
         match k {
-            "global" => global = if v.is_null() { None } else { Some(decode_global(d, v)?) },
+            "global" => {
+                global = if v.is_null() {
+                    None
+                } else {
+                    Some(decode_global(d, v, dialect)?)
+                }
+            }
             "route" => {
                 route_pos = kpos;
                 route = decode_route(d, v)?;
@@ -998,6 +1081,7 @@ fn decode_config(d: &mut Decoder, root: &Node, dialect: Dialect) -> DResult<Opti
     }
     let global = global.unwrap_or_default();
     validate(
+        dialect,
         global,
         route,
         route_pos,
@@ -1012,6 +1096,7 @@ fn decode_config(d: &mut Decoder, root: &Node, dialect: Dialect) -> DResult<Opti
 
 #[allow(clippy::too_many_arguments)]
 fn validate(
+    dialect: Dialect,
     global: GlobalConfig,
     route: Option<RouteConfig>,
     route_pos: Pos,
@@ -1040,6 +1125,31 @@ fn validate(
             "at most one of victorops_api_key & victorops_api_key_file must be configured",
         ));
     }
+    let later_global = [
+        (
+            !g.telegram_bot_token.is_empty() && !g.telegram_bot_token_file.is_empty(),
+            "at most one of telegram_bot_token & telegram_bot_token_file must be configured",
+        ),
+        (
+            g.rocketchat_token.is_some() && !g.rocketchat_token_file.is_empty(),
+            "at most one of rocketchat_token & rocketchat_token_file must be configured",
+        ),
+        (
+            g.rocketchat_token_id.is_some() && !g.rocketchat_token_id_file.is_empty(),
+            "at most one of rocketchat_token_id & rocketchat_token_id_file must be configured",
+        ),
+        (
+            !g.wechat_api_secret.is_empty() && !g.wechat_api_secret_file.is_empty(),
+            "at most one of wechat_api_secret & wechat_api_secret_file must be configured",
+        ),
+        (
+            g.mattermost_webhook_url.is_some() && !g.mattermost_webhook_url_file.is_empty(),
+            "at most one of mattermost_webhook_url & mattermost_webhook_url_file must be configured",
+        ),
+    ];
+    if let Some((_, m)) = later_global.iter().find(|(bad, _)| *bad) {
+        return Err(Fail::new(route_pos, *m));
+    }
     if !g.smtp_auth_password.is_empty() && !g.smtp_auth_password_file.is_empty() {
         return Err(Fail::new(
             route_pos,
@@ -1055,7 +1165,7 @@ fn validate(
             ));
         }
         for ic in &mut rcv.integrations {
-            apply_global_defaults(g, ic)?;
+            apply_global_defaults(g, ic, dialect == Dialect::Delivery)?;
         }
         names.push(rcv.name.clone());
     }
@@ -1112,7 +1222,7 @@ fn validate(
 
 /// The per-receiver part of `Config.UnmarshalYAML`: inherit global settings, fail where neither
 /// the integration nor `global` sets what it needs.
-fn apply_global_defaults(g: &GlobalConfig, ic: &mut IntegrationConfig) -> DResult<()> {
+fn apply_global_defaults(g: &GlobalConfig, ic: &mut IntegrationConfig, later: bool) -> DResult<()> {
     let pos = ic.pos;
     let f = &mut ic.fields;
     let push = |f: &mut integrations::Fields, k: &str, v: Val| f.values.push((k.to_string(), v, pos));
@@ -1163,7 +1273,14 @@ fn apply_global_defaults(g: &GlobalConfig, ic: &mut IntegrationConfig) -> DResul
             if !f.is_set("api_url") && g.wechat_api_url.is_none() {
                 return fail("no global Wechat URL set");
             }
-            if f.str("api_secret").is_empty() && g.wechat_api_secret.is_empty() {
+            if later && f.str("api_secret").is_empty() && f.str("api_secret_file").is_empty() {
+                if g.wechat_api_secret.is_empty() && g.wechat_api_secret_file.is_empty() {
+                    return fail("no global Wechat Api Secret set either inline or in a file");
+                }
+                push(f, "api_secret", Val::Str(g.wechat_api_secret.clone()));
+                push(f, "api_secret_file", Val::Str(g.wechat_api_secret_file.clone()));
+            }
+            if f.str("api_secret").is_empty() && f.str("api_secret_file").is_empty() && g.wechat_api_secret.is_empty() {
                 return fail("no global Wechat ApiSecret set");
             }
             if f.str("corp_id").is_empty() && g.wechat_api_corp_id.is_empty() {
@@ -1182,7 +1299,64 @@ fn apply_global_defaults(g: &GlobalConfig, ic: &mut IntegrationConfig) -> DResul
                 return fail("no global VictorOps API Key set");
             }
         }
-        "discord_configs" if !f.is_set("webhook_url") => return fail("no discord webhook URL provided"),
+        "discord_configs" if !f.is_set("webhook_url") && f.str("webhook_url_file").is_empty() => {
+            return fail("no discord webhook URL provided")
+        }
+        "telegram_configs" if later && f.str("bot_token").is_empty() && f.str("bot_token_file").is_empty() => {
+            if g.telegram_bot_token.is_empty() && g.telegram_bot_token_file.is_empty() {
+                return fail("missing bot_token or bot_token_file on telegram_config");
+            }
+            push(f, "bot_token", Val::Str(g.telegram_bot_token.clone()));
+            push(f, "bot_token_file", Val::Str(g.telegram_bot_token_file.clone()));
+        }
+        "jira_configs" if !f.is_set("api_url") => match &g.jira_api_url {
+            Some(u) => push(f, "api_url", Val::Str(u.clone())),
+            None => return fail("no global Jira Cloud URL set"),
+        },
+        "rocketchat_configs" => {
+            if !f.is_set("api_url") {
+                if let Some(u) = &g.rocketchat_api_url {
+                    push(f, "api_url", Val::Str(u.clone()));
+                }
+            }
+            for (key, file, gv, gfile, what) in [
+                (
+                    "token_id",
+                    "token_id_file",
+                    &g.rocketchat_token_id,
+                    &g.rocketchat_token_id_file,
+                    "TokenID",
+                ),
+                (
+                    "token",
+                    "token_file",
+                    &g.rocketchat_token,
+                    &g.rocketchat_token_file,
+                    "Token",
+                ),
+            ] {
+                if !f.is_set(key) {
+                    if let Some(v) = gv {
+                        push(f, key, Val::Str(v.clone()));
+                    }
+                }
+                if f.str(file).is_empty() && !gfile.is_empty() {
+                    push(f, file, Val::Str(gfile.clone()));
+                }
+                if !f.is_set(key) && f.str(file).is_empty() {
+                    return fail(&format!("no global Rocketchat {what} set either inline or in a file"));
+                }
+            }
+        }
+        "mattermost_configs" if !f.is_set("webhook_url") && f.str("webhook_url_file").is_empty() => {
+            if g.mattermost_webhook_url.is_none() && g.mattermost_webhook_url_file.is_empty() {
+                return fail("missing webhook_url or webhook_url_file on mattermost_config");
+            }
+            if let Some(u) = &g.mattermost_webhook_url {
+                push(f, "webhook_url", Val::Str(u.clone()));
+            }
+            push(f, "webhook_url_file", Val::Str(g.mattermost_webhook_url_file.clone()));
+        }
         "webex_configs" if !f.is_set("api_url") && g.webex_api_url.is_none() => return fail("no global Webex URL set"),
         _ => {}
     }

@@ -588,3 +588,52 @@ pub fn record_requests(l: TcpListener, replies: Vec<(u16, &'static str, &'static
     });
     got
 }
+
+/// What a scripted recorder answers: status, extra header lines, body.
+pub type Reply = (u16, String, String);
+
+/// [`record_requests`] answering by request: `answer` gets the method, path (with query) and
+/// body, and the number of requests before this one. For the APIs a receiver talks to in more
+/// than one request (Jira's search, update and transition; WeChat's token).
+pub fn record_requests_with(
+    l: TcpListener,
+    answer: impl Fn(&str, &str, &[u8], usize) -> Reply + Send + 'static,
+) -> Requests {
+    let got: Requests = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&got);
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Some((head, body)) = read_request(&conn) else {
+                continue;
+            };
+            let mut lines = head.lines();
+            let first: Vec<String> = lines
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let (method, path) = (
+                first.first().cloned().unwrap_or_default(),
+                first.get(1).cloned().unwrap_or_default(),
+            );
+            let before = {
+                let mut g = sink.lock().unwrap();
+                g.push((method.clone(), path.clone(), headers, body.clone()));
+                g.len() - 1
+            };
+            let (status, extra, text) = answer(&method, &path, &body, before);
+            let reply = format!(
+                "HTTP/1.1 {status} X\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    got
+}

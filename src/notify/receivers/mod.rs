@@ -4,14 +4,24 @@
 //! transport errors are retried with exponential backoff, other statuses are final.
 
 pub mod alertmanager;
+pub mod discord;
 pub mod email;
+pub mod incidentio;
+pub mod jira;
+pub mod mattermost;
 pub mod msteamsv2;
 pub mod opsgenie;
 pub mod pagerduty;
+pub mod pushover;
+pub mod rocketchat;
 pub mod slack;
 pub mod sns;
+pub mod telegram;
 pub mod text;
+pub mod victorops;
+pub mod webex;
 pub mod webhook;
+pub mod wechat;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration as StdDuration;
@@ -291,6 +301,61 @@ impl Texts {
     }
 }
 
+/// `TruncateInBytes`: at most `n` bytes (whole characters), the last three an ellipsis when cut.
+pub fn truncate_bytes(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    match n {
+        3 => "…".to_string(),
+        0..3 => ".".repeat(n),
+        _ => format!("{}…", sns::truncate_utf8(s, n - 3).0),
+    }
+}
+
+/// The alert data's strings escaped as Go's `html/template` escapes what it prints in HTML text
+/// (Telegram's and Pushover's HTML messages): labels, annotations, URLs, status, receiver.
+pub fn escape_html_data(d: &mut NotifyData) {
+    fn esc(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("&#34;"),
+                '\'' => out.push_str("&#39;"),
+                '&' => out.push_str("&amp;"),
+                '+' => out.push_str("&#43;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '\0' => out.push('\u{FFFD}'),
+                c => out.push(c),
+            }
+        }
+        out
+    }
+    fn esc_map(m: &mut BTreeMap<String, String>) {
+        *m = m.iter().map(|(k, v)| (esc(k), esc(v))).collect();
+    }
+    for s in [
+        &mut d.receiver,
+        &mut d.status,
+        &mut d.external_url,
+        &mut d.owner,
+        &mut d.cluster,
+        &mut d.namespace,
+    ] {
+        *s = esc(s);
+    }
+    for m in [&mut d.group_labels, &mut d.common_labels, &mut d.common_annotations] {
+        esc_map(m);
+    }
+    for a in &mut d.alerts {
+        esc_map(&mut a.labels);
+        esc_map(&mut a.annotations);
+        a.generator_url = esc(&a.generator_url);
+        a.status = esc(&a.status);
+    }
+}
+
 /// A secret: inline, else read from its file (trimmed).
 pub fn secret(inline: &str, file: &str) -> Result<String, DeliveryError> {
     if !inline.is_empty() || file.is_empty() {
@@ -380,6 +445,16 @@ impl Deliverer {
             "opsgenie_configs" => opsgenie::send(self, cfg, ic, n).await,
             "msteamsv2_configs" => msteamsv2::send(self, cfg, ic, n).await,
             "email_configs" => email::send(self, cfg, ic, n).await,
+            "discord_configs" => discord::send(self, cfg, ic, n).await,
+            "webex_configs" => webex::send(self, cfg, ic, n).await,
+            "telegram_configs" => telegram::send(self, cfg, ic, n).await,
+            "pushover_configs" => pushover::send(self, cfg, ic, n).await,
+            "victorops_configs" => victorops::send(self, cfg, ic, n).await,
+            "wechat_configs" => wechat::send(self, cfg, ic, n).await,
+            "incidentio_configs" => incidentio::send(self, ic, n).await,
+            "rocketchat_configs" => rocketchat::send(self, cfg, ic, n).await,
+            "mattermost_configs" => mattermost::send(self, cfg, ic, n).await,
+            "jira_configs" => jira::send(self, cfg, ic, n).await,
             // The delivery loader refuses other kinds; a configuration read as Alertmanager
             // reads it can still hold them.
             other => Err(DeliveryError::Config(format!(
@@ -411,23 +486,41 @@ impl Deliverer {
     /// the response body of the successful attempt.
     pub async fn send(&self, r: &Request<'_>) -> Result<String, DeliveryError> {
         let client = self.client(r.http)?;
+        self.retrying(r.url, || send_once(&client, r)).await
+    }
+
+    /// One attempt of a request, without retries (for receivers whose whole exchange is
+    /// retried, see [`Deliverer::retrying`]).
+    pub async fn send_once(&self, r: &Request<'_>) -> Result<String, (DeliveryError, Option<StdDuration>)> {
+        let client = self.client(r.http).map_err(|e| (e, None))?;
+        send_once(&client, r).await
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the policy gives up; a retryable
+    /// failure waits the backoff, or longer when the answer asked for it (`Retry-After`).
+    /// `url` names the target in logs (redacted).
+    pub async fn retrying<T, F, Fut>(&self, url: &str, mut attempt: F) -> Result<T, DeliveryError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, (DeliveryError, Option<StdDuration>)>>,
+    {
         let policy = &self.ctx.retry;
         let started = std::time::Instant::now();
-        let mut attempt = 0u32;
+        let mut n = 0u32;
         loop {
-            attempt += 1;
-            match send_once(&client, r).await {
-                Ok(body) => return Ok(body),
+            n += 1;
+            match attempt().await {
+                Ok(v) => return Ok(v),
                 Err((e, _)) if !e.retryable() => return Err(e),
                 Err((e, retry_after)) => {
-                    let wait = policy.backoff(attempt).max(retry_after.unwrap_or_default());
-                    if attempt >= policy.max_attempts || started.elapsed() + wait > policy.deadline {
+                    let wait = policy.backoff(n).max(retry_after.unwrap_or_default());
+                    if n >= policy.max_attempts || started.elapsed() + wait > policy.deadline {
                         return Err(DeliveryError::GaveUp {
-                            attempts: attempt,
+                            attempts: n,
                             last: Box::new(e),
                         });
                     }
-                    tracing::warn!(url = %redact_url(r.url), attempt, error = %e, wait_ms = wait.as_millis() as u64, "notify attempt failed, will retry");
+                    tracing::warn!(url = %redact_url(url), attempt = n, error = %e, wait_ms = wait.as_millis() as u64, "notify attempt failed, will retry");
                     tokio::time::sleep(wait).await;
                 }
             }
@@ -451,7 +544,17 @@ pub struct Request<'a> {
     pub extra_retry: &'a [u16],
     /// Checks a 2xx answer's body (Slack's `{"ok": false}`).
     pub check_body: Option<BodyCheck>,
+    /// Replaces the status and body checks: for APIs that answer errors in the body whatever
+    /// the status (Telegram's Bot API, WeChat).
+    pub classify: Option<Classify>,
+    /// The `Content-Type` header.
+    pub content_type: &'a str,
+    /// This request's timeout, when shorter than the client's (incident.io's `timeout`).
+    pub timeout: Option<StdDuration>,
 }
+
+/// Classifies an answer (status, body) as success, retryable or final failure.
+pub type Classify = fn(u16, &str) -> Result<(), DeliveryError>;
 
 impl<'a> Request<'a> {
     /// A JSON POST.
@@ -464,6 +567,9 @@ impl<'a> Request<'a> {
             headers: &[],
             extra_retry: &[],
             check_body: None,
+            classify: None,
+            content_type: "application/json",
+            timeout: None,
         }
     }
 }
@@ -524,10 +630,13 @@ fn read_secret_file(path: &str) -> Result<String, DeliveryError> {
 
 async fn send_once(client: &reqwest::Client, r: &Request<'_>) -> Result<String, (DeliveryError, Option<StdDuration>)> {
     let cfg_err = |e: DeliveryError| (e, None);
-    let mut req = client
-        .request(r.method.clone(), r.url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(r.body.to_vec());
+    let mut req = client.request(r.method.clone(), r.url).body(r.body.to_vec());
+    if !r.content_type.is_empty() {
+        req = req.header(reqwest::header::CONTENT_TYPE, r.content_type);
+    }
+    if let Some(t) = r.timeout {
+        req = req.timeout(t);
+    }
     if let Some(h) = r.http {
         if let Some(ba) = &h.basic_auth {
             let password = if ba.password_file.is_empty() {
@@ -562,6 +671,10 @@ async fn send_once(client: &reqwest::Client, r: &Request<'_>) -> Result<String, 
             end -= 1;
         }
         body.truncate(end);
+    }
+    if let Some(classify) = r.classify {
+        classify(status, &text).map_err(|e| (e, wait))?;
+        return Ok(text);
     }
     check_status(status, &body, r.extra_retry).map_err(|e| (e, wait))?;
     if let Some(check) = r.check_body {
@@ -653,6 +766,29 @@ mod tests {
             check_status(400, "bad", &[]).unwrap_err().to_string(),
             "unexpected status code 400: bad"
         );
+    }
+
+    #[test]
+    fn truncate_bytes_like_go() {
+        assert_eq!(truncate_bytes("abc", 3), "abc");
+        assert_eq!(truncate_bytes("abcdef", 5), "ab…");
+        // A character is never split: "é" is two bytes, so only "a" fits before the ellipsis.
+        assert_eq!(truncate_bytes("aéé", 5), "aéé");
+        assert_eq!(truncate_bytes("aéé", 4), "a…");
+        assert_eq!(truncate_bytes("abcd", 3), "…");
+        assert_eq!(truncate_bytes("abcd", 2), "..");
+    }
+
+    #[test]
+    fn html_escaping_of_the_data() {
+        let mut d = NotifyData {
+            receiver: "a&b".into(),
+            ..Default::default()
+        };
+        d.common_labels.insert("k<".into(), "\"v'+>".into());
+        escape_html_data(&mut d);
+        assert_eq!(d.receiver, "a&amp;b");
+        assert_eq!(d.common_labels["k&lt;"], "&#34;v&#39;&#43;&gt;");
     }
 
     #[test]

@@ -251,8 +251,19 @@ impl Service {
             }
             self.delivery.clock_stepped(&self.state, &self.metrics, from, to);
         }
+        let causes = self.current_setup().map(|s| s.causes.clone()).filter(|c| !c.is_empty());
         while let Some((alerts, received)) = self.ingested.pop() {
             if let Some(n) = hub.as_mut() {
+                // Alerts received over the API (node-probe's XID events, other Prometheus
+                // servers) pass the cause stage too; its labels change their fingerprints.
+                let alerts = match &causes {
+                    Some(c) => c
+                        .process(alerts.into_iter().map(|(_, a)| a).collect(), ms_to_time(received))
+                        .into_iter()
+                        .map(|a| (a.fingerprint(), a))
+                        .collect(),
+                    None => alerts,
+                };
                 n.put_fingerprinted(alerts, ms_to_time(received));
                 self.delivery.timers_moved(n);
             }

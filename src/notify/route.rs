@@ -27,6 +27,9 @@ pub struct RouteOpts {
     pub active_time_intervals: Vec<String>,
     /// watchfire's maintenance windows (mute while inside one).
     pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Whether a receiver told an alert fires is told its resolve while the alert is muted
+    /// (`watchfire: {resolve_through_mutes: false}` is Alertmanager's behaviour). Inherited.
+    pub resolve_through_mutes: bool,
 }
 
 impl Default for RouteOpts {
@@ -42,6 +45,7 @@ impl Default for RouteOpts {
             mute_time_intervals: Vec::new(),
             active_time_intervals: Vec::new(),
             maintenance_windows: Vec::new(),
+            resolve_through_mutes: true,
         }
     }
 }
@@ -98,6 +102,9 @@ impl Route {
         }
         if let Some(d) = cr.repeat_interval {
             opts.repeat_interval = d;
+        }
+        if let Some(b) = cr.watchfire.resolve_through_mutes {
+            opts.resolve_through_mutes = b;
         }
         let own_mute: Vec<String> = cr.mute_time_intervals.iter().map(|n| n.name.clone()).collect();
         let own_active: Vec<String> = cr.active_time_intervals.iter().map(|n| n.name.clone()).collect();

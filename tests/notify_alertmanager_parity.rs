@@ -400,10 +400,16 @@ fn webhook_notifications_match_alertmanager_0_25() {
         list.iter()
             .filter(|(path, _)| path == "/hook")
             .flat_map(|(_, v)| v["alerts"].as_array().cloned().unwrap_or_default())
-            .filter(|a| a["labels"]["alertname"] == "DBDown" && a["labels"]["cluster"] == "c1" && a["status"] == "resolved")
+            .filter(|a| {
+                a["labels"]["alertname"] == "DBDown" && a["labels"]["cluster"] == "c1" && a["status"] == "resolved"
+            })
             .count()
     };
-    assert_eq!(resolves_of_a1(&am_sent), 0, "Alertmanager sends no resolve while inhibited");
+    assert_eq!(
+        resolves_of_a1(&am_sent),
+        0,
+        "Alertmanager sends no resolve while inhibited"
+    );
     assert!(
         resolves_of_a1(&through_sent) >= 1,
         "watchfire's default sends the resolve: {through_sent:#?}"

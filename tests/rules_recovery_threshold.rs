@@ -71,11 +71,7 @@ fn replay(dir: &Path) -> Vec<String> {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     stdout
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())

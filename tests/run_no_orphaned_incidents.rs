@@ -230,20 +230,27 @@ fn paged_then_inhibited_then_resolved_delivers_the_resolve() {
         (run.sent("NodeDown", "resolved") >= 2).then_some(())
     });
     let bodies = run.bodies.lock().unwrap().clone();
-    let for_node = |node: &str, status: &str| {
-        bodies
-            .iter()
-            .filter(|n| {
-                n["alerts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|a| a["labels"]["alertname"] == "Slow" && a["labels"]["node"] == node && a["status"] == status)
-            })
-            .count()
-    };
-    assert_eq!((for_node("n1", "firing"), for_node("n1", "resolved")), (1, 1), "{bodies:?}");
-    assert_eq!((for_node("n2", "firing"), for_node("n2", "resolved")), (0, 0), "{bodies:?}");
+    let for_node =
+        |node: &str, status: &str| {
+            bodies
+                .iter()
+                .filter(|n| {
+                    n["alerts"].as_array().into_iter().flatten().any(|a| {
+                        a["labels"]["alertname"] == "Slow" && a["labels"]["node"] == node && a["status"] == status
+                    })
+                })
+                .count()
+        };
+    assert_eq!(
+        (for_node("n1", "firing"), for_node("n1", "resolved")),
+        (1, 1),
+        "{bodies:?}"
+    );
+    assert_eq!(
+        (for_node("n2", "firing"), for_node("n2", "resolved")),
+        (0, 0),
+        "{bodies:?}"
+    );
 }
 
 /// libfaketime's preload library (Debian's `faketime` package).
@@ -266,7 +273,7 @@ fn paged_then_muted_by_a_time_interval_then_resolved_delivers_the_resolve() {
     let Some(lib) = libfaketime() else { return };
     let routes = ROUTES.replace(
         "  repeat_interval: 4h\n",
-        "  repeat_interval: 4h\n  mute_time_intervals: [from-eleven]\n",
+        "  repeat_interval: 4h\n  routes:\n    - receiver: hook\n      mute_time_intervals: [from-eleven]\n",
     ) + "time_intervals:\n  - name: from-eleven\n    time_intervals:\n      - times: [{start_time: '11:00', end_time: '12:00'}]\n";
     let lib = lib.display().to_string();
     let started = std::time::Instant::now();
@@ -287,7 +294,10 @@ fn paged_then_muted_by_a_time_interval_then_resolved_delivers_the_resolve() {
     let a = [("alertname", "Night"), ("node", "n1")];
     run.alert(&a, Some(&start), Some(&iso(fake_start + chrono::Duration::hours(1))));
     run.wait_sent("Night", "firing");
-    assert!(fake_now() < "2030-01-07T11:00:00Z".parse().unwrap(), "paged before 11:00");
+    assert!(
+        fake_now() < "2030-01-07T11:00:00Z".parse::<chrono::DateTime<chrono::Utc>>().unwrap(),
+        "paged before 11:00"
+    );
     run.wait_history("Night", "muted", "firing");
     // Muted before its first page: Fresh fires inside the interval.
     let f = [("alertname", "Fresh"), ("node", "n1")];

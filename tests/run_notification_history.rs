@@ -123,7 +123,8 @@ fn one_alerts_history_through_page_inhibition_silence_and_resolve() {
         .find("<span class=\"alertname\">Slow</span>")
         .expect("Slow's card on the page");
     let card = &dom[card_at..];
-    let card = &card[..card.find("</li></ul>").unwrap_or(card.len())];
+    // To the end of its history list.
+    let card = &card[..card.find("</ol></div>").unwrap_or(card.len())];
     assert!(card.contains("received over the API"), "{card}");
     for outcome in ["sent", "inhibited", "silenced"] {
         assert!(
@@ -179,12 +180,20 @@ fn one_alerts_history_through_page_inhibition_silence_and_resolve() {
     assert!(resolve_queued.2.contains("though silenced"), "{resolve_queued:?}");
     // Filters: a time window, a receiver with nothing, a fingerprint.
     let since = started.to_rfc3339();
-    assert!(!history(port, &format!("alert=Slow&since={}", common_enc(&since))).unwrap().is_empty());
+    assert!(!history(port, &format!("alert=Slow&since={}", common_enc(&since)))
+        .unwrap()
+        .is_empty());
     assert!(history(port, "alert=Slow&until=1000").unwrap().is_empty());
     assert!(history(port, "alert=Slow&receiver=other").unwrap().is_empty());
     let raw = common::get_raw(port, "/api/v1/notifications?alert=Slow").unwrap();
-    assert!(raw.starts_with("HTTP/1.0 200") || raw.starts_with("HTTP/1.1 200"), "{raw}");
-    assert!(!raw.contains("s3cret") && !raw.contains(&format!(":{hook}")), "no receiver URL: {raw}");
+    assert!(
+        raw.starts_with("HTTP/1.0 200") || raw.starts_with("HTTP/1.1 200"),
+        "{raw}"
+    );
+    assert!(
+        !raw.contains("s3cret") && !raw.contains(&format!(":{hook}")),
+        "no receiver URL: {raw}"
+    );
     let fp = common::get_json(port, "/api/v1/notifications?alert=Slow").unwrap()["data"][0]["fingerprint"]
         .as_str()
         .unwrap()
@@ -226,7 +235,10 @@ fn one_alerts_history_through_page_inhibition_silence_and_resolve() {
     assert!(shot.colours() > 50, "a rendered page, not a blank one");
     // The outcome badges' backgrounds: sent (green) and muted (lavender) events are drawn.
     assert!(shot.count([0xcd, 0xf5, 0xd6], 4) > 100, "a sent badge");
-    assert!(shot.count([0xe4, 0xe1, 0xf5], 4) > 100, "an inhibited or silenced badge");
+    assert!(
+        shot.count([0xe4, 0xe1, 0xf5], 4) > 100,
+        "an inhibited or silenced badge"
+    );
 }
 
 /// A query-string value, percent-encoded (`+` in an RFC 3339 offset).

@@ -118,7 +118,10 @@ impl HistoryJournal {
         );
         let val = (e.outcome, e.status, e.detail.clone());
         // Sends and failures are each their own fact; decisions are recorded when they change.
-        let repeatable = matches!(e.outcome, Outcome::Sent | Outcome::Failed | Outcome::DeadLettered | Outcome::Queued);
+        let repeatable = matches!(
+            e.outcome,
+            Outcome::Sent | Outcome::Failed | Outcome::DeadLettered | Outcome::Queued
+        );
         if !repeatable && self.last.get(&key) == Some(&val) {
             return;
         }
@@ -193,7 +196,11 @@ mod tests {
         j.record(ev(Outcome::Queued, 3));
         j.record(ev(Outcome::Queued, 4));
         j.record(ev(Outcome::Silenced, 5));
-        let got: Vec<(Outcome, i64)> = j.take().iter().map(|e| (e.outcome, (e.at - t0).num_seconds())).collect();
+        let got: Vec<(Outcome, i64)> = j
+            .take()
+            .iter()
+            .map(|e| (e.outcome, (e.at - t0).num_seconds()))
+            .collect();
         assert_eq!(
             got,
             [

@@ -14,9 +14,9 @@ use crate::labels::Labels;
 use super::alert::{Alert, AlertStore, Fingerprint};
 use super::config::Config;
 use super::dispatch::{Dispatcher, Flush};
+use super::history::{HistoryEvent, HistoryJournal, Outcome};
 use super::inhibit::Inhibitor;
 use super::mute::route_muted_at;
-use super::history::{HistoryEvent, HistoryJournal, Outcome};
 use super::nflog::{needs_update, NotificationLog, Reason, ReceiverKey};
 use super::route::Route;
 use super::silence::Silences;
@@ -410,7 +410,9 @@ impl Notifier {
                             .and_then(|(m, _)| m.as_ref());
                         let detail = match muted {
                             Some((_, why)) if a.resolved_at(now) => format!("{reason:?}; resolve sent though {why}"),
-                            Some((_, why)) => format!("{reason:?}; still firing, sent beside the group's resolves though {why}"),
+                            Some((_, why)) => {
+                                format!("{reason:?}; still firing, sent beside the group's resolves though {why}")
+                            }
                             None => format!("{reason:?}"),
                         };
                         h.record(HistoryEvent::of(
@@ -681,7 +683,12 @@ mod tests {
             silence_all(&mut n, "A", at(5_000), 6);
             // 3 hours silenced: nothing sent, the debt kept past the 2 h log expiry.
             assert_eq!(run(&mut n, at(3 * 3_600_000)), []);
-            post(&mut n, at(3 * 3_600_000), &[("alertname", "A")], Some(at(3 * 3_600_000)));
+            post(
+                &mut n,
+                at(3 * 3_600_000),
+                &[("alertname", "A")],
+                Some(at(3 * 3_600_000)),
+            );
             let got = run(&mut n, at(3 * 3_600_000 + 20_000));
             assert_eq!(
                 got.iter().filter(|(_, s, _)| s == "resolved").count(),
@@ -719,7 +726,11 @@ mod tests {
         let got = n.advance(at(22_000), &mut |_| true);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].status(), "firing");
-        let names: Vec<(&str, bool)> = got[0].alerts.iter().map(|a| (a.name(), a.resolved_at(got[0].at))).collect();
+        let names: Vec<(&str, bool)> = got[0]
+            .alerts
+            .iter()
+            .map(|a| (a.name(), a.resolved_at(got[0].at)))
+            .collect();
         assert_eq!(names, [("X", false), ("Y", true)]);
         // X resolves, still silenced: its resolve goes, closing the group.
         post(&mut n, at(25_000), &[("alertname", "X")], Some(at(25_000)));
@@ -753,9 +764,17 @@ inhibit_rules:
         post(&mut n, at(5_000), &[("alertname", "NodeDown"), ("cluster", "c")], far);
         // NodeDown is new in the group; Slow, inhibited, is not in that notification.
         let got = n.advance(at(12_000), &mut |_| true);
-        let names: Vec<Vec<&str>> = got.iter().map(|x| x.alerts.iter().map(|a| a.name()).collect()).collect();
+        let names: Vec<Vec<&str>> = got
+            .iter()
+            .map(|x| x.alerts.iter().map(|a| a.name()).collect())
+            .collect();
         assert!(names.contains(&vec!["Busy", "NodeDown"]), "{names:?}");
-        post(&mut n, at(15_000), &[("alertname", "Slow"), ("cluster", "c")], Some(at(15_000)));
+        post(
+            &mut n,
+            at(15_000),
+            &[("alertname", "Slow"), ("cluster", "c")],
+            Some(at(15_000)),
+        );
         let got = n.advance(at(22_000), &mut |_| true);
         let c: Vec<_> = got.iter().filter(|x| x.group_key.contains("\"c\"")).collect();
         assert_eq!(c.len(), 1, "{got:?}");
@@ -763,14 +782,14 @@ inhibit_rules:
         assert!(slow.resolved_at(c[0].at));
     }
 
-    /// Paged, then muted by a time interval, resolved inside it: the resolve is sent, and the
-    /// alerts still firing are not.
+    /// Paged, then muted by a time interval, resolved inside it: the resolve is sent; an alert
+    /// that fired first inside the interval never is.
     #[test]
     fn a_paged_alert_resolved_in_a_mute_interval_is_resolved_at_the_receiver() {
         let cfg = load_str(
             &format!(
                 "{CFG}time_intervals: [{{name: late, time_intervals: [{{times: [{{start_time: '00:01', end_time: '23:00'}}]}}]}}]
-route: {{receiver: w, group_wait: 1s, group_interval: 10s, mute_time_intervals: [late]}}"
+route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: w, mute_time_intervals: [late]}}]}}"
             ),
             "t.yml",
         )
@@ -780,13 +799,20 @@ route: {{receiver: w, group_wait: 1s, group_interval: 10s, mute_time_intervals: 
         post(&mut n, at(0), &[("alertname", "A")], far);
         post(&mut n, at(0), &[("alertname", "B")], far);
         assert_eq!(run(&mut n, at(5_000)), [(1_000, "firing".to_string(), 2)]);
+        assert_eq!(run(&mut n, at(69_000)), []);
         // 00:01 on: muted. C fires inside the interval: never sent.
         post(&mut n, at(70_000), &[("alertname", "C")], far);
         post(&mut n, at(90_000), &[("alertname", "A")], Some(at(90_000)));
         let got = n.advance(at(100_000), &mut |_| true);
         assert_eq!(got.len(), 1, "{got:?}");
-        let names: Vec<(&str, bool)> = got[0].alerts.iter().map(|a| (a.name(), a.resolved_at(got[0].at))).collect();
-        assert_eq!(names, [("A", true)]);
+        let names: Vec<(&str, bool)> = got[0]
+            .alerts
+            .iter()
+            .map(|a| (a.name(), a.resolved_at(got[0].at)))
+            .collect();
+        // B, told and still firing, goes with the resolve (the group is not resolved); C, never
+        // told, does not.
+        assert_eq!(names, [("A", true), ("B", false)]);
         post(&mut n, at(200_000), &[("alertname", "C")], Some(at(200_000)));
         assert_eq!(run(&mut n, at(300_000)), []);
     }

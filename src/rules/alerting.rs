@@ -1069,7 +1069,7 @@ mod tests {
         assert_eq!(state(&pending), [AlertState::Firing]);
         assert_eq!(
             policy_annotation_error(ACTIVE_WHILE_ANNOTATION, "up >"),
-            Some("watchfire_active_while: could not parse expression: 1:5: unexpected end of input".into())
+            Some("watchfire_active_while: could not parse expression: 1:4: parse error: invalid promql query".into())
         );
         assert!(policy_annotation_error(ACTIVE_WHILE_ANNOTATION, " ").is_some());
         assert_eq!(policy_annotation_error(ACTIVE_WHILE_ANNOTATION, "up > 1"), None);

@@ -110,7 +110,10 @@ mod tests {
 
     #[test]
     fn filters_parse_strictly() {
-        let f = parse(Some("alert=GPUHot&receiver=team%2Da&since=2024-01-01T00:00:00Z&until=1704067300&limit=5")).unwrap();
+        let f = parse(Some(
+            "alert=GPUHot&receiver=team%2Da&since=2024-01-01T00:00:00Z&until=1704067300&limit=5",
+        ))
+        .unwrap();
         assert_eq!(f.alert.as_deref(), Some("GPUHot"));
         assert_eq!(f.receiver.as_deref(), Some("team-a"));
         assert_eq!(f.since, Some(1_704_067_200_000));

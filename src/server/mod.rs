@@ -42,8 +42,8 @@ use serde_json::{json, Value as Json};
 use crate::labels::Labels;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
-mod history;
 mod deadline;
+mod history;
 mod listen;
 mod page;
 mod query;

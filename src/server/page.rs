@@ -229,10 +229,7 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     }
     // Alerts that arrived over the Alertmanager API, as an Alertmanager's UI lists them: those
     // the notifier holds, firing, that no rule or built-in raised.
-    let known: std::collections::HashSet<u64> = alerts
-        .iter()
-        .map(|a| crate::alert::fingerprint(&a.labels).0)
-        .collect();
+    let known: std::collections::HashSet<u64> = alerts.iter().map(|a| crate::alert::fingerprint(&a.labels).0).collect();
     let at_time = super::ms_to_time(now);
     for n in svc.notifier_alerts() {
         if n.alert.resolved_at(at_time) || known.contains(&n.alert.fingerprint().0) {
@@ -679,10 +676,10 @@ const CSS: &str = r#"*{box-sizing:border-box}
 .history h6{margin:.5rem 0 .25rem;font-size:.85rem}
 .history-events{margin:0;padding-left:1.1rem;font-size:.8rem}
 .history-events .detail{color:#57606a}
-.outcome-sent,.outcome-queued{background:#cdf5d6;color:#116329}
-.outcome-silenced,.outcome-inhibited,.outcome-muted,.outcome-deduplicated,.outcome-grouped,.outcome-not-sent-resolved{background:#e4e1f5;color:#3b2e7e}
-.outcome-failed,.outcome-dead-lettered{background:#ffd8d3;color:#a40e26}
-.via-api{background:#ddf4ff;color:#0550ae}
+.badge.outcome-sent,.badge.outcome-queued{background:#cdf5d6;color:#116329}
+.badge.outcome-silenced,.badge.outcome-inhibited,.badge.outcome-muted,.badge.outcome-deduplicated,.badge.outcome-grouped,.badge.outcome-not-sent-resolved{background:#e4e1f5;color:#3b2e7e}
+.badge.outcome-failed,.badge.outcome-dead-lettered{background:#ffd8d3;color:#a40e26}
+.badge.via-api{background:#ddf4ff;color:#0550ae}
 body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;background:#f6f8fa}
 .skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff;padding:.5rem;z-index:1}
 header{background:#24292f;color:#fff;padding:.75rem 1rem}

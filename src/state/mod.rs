@@ -719,7 +719,13 @@ impl StateStore {
              ORDER BY at DESC, id DESC LIMIT ?5",
         )?;
         let rows = stmt.query_map(
-            params![f.alert, f.receiver, f.since, f.until, f.limit.min(i64::MAX as usize) as i64],
+            params![
+                f.alert,
+                f.receiver,
+                f.since,
+                f.until,
+                f.limit.min(i64::MAX as usize) as i64
+            ],
             |r| {
                 Ok(HistoryRow {
                     id: r.get(0)?,

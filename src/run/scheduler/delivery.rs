@@ -11,13 +11,14 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::notify::history::without_urls;
 use crate::notify::nflog::{Entry as NflogEntry, ReceiverKey};
-use crate::notify::{HistoryEvent, Outcome};
 use crate::notify::owners::Owners;
 use crate::notify::receivers::{Deliverer, DeliveryContext, DeliveryError, RetryPolicy};
 use crate::notify::silence::Silences;
 use crate::notify::{Config as NotifyConfig, Notifier};
+use crate::notify::{HistoryEvent, Outcome};
 use crate::state::{
-    outbox_backoff_ms, OutboxEntry, StateStore, DEAD_LETTER_ALERT_MS, HISTORY_MAX_ROWS, HISTORY_RETENTION_MS, DEAD_LETTER_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
+    outbox_backoff_ms, OutboxEntry, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, HISTORY_MAX_ROWS,
+    HISTORY_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
 };
 
 use super::clock::{ms_to_time, Clock};

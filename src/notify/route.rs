@@ -327,6 +327,47 @@ route:
     }
 
     #[test]
+    fn resolve_through_mutes_is_inherited_and_strict() {
+        let cfg = load_str(
+            r#"
+receivers: [{name: a}]
+route:
+  receiver: a
+  watchfire: {resolve_through_mutes: false}
+  routes:
+  - matchers: [x="1"]
+  - matchers: [x="2"]
+    watchfire: {resolve_through_mutes: true}
+"#,
+            "t.yml",
+        )
+        .unwrap();
+        let root = Route::new(&cfg.route);
+        assert!(!root.opts.resolve_through_mutes);
+        assert!(!root.match_labels(&labels(&[("x", "1")]))[0].opts.resolve_through_mutes);
+        assert!(root.match_labels(&labels(&[("x", "2")]))[0].opts.resolve_through_mutes);
+        let plain = load_str("receivers: [{name: a}]\nroute: {receiver: a}\n", "t.yml").unwrap();
+        assert!(Route::new(&plain.route).opts.resolve_through_mutes, "the default");
+        let err = load_str(
+            "receivers: [{name: a}]\nroute:\n  receiver: a\n  watchfire: {resolve_through_mutes: maybe}\n",
+            "t.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("t.yml:4:"), "{err}");
+        let err = load_str(
+            "receivers: [{name: a}]\nroute:\n  receiver: a\n  watchfire: {resolve_through_mute: false}\n",
+            "t.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("t.yml:4:") && err.contains("resolve_through_mute"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn time_intervals_are_not_inherited_unless_asked() {
         let cfg = load_str(
             r#"

@@ -114,6 +114,11 @@ impl ErrorPolicy {
     }
 }
 
+/// Whether an annotation configures the rule (and is never sent with its alerts).
+pub(crate) fn is_policy_annotation(name: &str) -> bool {
+    matches!(name, NO_DATA_ANNOTATION | ERROR_ANNOTATION | ACTIVE_WHILE_ANNOTATION)
+}
+
 /// What is wrong with a policy annotation's value (`None`: not a policy annotation, or valid).
 pub(crate) fn policy_annotation_error(name: &str, value: &str) -> Option<String> {
     match name {
@@ -284,7 +289,7 @@ impl AlertingRule {
         let mut active_while = None;
         // The policy annotations configure the rule; they are not sent with its alerts.
         annotations.retain(|(n, v)| {
-            let policy = n == NO_DATA_ANNOTATION || n == ERROR_ANNOTATION || n == ACTIVE_WHILE_ANNOTATION;
+            let policy = is_policy_annotation(n);
             if let Some(e) = policy_annotation_error(n, v) {
                 // rulecheck rejects this with file:line:col; here the default applies.
                 tracing::warn!("alert {name}: {e}; the default applies");

@@ -3,6 +3,11 @@
 //! the same webhook notifications: group keys, receivers, alert sets, statuses, timestamps,
 //! fingerprints, common labels — the whole version 4 payload.
 //!
+//! watchfire reads the configuration with `watchfire: {resolve_through_mutes: false}` on its root
+//! route (Alertmanager's exact behaviour: a muted alert's resolve is not sent), and the script
+//! has an alert that pages, is then inhibited and resolves while inhibited: Alertmanager sends no
+//! resolve for it, nor does watchfire with the switch; without it watchfire sends the resolve.
+//!
 //! Needs `prometheus-alertmanager` (Debian's package); without it the test fails, unless
 //! `WATCHFIRE_TEST_OFFLINE=1` makes it a recorded skip (never with `CI=true`).
 
@@ -187,12 +192,16 @@ fn script() -> Vec<Step> {
         ("summary", "something is wrong"),
         ("runbook_url", "https://runbooks.test/x"),
     ];
+    // Pages nothing new on the hook (critical: the pager), but inhibits a1 from 2s on: a1
+    // paged at 1s and resolves at 4s while inhibited.
+    let e = vec![("alertname", "NodeDown"), ("severity", "critical"), ("cluster", "c1")];
     vec![
         (0, a1.clone(), ann.clone(), false),
         (0, a2.clone(), ann.clone(), false),
         (0, b.clone(), ann.clone(), false),
         (0, d.clone(), vec![], false),
         (2000, c.clone(), ann.clone(), false),
+        (2000, e, ann.clone(), false),
         (4000, a1, ann.clone(), true),
         (4000, b, ann, true),
     ]
@@ -275,11 +284,20 @@ fn webhook_notifications_match_alertmanager_0_25() {
     }
 
     // Drive Alertmanager in real time, and watchfire in simulated time at the same instants.
-    let cfg = load_str(&config, "parity.yml").expect("config loads in watchfire");
+    let am_exact = config.replacen(
+        "  repeat_interval: 1h\n",
+        "  repeat_interval: 1h\n  watchfire: {resolve_through_mutes: false}\n",
+        1,
+    );
+    let cfg = load_str(&am_exact, "parity.yml").expect("config loads in watchfire");
+    // The same without the switch: resolves are sent through mutes.
+    let cfg_default = load_str(&config, "parity.yml").expect("config loads in watchfire");
     let base_instant = Instant::now();
     // Whole milliseconds: the timestamps travel as RFC 3339 with milliseconds.
     let base: DateTime<Utc> = DateTime::from_timestamp_millis(Utc::now().timestamp_millis()).expect("now");
     let mut notifier = Notifier::new(cfg.clone(), base);
+    let mut through = Notifier::new(cfg_default, base);
+    let mut through_sent: Vec<(String, serde_json::Value)> = Vec::new();
     let mut wf_sent: Vec<(String, serde_json::Value)> = Vec::new();
     let mut first_seen: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
     let deliver = |n: &watchfire::notify::Notification, sink: &mut Vec<(String, serde_json::Value)>| {
@@ -305,6 +323,9 @@ fn webhook_notifications_match_alertmanager_0_25() {
         let mut sink = Vec::new();
         notifier.advance(at, &mut |n| deliver(n, &mut sink));
         wf_sent.extend(sink);
+        let mut sink = Vec::new();
+        through.advance(at, &mut |n| deliver(n, &mut sink));
+        through_sent.extend(sink);
         let mut batch = Vec::new();
         let mut alerts = Vec::new();
         for (_, labels, ann, resolved) in steps {
@@ -314,6 +335,7 @@ fn webhook_notifications_match_alertmanager_0_25() {
             alerts.push(p.into_alert(at, AmDuration::from_secs(300)).expect("valid alert"));
             batch.push(j);
         }
+        through.put_alerts(alerts.clone(), at);
         notifier.put_alerts(alerts, at);
         // Alertmanager: wait for the instant, then POST.
         let target = base_instant + Duration::from_millis(offset);
@@ -333,6 +355,11 @@ fn webhook_notifications_match_alertmanager_0_25() {
         deliver(n, &mut sink)
     });
     wf_sent.extend(sink);
+    let mut sink = Vec::new();
+    through.advance(base + chrono::Duration::milliseconds(end as i64), &mut |n| {
+        deliver(n, &mut sink)
+    });
+    through_sent.extend(sink);
     let target = base_instant + Duration::from_millis(end + 500);
     if let Some(wait) = target.checked_duration_since(Instant::now()) {
         std::thread::sleep(wait);
@@ -366,5 +393,25 @@ fn webhook_notifications_match_alertmanager_0_25() {
         am.keys().collect::<Vec<_>>(),
         wf.keys().collect::<Vec<_>>(),
         "different groups notified"
+    );
+
+    // The inhibited alert's resolve: never sent by Alertmanager, sent by watchfire's default.
+    let resolves_of_a1 = |list: &[(String, serde_json::Value)]| {
+        list.iter()
+            .filter(|(path, _)| path == "/hook")
+            .flat_map(|(_, v)| v["alerts"].as_array().cloned().unwrap_or_default())
+            .filter(|a| {
+                a["labels"]["alertname"] == "DBDown" && a["labels"]["cluster"] == "c1" && a["status"] == "resolved"
+            })
+            .count()
+    };
+    assert_eq!(
+        resolves_of_a1(&am_sent),
+        0,
+        "Alertmanager sends no resolve while inhibited"
+    );
+    assert!(
+        resolves_of_a1(&through_sent) >= 1,
+        "watchfire's default sends the resolve: {through_sent:#?}"
     );
 }

@@ -72,6 +72,9 @@ pub struct Dispatcher {
     /// so that flushes at the same instant come in the same order on every run.
     timers: BTreeSet<(DateTime<Utc>, GroupId)>,
     next_cleanup: DateTime<Utc>,
+    /// With the notification history on: each alert new in a group, with the group's key,
+    /// receiver and next flush (taken by the notifier).
+    pub(crate) joined: Option<Vec<(Fingerprint, String, String, DateTime<Utc>)>>,
 }
 
 impl Dispatcher {
@@ -82,6 +85,7 @@ impl Dispatcher {
             groups: HashMap::default(),
             timers: BTreeSet::new(),
             next_cleanup: start + CLEANUP_INTERVAL,
+            joined: None,
         }
     }
 
@@ -106,7 +110,11 @@ impl Dispatcher {
         // The ingest hot path: most alerts join an existing group, so the group labels, the
         // route's key and its options are built only for a new one.
         let Dispatcher {
-            route, groups, timers, ..
+            route,
+            groups,
+            timers,
+            joined,
+            ..
         } = self;
         route.visit_matches(&alert.labels, &mut |r| {
             let in_group = |name: &str| r.opts.group_by_all || r.opts.group_by.contains(name);
@@ -127,7 +135,7 @@ impl Dispatcher {
                     has_flushed: false,
                 }
             });
-            group.alerts.insert(fp, Arc::clone(alert));
+            let new = group.alerts.insert(fp, Arc::clone(alert)).is_none();
             // An alert older than group_wait flushes a group that has not flushed yet at once.
             if !group.has_flushed
                 && group.next_flush != now
@@ -136,6 +144,9 @@ impl Dispatcher {
                 timers.remove(&(group.next_flush, id));
                 group.next_flush = now;
                 timers.insert((now, id));
+            }
+            if let (true, Some(j)) = (new, joined.as_mut()) {
+                j.push((fp, group.group_key(), group.opts.receiver.clone(), group.next_flush));
             }
         });
     }

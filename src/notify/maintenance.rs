@@ -15,6 +15,12 @@
 //!
 //! A maintenance window mutes the route's notifications from each time the cron expression
 //! fires until `duration` later, like a `mute_time_intervals` entry.
+//!
+//! `resolve_through_mutes` (default `true`, inherited by child routes that do not set it): a
+//! receiver that was told an alert fires is told when it resolves, whatever mutes the alert at
+//! that moment (silence, inhibition, time interval, maintenance window), so no incident is left
+//! open at PagerDuty or Opsgenie. `false` restores Alertmanager's behaviour, where a muted
+//! alert's resolve is never sent (Alertmanager #226).
 
 use std::str::FromStr;
 
@@ -32,6 +38,8 @@ pub struct RouteExtensions {
     /// Take the parent's `mute_time_intervals`, `active_time_intervals` and maintenance windows
     /// (Alertmanager itself does not inherit them).
     pub inherit_time_intervals: bool,
+    /// `resolve_through_mutes`, when the route sets it (`None`: the parent's, at the root `true`).
+    pub resolve_through_mutes: Option<bool>,
 }
 
 /// A recurring maintenance window.
@@ -127,10 +135,14 @@ pub(crate) fn decode_route_extensions(d: &mut Decoder, node: &Node) -> DResult<R
     d.fields(
         node,
         "watchfire.RouteExtensions",
-        &["maintenance_windows", "inherit_time_intervals"],
+        &["maintenance_windows", "inherit_time_intervals", "resolve_through_mutes"],
         &mut |d, k, _, v| {
             if k == "inherit_time_intervals" {
                 ext.inherit_time_intervals = d.bool(v);
+                return Ok(());
+            }
+            if k == "resolve_through_mutes" {
+                ext.resolve_through_mutes = Some(d.bool(v));
                 return Ok(());
             }
             ext.maintenance_windows.clear();

@@ -51,6 +51,10 @@ pub struct NotificationLog {
     entries: HashMap<(String, ReceiverKey), Entry>,
     /// How long entries are kept (`--data.retention`, default 120h).
     pub retention: Duration,
+    /// Whether [`NotificationLog::log`] also notes the entries it writes, for a driver that
+    /// persists them ([`NotificationLog::take_changed`]); off where nothing takes them.
+    pub journal: bool,
+    changed: Vec<(String, ReceiverKey)>,
 }
 
 impl Default for NotificationLog {
@@ -58,6 +62,8 @@ impl Default for NotificationLog {
         NotificationLog {
             entries: HashMap::new(),
             retention: Duration::from_secs(120 * 3600),
+            journal: false,
+            changed: Vec::new(),
         }
     }
 }
@@ -89,6 +95,9 @@ impl NotificationLog {
         } else {
             self.retention
         };
+        if self.journal {
+            self.changed.push((group_key.to_string(), recv.clone()));
+        }
         self.entries.insert(
             (group_key.to_string(), recv.clone()),
             Entry {
@@ -98,6 +107,20 @@ impl NotificationLog {
                 expires_at: now + keep.as_chrono(),
             },
         );
+    }
+
+    /// The entries written since the last call (with [`NotificationLog::journal`] on), as they
+    /// are now.
+    pub fn take_changed(&mut self) -> Vec<(String, ReceiverKey, Entry)> {
+        let mut keys = std::mem::take(&mut self.changed);
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter_map(|(g, r)| {
+                let e = self.entries.get(&(g.clone(), r.clone()))?.clone();
+                Some((g, r, e))
+            })
+            .collect()
     }
 
     /// Drops expired entries.

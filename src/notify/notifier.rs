@@ -14,6 +14,7 @@ use crate::labels::Labels;
 use super::alert::{Alert, AlertStore, Fingerprint};
 use super::config::Config;
 use super::dispatch::{Dispatcher, Flush};
+use super::history::{HistoryEvent, HistoryJournal, Outcome};
 use super::inhibit::Inhibitor;
 use super::mute::route_muted_at;
 use super::nflog::{needs_update, NotificationLog, Reason, ReceiverKey};
@@ -68,6 +69,9 @@ pub struct Notifier {
     pub inhibitor: Inhibitor,
     pub silences: Silences,
     pub nflog: NotificationLog,
+    /// The notification history's events, when a driver keeps them
+    /// ([`Notifier::record_history`]).
+    pub history: Option<HistoryJournal>,
     next_maintenance: DateTime<Utc>,
 }
 
@@ -86,8 +90,25 @@ impl Notifier {
             inhibitor,
             silences: Silences::new(),
             nflog: NotificationLog::new(),
+            history: None,
             next_maintenance: start + MAINTENANCE_INTERVAL,
         }
+    }
+
+    /// Records the notification history from now on, and journals the notification log's
+    /// writes: for a driver that takes both ([`Notifier::take_history`],
+    /// [`NotificationLog::take_changed`]) and keeps them.
+    pub fn record_history(&mut self) {
+        if self.history.is_none() {
+            self.history = Some(HistoryJournal::default());
+        }
+        self.dispatcher.joined.get_or_insert_with(Vec::new);
+        self.nflog.journal = true;
+    }
+
+    /// The history's events since the last call (none unless [`Notifier::record_history`]).
+    pub fn take_history(&mut self) -> Vec<HistoryEvent> {
+        self.history.as_mut().map(HistoryJournal::take).unwrap_or_default()
     }
 
     pub fn config(&self) -> &Config {
@@ -107,6 +128,19 @@ impl Notifier {
             let stored = self.store.put_with_fingerprint(fp, a);
             self.inhibitor.observe_shared(fp, &stored);
             self.dispatcher.process_shared(fp, &stored, now);
+            if let (Some(j), Some(h)) = (self.dispatcher.joined.as_mut(), self.history.as_mut()) {
+                for (_, group_key, receiver, flush_at) in j.drain(..) {
+                    h.record(HistoryEvent::of(
+                        &stored,
+                        now,
+                        &group_key,
+                        &receiver,
+                        String::new(),
+                        Outcome::Grouped,
+                        format!("waits for the group's flush at {}", flush_at.to_rfc3339()),
+                    ));
+                }
+            }
         }
     }
 
@@ -160,7 +194,28 @@ impl Notifier {
         out
     }
 
+    /// Why `a` is muted at `now` in a flush of a route muted by `route_mute` (if it is), in
+    /// Alertmanager's stage order: inhibition, the route's time intervals and maintenance
+    /// windows, silences.
+    fn mute_of(&self, a: &Alert, route_mute: Option<&String>, now: DateTime<Utc>) -> Option<(Outcome, String)> {
+        if let Some(src) = self.inhibitor.mutes(&a.labels, now) {
+            let name = self.store.get(src).map(|s| s.name().to_string()).unwrap_or_default();
+            return Some((Outcome::Inhibited, format!("inhibited by {name} ({src})")));
+        }
+        if let Some(r) = route_mute {
+            return Some((Outcome::Muted, r.clone()));
+        }
+        let ids = self.silences.mutes(&a.labels, now);
+        (!ids.is_empty()).then(|| (Outcome::Silenced, format!("silenced by {}", ids.join(", "))))
+    }
+
     /// The stages for one flush; returns the notifications attempted and whether all succeeded.
+    ///
+    /// A muted alert is left out, as Alertmanager leaves it out, with one exception (unless the
+    /// route sets `watchfire: {resolve_through_mutes: false}`): an integration the notification
+    /// log says was told the alert fires is told its resolve, and while it is muted and still
+    /// firing the log keeps it as told (refreshed at each repeat, sending nothing), so that its
+    /// resolve is owed for as long as the mute lasts.
     fn run_pipeline(
         &mut self,
         flush: &Flush,
@@ -170,26 +225,29 @@ impl Notifier {
         let Some(receiver) = self.cfg.receiver(&flush.receiver).cloned() else {
             return (Vec::new(), false);
         };
-        // Inhibition.
-        let alerts: Vec<Alert> = flush
+        let through = flush.opts.resolve_through_mutes;
+        let route_mute = route_muted_at(&self.cfg, &flush.opts, now);
+        let mutes: Vec<Option<(Outcome, String)>> = flush
             .alerts
             .iter()
-            .filter(|a| self.inhibitor.mutes(&a.labels, now).is_none())
-            .cloned()
+            .map(|a| self.mute_of(a, route_mute.as_ref(), now))
             .collect();
-        if alerts.is_empty() {
-            return (Vec::new(), true);
+        if let Some(h) = self.history.as_mut() {
+            for (a, m) in flush.alerts.iter().zip(&mutes) {
+                if let Some((o, why)) = m {
+                    h.record(HistoryEvent::of(
+                        a,
+                        now,
+                        &flush.group_key,
+                        &receiver.name,
+                        String::new(),
+                        *o,
+                        why.clone(),
+                    ));
+                }
+            }
         }
-        // Time intervals and maintenance windows.
-        if route_muted_at(&self.cfg, &flush.opts, now).is_some() {
-            return (Vec::new(), true);
-        }
-        // Silences.
-        let alerts: Vec<Alert> = alerts
-            .into_iter()
-            .filter(|a| self.silences.mutes(&a.labels, now).is_empty())
-            .collect();
-        if alerts.is_empty() {
+        if !through && mutes.iter().all(Option::is_some) {
             return (Vec::new(), true);
         }
 
@@ -231,48 +289,105 @@ impl Notifier {
             });
         }
 
-        let firing: BTreeSet<u64> = alerts
-            .iter()
-            .filter(|a| !a.resolved_at(now))
-            .map(|a| a.fingerprint().0)
-            .collect();
-        let resolved: BTreeSet<u64> = alerts
-            .iter()
-            .filter(|a| a.resolved_at(now))
-            .map(|a| a.fingerprint().0)
-            .collect();
         let mut notes = Vec::new();
         let mut all_ok = true;
+        let expiry = crate::duration::Duration::from_millis(flush.opts.repeat_interval.as_millis() * 2);
         for target in targets {
             let entry = self.nflog.query(&flush.group_key, &target.key);
+            let told = |fp: u64| entry.is_some_and(|e| e.firing.contains(&fp));
+            // What goes out (`payload`), and what the log records as told: the alerts sent
+            // firing plus the muted ones still firing that it was told before (`held`).
+            let mut payload: Vec<&Alert> = Vec::new();
+            let mut firing = BTreeSet::new();
+            let mut resolved = BTreeSet::new();
+            let mut held = BTreeSet::new();
+            for (a, m) in flush.alerts.iter().zip(&mutes) {
+                let fp = a.fingerprint().0;
+                let res = a.resolved_at(now);
+                match m {
+                    None => {}
+                    Some(_) if through && told(fp) => {
+                        if !res {
+                            held.insert(fp);
+                            continue;
+                        }
+                    }
+                    Some(_) => continue,
+                }
+                if res {
+                    resolved.insert(fp);
+                } else {
+                    firing.insert(fp);
+                }
+                payload.push(a);
+            }
+            if payload.is_empty() && held.is_empty() {
+                continue;
+            }
+            // Only resolves to send while a muted alert of the group still fires: it goes with
+            // them, firing, or the notification would read as the group resolved, and close the
+            // group's incident (PagerDuty, Opsgenie) while that alert fires.
+            if !held.is_empty() && !payload.is_empty() && payload.iter().all(|a| a.resolved_at(now)) {
+                for a in flush.alerts.iter().filter(|a| held.contains(&a.fingerprint().0)) {
+                    payload.push(a);
+                }
+                payload.sort_by(|a, b| super::alert::alert_order(a, b));
+            }
+            let logged: BTreeSet<u64> = firing.union(&held).copied().collect();
+            let integration = target.key.to_string();
+            let integration = integration
+                .strip_prefix(&format!("{}/", receiver.name))
+                .unwrap_or(&integration)
+                .to_string();
             let Some(reason) = needs_update(
                 entry,
-                &firing,
+                &logged,
                 &resolved,
                 target.send_resolved,
                 flush.opts.repeat_interval,
                 now,
             ) else {
+                if let Some(h) = self.history.as_mut() {
+                    let last = entry.map(|e| e.timestamp.to_rfc3339()).unwrap_or_default();
+                    for a in &payload {
+                        h.record(HistoryEvent::of(
+                            a,
+                            now,
+                            &flush.group_key,
+                            &receiver.name,
+                            integration.clone(),
+                            Outcome::Deduplicated,
+                            format!("already notified at {last}"),
+                        ));
+                    }
+                }
                 continue;
             };
-            let expiry = crate::duration::Duration::from_millis(flush.opts.repeat_interval.as_millis() * 2);
-            if !target.send_resolved && firing.is_empty() {
-                // Nothing to send, but the log records that all is resolved.
-                self.nflog.log(
-                    &flush.group_key,
-                    &target.key,
-                    firing.clone(),
-                    resolved.clone(),
-                    now,
-                    expiry,
-                );
+            let sent: Vec<Alert> = payload
+                .iter()
+                .filter(|a| target.send_resolved || !a.resolved_at(now))
+                .map(|a| Alert::clone(a))
+                .collect();
+            if sent.is_empty() || (!target.send_resolved && logged.is_empty()) {
+                // Nothing to send (all resolved without `send_resolved`, or only muted alerts
+                // at a repeat), but the log records where things stand.
+                self.nflog
+                    .log(&flush.group_key, &target.key, logged, resolved, now, expiry);
+                if let Some(h) = self.history.as_mut() {
+                    for a in payload.iter().filter(|a| a.resolved_at(now)) {
+                        h.record(HistoryEvent::of(
+                            a,
+                            now,
+                            &flush.group_key,
+                            &receiver.name,
+                            integration.clone(),
+                            Outcome::NotSentResolved,
+                            "send_resolved is false".into(),
+                        ));
+                    }
+                }
                 continue;
             }
-            let sent: Vec<Alert> = if target.send_resolved {
-                alerts.clone()
-            } else {
-                alerts.iter().filter(|a| !a.resolved_at(now)).cloned().collect()
-            };
             let n = Notification {
                 group_key: flush.group_key.clone(),
                 receiver: receiver.name.clone(),
@@ -284,14 +399,33 @@ impl Notifier {
                 links: Vec::new(),
             };
             if deliver(&n) {
-                self.nflog.log(
-                    &flush.group_key,
-                    &target.key,
-                    firing.clone(),
-                    resolved.clone(),
-                    now,
-                    expiry,
-                );
+                self.nflog
+                    .log(&flush.group_key, &target.key, logged, resolved, now, expiry);
+                if let Some(h) = self.history.as_mut() {
+                    for a in &n.alerts {
+                        let muted = mutes
+                            .iter()
+                            .zip(&flush.alerts)
+                            .find(|(_, b)| b.labels == a.labels)
+                            .and_then(|(m, _)| m.as_ref());
+                        let detail = match muted {
+                            Some((_, why)) if a.resolved_at(now) => format!("{reason:?}; resolve sent though {why}"),
+                            Some((_, why)) => {
+                                format!("{reason:?}; still firing, sent beside the group's resolves though {why}")
+                            }
+                            None => format!("{reason:?}"),
+                        };
+                        h.record(HistoryEvent::of(
+                            a,
+                            now,
+                            &flush.group_key,
+                            &receiver.name,
+                            integration.clone(),
+                            Outcome::Queued,
+                            detail,
+                        ));
+                    }
+                }
             } else {
                 all_ok = false;
             }
@@ -505,6 +639,220 @@ mod tests {
             .unwrap();
         post(&mut n, at(2000), &[("alertname", "Other")], None);
         assert!(n.advance(at(10_000), &mut |_| true).is_empty());
+    }
+
+    fn silence_all(n: &mut Notifier, name: &str, from: DateTime<Utc>, hours: i64) {
+        n.silences
+            .set(
+                Silence::new(
+                    vec![SilenceMatcher {
+                        name: "alertname".into(),
+                        value: name.into(),
+                        is_regex: false,
+                        is_equal: true,
+                    }],
+                    from,
+                    from + chrono::Duration::hours(hours),
+                    "me",
+                    "maintenance",
+                ),
+                from,
+            )
+            .unwrap();
+    }
+
+    /// Paged, silenced (for longer than twice the repeat interval, past the log entry's
+    /// expiry), resolved while silenced: the resolve is sent; with the route switch it is not,
+    /// as in Alertmanager. An alert silenced before its first page sends nothing at all.
+    #[test]
+    fn a_paged_alert_resolved_while_silenced_is_resolved_at_the_receiver() {
+        let routes = |extra: &str| {
+            load_str(
+                &format!("{CFG}route: {{receiver: w, group_by: [alertname], group_wait: 1s, group_interval: 10s, repeat_interval: 1h{extra}}}"),
+                "t.yml",
+            )
+            .unwrap()
+        };
+        for (cfg, resolves) in [
+            (routes(""), 1),
+            (routes(", watchfire: {resolve_through_mutes: false}"), 0),
+        ] {
+            let mut n = Notifier::new(cfg, t0());
+            post(&mut n, at(0), &[("alertname", "A")], Some(at(10 * 3_600_000)));
+            assert_eq!(run(&mut n, at(5_000)), [(1_000, "firing".to_string(), 1)]);
+            silence_all(&mut n, "A", at(5_000), 6);
+            // 3 hours silenced: nothing sent, the debt kept past the 2 h log expiry.
+            assert_eq!(run(&mut n, at(3 * 3_600_000)), []);
+            post(
+                &mut n,
+                at(3 * 3_600_000),
+                &[("alertname", "A")],
+                Some(at(3 * 3_600_000)),
+            );
+            let got = run(&mut n, at(3 * 3_600_000 + 20_000));
+            assert_eq!(
+                got.iter().filter(|(_, s, _)| s == "resolved").count(),
+                resolves,
+                "{got:?}"
+            );
+            assert!(got.iter().all(|(_, s, _)| s == "resolved"), "{got:?}");
+        }
+
+        // Silenced before its first page: nothing, firing or resolved.
+        let mut n = Notifier::new(routes(""), t0());
+        silence_all(&mut n, "B", at(0), 6);
+        post(&mut n, at(0), &[("alertname", "B")], None);
+        assert_eq!(run(&mut n, at(60_000)), []);
+        post(&mut n, at(60_000), &[("alertname", "B")], Some(at(60_000)));
+        assert_eq!(run(&mut n, at(120_000)), []);
+    }
+
+    /// Two alerts of a group paged; one is silenced; the other resolves: the notification
+    /// carries the silenced one, still firing, so the group's incident stays open.
+    #[test]
+    fn a_resolve_beside_a_silenced_alert_keeps_the_group_firing() {
+        let cfg = load_str(
+            &format!("{CFG}route: {{receiver: w, group_wait: 1s, group_interval: 10s}}"),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        let far = Some(at(3_600_000));
+        post(&mut n, at(0), &[("alertname", "X")], far);
+        post(&mut n, at(0), &[("alertname", "Y")], far);
+        assert_eq!(run(&mut n, at(5_000)), [(1_000, "firing".to_string(), 2)]);
+        silence_all(&mut n, "X", at(5_000), 1);
+        post(&mut n, at(15_000), &[("alertname", "Y")], Some(at(15_000)));
+        let got = n.advance(at(22_000), &mut |_| true);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].status(), "firing");
+        let names: Vec<(&str, bool)> = got[0]
+            .alerts
+            .iter()
+            .map(|a| (a.name(), a.resolved_at(got[0].at)))
+            .collect();
+        assert_eq!(names, [("X", false), ("Y", true)]);
+        // X resolves, still silenced: its resolve goes, closing the group.
+        post(&mut n, at(25_000), &[("alertname", "X")], Some(at(25_000)));
+        let got = n.advance(at(32_000), &mut |_| true);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].status(), "resolved");
+    }
+
+    /// Paged, then inhibited, resolved while inhibited (the inhibitor resolving later): the
+    /// resolve is sent with the alert the receiver still holds firing beside it.
+    #[test]
+    fn a_paged_alert_resolved_while_inhibited_is_resolved_at_the_receiver() {
+        let cfg = load_str(
+            &format!(
+                "{CFG}route: {{receiver: w, group_by: [cluster], group_wait: 1s, group_interval: 10s}}
+inhibit_rules:
+- source_matchers: [alertname=NodeDown]
+  target_matchers: [alertname=Slow]
+  equal: [cluster]
+"
+            ),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        let far = Some(at(3_600_000));
+        post(&mut n, at(0), &[("alertname", "Slow"), ("cluster", "c")], far);
+        post(&mut n, at(0), &[("alertname", "Busy"), ("cluster", "c")], far);
+        assert_eq!(run(&mut n, at(5_000)), [(1_000, "firing".to_string(), 2)]);
+        post(&mut n, at(5_000), &[("alertname", "NodeDown"), ("cluster", "x")], far);
+        post(&mut n, at(5_000), &[("alertname", "NodeDown"), ("cluster", "c")], far);
+        // NodeDown is new in the group; Slow, inhibited, is not in that notification.
+        let got = n.advance(at(12_000), &mut |_| true);
+        let names: Vec<Vec<&str>> = got
+            .iter()
+            .map(|x| x.alerts.iter().map(|a| a.name()).collect())
+            .collect();
+        assert!(names.contains(&vec!["Busy", "NodeDown"]), "{names:?}");
+        post(
+            &mut n,
+            at(15_000),
+            &[("alertname", "Slow"), ("cluster", "c")],
+            Some(at(15_000)),
+        );
+        let got = n.advance(at(22_000), &mut |_| true);
+        let c: Vec<_> = got.iter().filter(|x| x.group_key.contains("\"c\"")).collect();
+        assert_eq!(c.len(), 1, "{got:?}");
+        let slow = c[0].alerts.iter().find(|a| a.name() == "Slow").expect("Slow's resolve");
+        assert!(slow.resolved_at(c[0].at));
+    }
+
+    /// Paged, then muted by a time interval, resolved inside it: the resolve is sent; an alert
+    /// that fired first inside the interval never is.
+    #[test]
+    fn a_paged_alert_resolved_in_a_mute_interval_is_resolved_at_the_receiver() {
+        let cfg = load_str(
+            &format!(
+                "{CFG}time_intervals: [{{name: late, time_intervals: [{{times: [{{start_time: '00:01', end_time: '23:00'}}]}}]}}]
+route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: w, mute_time_intervals: [late]}}]}}"
+            ),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        let far = Some(at(3_600_000));
+        post(&mut n, at(0), &[("alertname", "A")], far);
+        post(&mut n, at(0), &[("alertname", "B")], far);
+        assert_eq!(run(&mut n, at(5_000)), [(1_000, "firing".to_string(), 2)]);
+        assert_eq!(run(&mut n, at(69_000)), []);
+        // 00:01 on: muted. C fires inside the interval: never sent.
+        post(&mut n, at(70_000), &[("alertname", "C")], far);
+        post(&mut n, at(90_000), &[("alertname", "A")], Some(at(90_000)));
+        let got = n.advance(at(100_000), &mut |_| true);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let names: Vec<(&str, bool)> = got[0]
+            .alerts
+            .iter()
+            .map(|a| (a.name(), a.resolved_at(got[0].at)))
+            .collect();
+        // B, told and still firing, goes with the resolve (the group is not resolved); C, never
+        // told, does not.
+        assert_eq!(names, [("A", true), ("B", false)]);
+        post(&mut n, at(200_000), &[("alertname", "C")], Some(at(200_000)));
+        assert_eq!(run(&mut n, at(300_000)), []);
+    }
+
+    /// The history records why each alert was or was not sent.
+    #[test]
+    fn the_history_says_why() {
+        let cfg = load_str(
+            &format!("{CFG}route: {{receiver: w, group_by: [alertname], group_wait: 1s, group_interval: 10s}}"),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        n.record_history();
+        post(&mut n, at(0), &[("alertname", "A")], Some(at(3_600_000)));
+        run(&mut n, at(25_000));
+        silence_all(&mut n, "A", at(25_000), 1);
+        run(&mut n, at(45_000));
+        post(&mut n, at(50_000), &[("alertname", "A")], Some(at(50_000)));
+        run(&mut n, at(60_000));
+        let got: Vec<(&str, &str)> = n
+            .take_history()
+            .iter()
+            .map(|e| (e.outcome.as_str(), e.status))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(o, s)| (o, s))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("grouped", "firing"),
+                ("queued", "firing"),
+                ("deduplicated", "firing"),
+                ("silenced", "firing"),
+                ("silenced", "resolved"),
+                ("queued", "resolved"),
+            ]
+        );
+        assert!(n.nflog.take_changed().len() == 1);
     }
 
     #[test]

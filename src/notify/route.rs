@@ -27,6 +27,9 @@ pub struct RouteOpts {
     pub active_time_intervals: Vec<String>,
     /// watchfire's maintenance windows (mute while inside one).
     pub maintenance_windows: Vec<MaintenanceWindow>,
+    /// Whether a receiver told an alert fires is told its resolve while the alert is muted
+    /// (`watchfire: {resolve_through_mutes: false}` is Alertmanager's behaviour). Inherited.
+    pub resolve_through_mutes: bool,
 }
 
 impl Default for RouteOpts {
@@ -42,6 +45,7 @@ impl Default for RouteOpts {
             mute_time_intervals: Vec::new(),
             active_time_intervals: Vec::new(),
             maintenance_windows: Vec::new(),
+            resolve_through_mutes: true,
         }
     }
 }
@@ -98,6 +102,9 @@ impl Route {
         }
         if let Some(d) = cr.repeat_interval {
             opts.repeat_interval = d;
+        }
+        if let Some(b) = cr.watchfire.resolve_through_mutes {
+            opts.resolve_through_mutes = b;
         }
         let own_mute: Vec<String> = cr.mute_time_intervals.iter().map(|n| n.name.clone()).collect();
         let own_active: Vec<String> = cr.active_time_intervals.iter().map(|n| n.name.clone()).collect();
@@ -316,6 +323,47 @@ route:
         assert_eq!(
             root.match_labels(&ls2)[0].group_labels(&ls2),
             labels(&[("alertname", "X")])
+        );
+    }
+
+    #[test]
+    fn resolve_through_mutes_is_inherited_and_strict() {
+        let cfg = load_str(
+            r#"
+receivers: [{name: a}]
+route:
+  receiver: a
+  watchfire: {resolve_through_mutes: false}
+  routes:
+  - matchers: [x="1"]
+  - matchers: [x="2"]
+    watchfire: {resolve_through_mutes: true}
+"#,
+            "t.yml",
+        )
+        .unwrap();
+        let root = Route::new(&cfg.route);
+        assert!(!root.opts.resolve_through_mutes);
+        assert!(!root.match_labels(&labels(&[("x", "1")]))[0].opts.resolve_through_mutes);
+        assert!(root.match_labels(&labels(&[("x", "2")]))[0].opts.resolve_through_mutes);
+        let plain = load_str("receivers: [{name: a}]\nroute: {receiver: a}\n", "t.yml").unwrap();
+        assert!(Route::new(&plain.route).opts.resolve_through_mutes, "the default");
+        let err = load_str(
+            "receivers: [{name: a}]\nroute:\n  receiver: a\n  watchfire: {resolve_through_mutes: maybe}\n",
+            "t.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("t.yml:4:"), "{err}");
+        let err = load_str(
+            "receivers: [{name: a}]\nroute:\n  receiver: a\n  watchfire: {resolve_through_mute: false}\n",
+            "t.yml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("t.yml:4:") && err.contains("resolve_through_mute"),
+            "{err}"
         );
     }
 

@@ -34,6 +34,18 @@
 //!   * `Error`: the same under Grafana's name: `alertname="DatasourceError"`, `rulename=<rule>`.
 //!   * `OK`: the alerts resolve.
 
+//!
+//! ## Recovery threshold (watchfire extension, hysteresis: Prometheus #10536)
+//!
+//! * `watchfire_active_while`: a PromQL expression. An active alert (pending or firing) whose
+//!   series leaves the rule's expression stays active, with the value this expression gives
+//!   it, for as long as this expression still returns a series with the alert's labels; it
+//!   resolves (or, pending, is dropped) once it does not. With `expr: gpu_power_watts > 300`
+//!   and `watchfire_active_while: gpu_power_watts > 280`, a power hovering around 300 fires
+//!   once and resolves once it falls below 280. New alerts still need the rule's expression.
+//!   The expression is checked at load (and by rulecheck) with the annotation's position; it
+//!   is an annotation, so promtool reads the file as it always did, and it is never sent.
+
 use std::collections::{BTreeMap, HashSet};
 
 use crate::labels::{Labels, LabelsBuilder, METRIC_NAME};
@@ -55,6 +67,8 @@ pub(crate) const ALERTSTATE_LABEL: &str = "alertstate";
 pub(crate) const NO_DATA_ANNOTATION: &str = "watchfire_no_data_state";
 /// The error policy annotation (see the module docs).
 pub(crate) const ERROR_ANNOTATION: &str = "watchfire_error_state";
+/// The recovery expression annotation (see the module docs).
+pub(crate) const ACTIVE_WHILE_ANNOTATION: &str = "watchfire_active_while";
 /// The label synthetic alerts carry: `nodata` or `error`.
 pub(crate) const STATE_LABEL: &str = "watchfire_state";
 
@@ -100,6 +114,11 @@ impl ErrorPolicy {
     }
 }
 
+/// Whether an annotation configures the rule (and is never sent with its alerts).
+pub(crate) fn is_policy_annotation(name: &str) -> bool {
+    matches!(name, NO_DATA_ANNOTATION | ERROR_ANNOTATION | ACTIVE_WHILE_ANNOTATION)
+}
+
 /// What is wrong with a policy annotation's value (`None`: not a policy annotation, or valid).
 pub(crate) fn policy_annotation_error(name: &str, value: &str) -> Option<String> {
     match name {
@@ -109,6 +128,12 @@ pub(crate) fn policy_annotation_error(name: &str, value: &str) -> Option<String>
         ERROR_ANNOTATION if ErrorPolicy::parse(value).is_none() => Some(format!(
             "{ERROR_ANNOTATION}: {value:?} is not one of Error, Alerting, OK, KeepLast"
         )),
+        ACTIVE_WHILE_ANNOTATION if value.trim().is_empty() => Some(format!(
+            "{ACTIVE_WHILE_ANNOTATION}: empty; give the PromQL expression an active alert stays active while it returns the alert's series"
+        )),
+        ACTIVE_WHILE_ANNOTATION => crate::promql::parse(value)
+            .err()
+            .map(|e| format!("{ACTIVE_WHILE_ANNOTATION}: could not parse expression: {e}")),
         _ => None,
     }
 }
@@ -238,6 +263,8 @@ pub struct AlertingRule {
     annotations: Vec<(String, String)>,
     no_data: Option<NoDataPolicy>,
     on_error: Option<ErrorPolicy>,
+    /// `watchfire_active_while`: the recovery expression.
+    active_while: Option<Expr>,
     /// Whether `ALERTS`/`ALERTS_FOR_STATE` are written (Prometheus waits for `for`-state
     /// restoration before writing them).
     restored: bool,
@@ -264,9 +291,10 @@ impl AlertingRule {
         let mut annotations = sorted_unique(annotations);
         let mut no_data = None;
         let mut on_error = None;
+        let mut active_while = None;
         // The policy annotations configure the rule; they are not sent with its alerts.
         annotations.retain(|(n, v)| {
-            let policy = n == NO_DATA_ANNOTATION || n == ERROR_ANNOTATION;
+            let policy = is_policy_annotation(n);
             if let Some(e) = policy_annotation_error(n, v) {
                 // rulecheck rejects this with file:line:col; here the default applies.
                 tracing::warn!("alert {name}: {e}; the default applies");
@@ -274,6 +302,8 @@ impl AlertingRule {
                 no_data = NoDataPolicy::parse(v);
             } else if n == ERROR_ANNOTATION {
                 on_error = ErrorPolicy::parse(v);
+            } else if n == ACTIVE_WHILE_ANNOTATION {
+                active_while = crate::promql::parse(v).ok();
             }
             !policy
         });
@@ -287,6 +317,7 @@ impl AlertingRule {
             annotations,
             no_data,
             on_error,
+            active_while,
             restored: true,
             active: BTreeMap::new(),
             status: Status::default(),
@@ -462,7 +493,7 @@ impl AlertingRule {
         }
         let fresh = match synthetic {
             Some((state, name)) => self.synthetic_alert(ctx, state, name, None),
-            None => self.fresh_alerts(ctx, res)?,
+            None => self.held_by_recovery(ctx, self.fresh_alerts(ctx, res)?)?,
         };
         self.advance(ctx, fresh)
     }
@@ -579,6 +610,34 @@ impl AlertingRule {
                 a.fired_at = Some(ts);
             }
         }
+    }
+
+    /// `fresh` with the active alerts it lacks that the recovery expression still returns
+    /// (`watchfire_active_while`), as that expression's result makes them. Queried only when
+    /// such an alert exists.
+    fn held_by_recovery(
+        &self,
+        ctx: &EvalContext<'_>,
+        mut fresh: BTreeMap<Labels, Alert>,
+    ) -> Result<BTreeMap<Labels, Alert>, RuleError> {
+        let Some(expr) = &self.active_while else {
+            return Ok(fresh);
+        };
+        let missing = self
+            .active
+            .iter()
+            .any(|(k, a)| a.state != AlertState::Inactive && !fresh.contains_key(k));
+        if !missing {
+            return Ok(fresh);
+        }
+        let res = ctx.query_floats(expr, ctx.query_time())?;
+        for (k, a) in self.fresh_alerts(ctx, res)? {
+            let active = self.active.get(&k).is_some_and(|h| h.state != AlertState::Inactive);
+            if active && !fresh.contains_key(&k) {
+                fresh.insert(k, a);
+            }
+        }
+        Ok(fresh)
     }
 
     /// The alerts an evaluation result makes (before the state machine).
@@ -1014,6 +1073,61 @@ mod tests {
                 (annotation.0.into(), annotation.1.into()),
             ],
         )
+    }
+
+    /// A value hovering around the threshold: without a recovery expression the alert flaps
+    /// with it; with one it fires once and resolves once the value falls below the lower
+    /// threshold. New alerts still need the rule's own expression.
+    #[test]
+    fn a_recovery_expression_stops_the_flapping() {
+        let hover = [310.0, 295.0, 305.0, 290.0, 301.0, 285.0, 270.0, 290.0, 299.0];
+        let f = Fixture::new(&hover.iter().map(|v| Some(*v)).collect::<Vec<_>>());
+        let fired = |r: &mut AlertingRule| {
+            let mut transitions = Vec::new();
+            let mut last = AlertState::Inactive;
+            for m in 0..hover.len() as i64 {
+                f.eval(r, m * M, 0).unwrap();
+                let now = r.active_alerts().next().map_or(AlertState::Inactive, |a| a.state);
+                if now != last {
+                    transitions.push((m, now));
+                    last = now;
+                }
+            }
+            transitions
+        };
+        let mut plain = rule("up > 300", 0, 0);
+        let flaps = fired(&mut plain);
+        assert_eq!(
+            flaps.iter().filter(|(_, s)| *s == AlertState::Firing).count(),
+            3,
+            "{flaps:?}"
+        );
+        let mut hyst = policy_rule("up > 300", 0, (ACTIVE_WHILE_ANNOTATION, "up > 280"));
+        assert_eq!(fired(&mut hyst), [(0, AlertState::Firing), (6, AlertState::Inactive)]);
+        let a = hyst.alerts().next().unwrap();
+        assert_eq!(a.resolved_at, Some(6 * M));
+        assert!(
+            hyst.annotations().iter().all(|(n, _)| n != ACTIVE_WHILE_ANNOTATION),
+            "not sent"
+        );
+        // While held, the alert carries the recovery expression's value.
+        let mut held = policy_rule("up > 300", 0, (ACTIVE_WHILE_ANNOTATION, "up > 280"));
+        f.eval(&mut held, 0, 0).unwrap();
+        f.eval(&mut held, M, 0).unwrap();
+        assert_eq!(held.active_alerts().next().unwrap().value, 295.0);
+        // Pending alerts are held too, and fire after `for`.
+        let mut pending = policy_rule("up > 300", 2 * M, (ACTIVE_WHILE_ANNOTATION, "up > 280"));
+        f.eval(&mut pending, 0, 0).unwrap();
+        f.eval(&mut pending, M, 0).unwrap();
+        assert_eq!(state(&pending), [AlertState::Pending]);
+        f.eval(&mut pending, 2 * M, 0).unwrap();
+        assert_eq!(state(&pending), [AlertState::Firing]);
+        assert_eq!(
+            policy_annotation_error(ACTIVE_WHILE_ANNOTATION, "up >"),
+            Some("watchfire_active_while: could not parse expression: 1:4: parse error: invalid promql query".into())
+        );
+        assert!(policy_annotation_error(ACTIVE_WHILE_ANNOTATION, " ").is_some());
+        assert_eq!(policy_annotation_error(ACTIVE_WHILE_ANNOTATION, "up > 1"), None);
     }
 
     fn labels_of(r: &AlertingRule) -> Vec<String> {

@@ -12,6 +12,8 @@
 //!   a JSON string body with status 400 (invalid), 404 (unknown id) or 500.
 //! * Prometheus' query API (`query.rs`): `/api/v1/query`, `query_range`, `series`, `labels`,
 //!   `label/{name}/values` over the service's source with the rule outputs over it.
+//! * `GET /api/v1/notifications`: the notification history (`history.rs`): what each alert's
+//!   receivers were sent, and why not.
 //! * `GET /metrics`: Prometheus text format: evaluation durations and missed iterations, source
 //!   errors, notifications sent and failed, outbox depth.
 //! * `GET /-/healthy`, `GET /-/ready`, `POST /-/reload` (applied only when the new
@@ -41,6 +43,7 @@ use crate::labels::Labels;
 use crate::run::scheduler::{ms_to_time, NotifierAlert, Service};
 
 mod deadline;
+mod history;
 mod listen;
 mod page;
 mod query;
@@ -102,6 +105,7 @@ pub fn router(state: AppState) -> Router {
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
         .route("/-/reload", post(reload))
         .with_state(state.clone())
+        .merge(history::router(state.clone()))
         .merge(page::router(state, api.clone()))
         .merge(query::router(api))
 }

@@ -114,7 +114,18 @@ struct PageAlert {
     silenced_by: Vec<String>,
     /// The anchor of its rule's row.
     rule_anchor: Option<String>,
+    /// Received over the Alertmanager API (`POST /api/v2/alerts`), not from a rule.
+    via_api: bool,
+    /// Its latest notification-history events, newest first.
+    history: Vec<crate::state::HistoryRow>,
 }
+
+/// Events of the notification history shown beside each alert, and the most alerts the page
+/// looks the history up for (one indexed query each).
+const HISTORY_SHOWN: usize = 8;
+const HISTORY_ALERTS: usize = 200;
+/// Events in the page's "Recent notifications".
+const RECENT_SHOWN: usize = 40;
 
 const STATES: [(&str, &str); 3] = [("firing", "Firing"), ("pending", "Pending"), ("silenced", "Silenced")];
 
@@ -196,6 +207,8 @@ fn render(svc: &Service, req: &PageRequest) -> String {
                     state,
                     silenced_by: Vec::new(),
                     rule_anchor: Some(rule_anchor(gi, ri)),
+                    via_api: false,
+                    history: Vec::new(),
                 });
             }
         }
@@ -210,10 +223,41 @@ fn render(svc: &Service, req: &PageRequest) -> String {
             state: "firing",
             silenced_by: Vec::new(),
             rule_anchor: None,
+            via_api: false,
+            history: Vec::new(),
+        });
+    }
+    // Alerts that arrived over the Alertmanager API, as an Alertmanager's UI lists them: those
+    // the notifier holds, firing, that no rule or built-in raised.
+    let known: std::collections::HashSet<u64> = alerts.iter().map(|a| crate::alert::fingerprint(&a.labels).0).collect();
+    let at_time = super::ms_to_time(now);
+    for n in svc.notifier_alerts() {
+        if n.alert.resolved_at(at_time) || known.contains(&n.alert.fingerprint().0) {
+            continue;
+        }
+        alerts.push(PageAlert {
+            labels: n.alert.labels.clone(),
+            annotations: n.alert.annotations.clone(),
+            since: n.alert.starts_at.timestamp_millis(),
+            value: None,
+            expr: None,
+            state: "firing",
+            silenced_by: Vec::new(),
+            rule_anchor: None,
+            via_api: true,
+            history: Vec::new(),
         });
     }
     for a in &mut alerts {
         a.silenced_by = silences.mutes(&a.labels, at);
+    }
+    for a in alerts.iter_mut().take(HISTORY_ALERTS) {
+        let f = crate::state::HistoryFilter {
+            alert: Some(crate::alert::fingerprint(&a.labels).to_string()),
+            limit: HISTORY_SHOWN,
+            ..Default::default()
+        };
+        a.history = svc.notification_history(&f).unwrap_or_default();
     }
     let state_of = |a: &PageAlert| {
         if a.silenced_by.is_empty() {
@@ -239,7 +283,7 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     let mut s = String::with_capacity(16 * 1024);
     s.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>watchfire</title><style>");
     s.push_str(CSS);
-    s.push_str("</style></head><body><a class=\"skip\" href=\"#main\">Skip to content</a><header><h1>watchfire</h1><nav aria-label=\"Sections\"><ul><li><a href=\"#alerts\">Alerts</a></li><li><a href=\"#rules\">Rules</a></li><li><a href=\"#sources\">Sources</a></li><li><a href=\"#silences\">Silences</a></li></ul></nav>");
+    s.push_str("</style></head><body><a class=\"skip\" href=\"#main\">Skip to content</a><header><h1>watchfire</h1><nav aria-label=\"Sections\"><ul><li><a href=\"#alerts\">Alerts</a></li><li><a href=\"#notifications\">Notifications</a></li><li><a href=\"#rules\">Rules</a></li><li><a href=\"#sources\">Sources</a></li><li><a href=\"#silences\">Silences</a></li></ul></nav>");
     // The overview: a badge per count, coloured only when the count is not zero.
     s.push_str("<ul class=\"overview\" aria-label=\"Overview\">");
     let mut overview = |class: &str, n: usize, one: &str, many: &str| {
@@ -316,6 +360,7 @@ fn render(svc: &Service, req: &PageRequest) -> String {
     }
     s.push_str("</section>");
 
+    recent_notifications(&mut s, svc);
     rules_section(&mut s, &snaps);
     sources_section(&mut s, &sources);
     silences_section(&mut s, &silences, at, req.prefill.as_deref());
@@ -398,6 +443,9 @@ fn alert_card(
     if let Some(sev) = a.labels.get("severity") {
         let _ = write!(s, " <span class=\"badge severity\">severity {}</span>", esc(sev));
     }
+    if a.via_api {
+        s.push_str(" <span class=\"badge via-api\">received over the API</span>");
+    }
     if !a.silenced_by.is_empty() {
         let _ = write!(
             s,
@@ -474,6 +522,7 @@ fn alert_card(
         let _ = write!(s, "<li><a href=\"#{anchor}\">rule and recent values</a></li>");
     }
     s.push_str("</ul>");
+    history_list(s, &a.history);
     if a.silenced_by.is_empty() {
         let _ = write!(
             s,
@@ -483,6 +532,64 @@ fn alert_card(
         );
     }
     s.push_str("</li>");
+}
+
+/// An alert's latest notification-history events: when, receiver and integration, what
+/// happened and why.
+fn history_list(s: &mut String, rows: &[crate::state::HistoryRow]) {
+    s.push_str("<div class=\"history\"><h6>Notifications</h6>");
+    if rows.is_empty() {
+        s.push_str("<p class=\"muted\">None recorded yet.</p></div>");
+        return;
+    }
+    s.push_str("<ol class=\"history-events\" aria-label=\"Notification history, newest first\">");
+    for r in rows {
+        let target = if r.integration.is_empty() {
+            r.receiver.clone()
+        } else {
+            format!("{} {}", r.receiver, r.integration)
+        };
+        let _ = write!(
+            s,
+            "<li class=\"event\" data-outcome=\"{o}\"><time datetime=\"{t}\">{t}</time> <span class=\"badge outcome outcome-{o}\">{o}</span> <span class=\"status\">{st}</span> → <code>{}</code> <span class=\"detail\">{}</span></li>",
+            esc(&target),
+            esc(&r.detail),
+            o = esc(&r.outcome),
+            st = esc(&r.status),
+            t = go_time(Some(r.at)),
+        );
+    }
+    s.push_str("</ol></div>");
+}
+
+/// The latest events of the notification history across alerts, resolved ones included.
+fn recent_notifications(s: &mut String, svc: &Service) {
+    let rows = svc
+        .notification_history(&crate::state::HistoryFilter {
+            limit: RECENT_SHOWN,
+            ..Default::default()
+        })
+        .unwrap_or_default();
+    s.push_str("<section id=\"notifications\" aria-labelledby=\"notifications-h\"><h2 id=\"notifications-h\">Recent notifications</h2>");
+    if rows.is_empty() {
+        s.push_str("<p>Nothing recorded yet.</p></section>");
+        return;
+    }
+    s.push_str("<table class=\"responsive history-table\"><thead><tr><th scope=\"col\">When</th><th scope=\"col\">Alert</th><th scope=\"col\">Status</th><th scope=\"col\">Outcome</th><th scope=\"col\">Receiver</th><th scope=\"col\">Why</th></tr></thead><tbody>");
+    for r in &rows {
+        let _ = write!(
+            s,
+            "<tr class=\"event\" data-alert=\"{a}\" data-outcome=\"{o}\"><td data-label=\"When\"><time datetime=\"{t}\">{t}</time></td><th scope=\"row\" data-label=\"Alert\">{a} <code class=\"muted\">{}</code></th><td data-label=\"Status\">{}</td><td data-label=\"Outcome\"><span class=\"badge outcome outcome-{o}\">{o}</span></td><td data-label=\"Receiver\"><code>{}</code></td><td data-label=\"Why\">{}</td></tr>",
+            esc(&r.fingerprint),
+            esc(&r.status),
+            esc(&format!("{} {}", r.receiver, r.integration).trim().to_string()),
+            esc(&r.detail),
+            a = esc(&r.alertname),
+            o = esc(&r.outcome),
+            t = go_time(Some(r.at)),
+        );
+    }
+    s.push_str("</tbody></table></section>");
 }
 
 /// The rules, a table per group.
@@ -622,6 +729,13 @@ fn silences_section(
 /// values wrap, tables become stacked cards below 760 px). Badge colours carry the state, the
 /// words and symbols inside them carry it too.
 const CSS: &str = r#"*{box-sizing:border-box}
+.history h6{margin:.5rem 0 .25rem;font-size:.85rem}
+.history-events{margin:0;padding-left:1.1rem;font-size:.8rem}
+.history-events .detail{color:#57606a}
+.badge.outcome-sent,.badge.outcome-queued{background:#cdf5d6;color:#116329}
+.badge.outcome-silenced,.badge.outcome-inhibited,.badge.outcome-muted,.badge.outcome-deduplicated,.badge.outcome-grouped,.badge.outcome-not-sent-resolved{background:#e4e1f5;color:#3b2e7e}
+.badge.outcome-failed,.badge.outcome-dead-lettered{background:#ffd8d3;color:#a40e26}
+.badge.via-api{background:#ddf4ff;color:#0550ae}
 body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;background:#f6f8fa}
 .skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:1rem;background:#fff;padding:.5rem;z-index:1}
 header{background:#24292f;color:#fff;padding:.75rem 1rem}

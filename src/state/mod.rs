@@ -142,6 +142,21 @@ CREATE TABLE IF NOT EXISTS output_blocks (
     samples BLOB NOT NULL,
     PRIMARY KEY (series, kind, start)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS notification_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    alertname TEXT NOT NULL,
+    status TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    receiver TEXT NOT NULL,
+    integration TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notification_history_at ON notification_history (at);
+CREATE INDEX IF NOT EXISTS notification_history_alert ON notification_history (alertname, at);
+CREATE INDEX IF NOT EXISTS notification_history_fp ON notification_history (fingerprint, at);
 ";
 
 /// A block of samples of one rule output series kept across restarts (see
@@ -166,6 +181,40 @@ pub struct NflogRow {
     pub resolved: std::collections::BTreeSet<u64>,
     pub at: DateTime<Utc>,
 }
+
+/// One event of the notification history, as stored.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HistoryRow {
+    pub id: i64,
+    /// When (ms).
+    pub at: i64,
+    pub fingerprint: String,
+    pub alertname: String,
+    pub status: String,
+    pub group_key: String,
+    pub receiver: String,
+    pub integration: String,
+    pub outcome: String,
+    pub detail: String,
+}
+
+/// Which history events to list: all given conditions hold.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HistoryFilter {
+    /// An alert's name or fingerprint (16 hex digits).
+    pub alert: Option<String>,
+    pub receiver: Option<String>,
+    /// From, until (ms, inclusive).
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// The notification history is kept this long ...
+pub const HISTORY_RETENTION_MS: i64 = 7 * 24 * 3_600_000;
+/// ... and to at most this many events (the oldest go first).
+pub const HISTORY_MAX_ROWS: i64 = 200_000;
 
 /// Pages written to the WAL before SQLite copies them into the database (its default: 1,000).
 const WAL_CHECKPOINT_PAGES: u32 = 256;
@@ -607,6 +656,104 @@ impl StateStore {
                 time_ms(n.at),
             ])?;
         Ok(())
+    }
+
+    /// Records a notification-log entry as the notifier holds it (what the integration was told
+    /// fires, and resolved).
+    pub fn nflog_put_entry(
+        &mut self,
+        group_key: &str,
+        key: &ReceiverKey,
+        firing: &std::collections::BTreeSet<u64>,
+        resolved: &std::collections::BTreeSet<u64>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StateError> {
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO nflog (group_key, receiver, integration, idx, firing, resolved, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                group_key,
+                key.group_name,
+                key.integration,
+                key.idx as i64,
+                json!(firing.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
+                json!(resolved.iter().map(|f| f.to_string()).collect::<Vec<_>>()).to_string(),
+                time_ms(at),
+            ])?;
+        Ok(())
+    }
+
+    /// Appends events to the notification history.
+    pub fn history_put(&mut self, events: &[crate::notify::HistoryEvent]) -> Result<(), StateError> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO notification_history (at, fingerprint, alertname, status, group_key, receiver, integration, outcome, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for e in events {
+            stmt.execute(params![
+                time_ms(e.at),
+                e.fingerprint.to_string(),
+                e.alertname,
+                e.status,
+                e.group_key,
+                e.receiver,
+                e.integration,
+                e.outcome.as_str(),
+                e.detail,
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// The history events `f` selects, newest first.
+    pub fn history(&self, f: &HistoryFilter) -> Result<Vec<HistoryRow>, StateError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, at, fingerprint, alertname, status, group_key, receiver, integration, outcome, detail
+             FROM notification_history
+             WHERE (?1 IS NULL OR alertname = ?1 OR fingerprint = ?1)
+               AND (?2 IS NULL OR receiver = ?2)
+               AND (?3 IS NULL OR at >= ?3)
+               AND (?4 IS NULL OR at <= ?4)
+             ORDER BY at DESC, id DESC LIMIT ?5",
+        )?;
+        let rows = stmt.query_map(
+            params![
+                f.alert,
+                f.receiver,
+                f.since,
+                f.until,
+                f.limit.min(i64::MAX as usize) as i64
+            ],
+            |r| {
+                Ok(HistoryRow {
+                    id: r.get(0)?,
+                    at: r.get(1)?,
+                    fingerprint: r.get(2)?,
+                    alertname: r.get(3)?,
+                    status: r.get(4)?,
+                    group_key: r.get(5)?,
+                    receiver: r.get(6)?,
+                    integration: r.get(7)?,
+                    outcome: r.get(8)?,
+                    detail: r.get(9)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Drops history events older than `before_ms`, and the oldest past `max_rows`.
+    pub fn history_prune(&mut self, before_ms: i64, max_rows: i64) -> Result<usize, StateError> {
+        let old = self
+            .conn
+            .execute("DELETE FROM notification_history WHERE at < ?1", params![before_ms])?;
+        let over = self.conn.execute(
+            "DELETE FROM notification_history WHERE id <= (SELECT id FROM notification_history ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+            params![max_rows],
+        )?;
+        Ok(old + over)
     }
 
     /// Every saved notification-log entry newer than `since_ms`.

@@ -9,12 +9,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::notify::history::without_urls;
+use crate::notify::nflog::{Entry as NflogEntry, ReceiverKey};
 use crate::notify::owners::Owners;
 use crate::notify::receivers::{Deliverer, DeliveryContext, DeliveryError, RetryPolicy};
 use crate::notify::silence::Silences;
 use crate::notify::{Config as NotifyConfig, Notifier};
+use crate::notify::{HistoryEvent, Outcome};
 use crate::state::{
-    outbox_backoff_ms, OutboxEntry, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
+    outbox_backoff_ms, OutboxEntry, StateStore, DEAD_LETTER_ALERT_MS, DEAD_LETTER_RETENTION_MS, HISTORY_MAX_ROWS,
+    HISTORY_RETENTION_MS, OUTBOX_MAX_ATTEMPTS,
 };
 
 use super::clock::{ms_to_time, Clock};
@@ -35,7 +39,12 @@ pub(super) struct Delivery {
     deliverer: Deliverer,
     /// What the state database could not take (disk full, read-only): see [`Unstored`].
     unstored: Mutex<Unstored>,
+    /// When the notification history was last cut to its retention (ms).
+    history_pruned_ms: AtomicI64,
 }
+
+/// How often the notification history is cut to its retention and size.
+const HISTORY_PRUNE_EVERY_MS: i64 = 10 * 60_000;
 
 /// The outbox's memory for when the state database refuses writes. Paging matters more than
 /// durability: a notification that cannot be stored is delivered from memory (lost only if
@@ -68,7 +77,10 @@ fn resolve_timeout_ms(n: Option<&Notifier>) -> i64 {
 }
 
 impl Delivery {
-    pub(super) fn new(notifier: Option<Notifier>) -> Self {
+    pub(super) fn new(mut notifier: Option<Notifier>) -> Self {
+        if let Some(n) = notifier.as_mut() {
+            n.record_history();
+        }
         Delivery {
             resolve_timeout_ms: AtomicI64::new(resolve_timeout_ms(notifier.as_ref())),
             notifier: Mutex::new(notifier),
@@ -83,6 +95,7 @@ impl Delivery {
                 ..DeliveryContext::default()
             }),
             unstored: Mutex::new(Unstored::default()),
+            history_pruned_ms: AtomicI64::new(i64::MIN),
         }
     }
 
@@ -133,8 +146,10 @@ impl Delivery {
     ) {
         let new = notify.map(|c| {
             let mut n = Notifier::new(c, ms_to_time(now));
-            if let Some(o) = hub.as_ref() {
+            n.record_history();
+            if let Some(o) = hub.as_mut() {
                 n.nflog = o.nflog.clone();
+                n.history = o.history.take();
                 // As Alertmanager keeps its alert store over a reload and routes every alert
                 // again: alerts received over the API (node-probe events, other senders)
                 // are not lost until re-sent. The carried notification log keeps the
@@ -196,6 +211,13 @@ impl Delivery {
         let mut due = match state.lock() {
             Ok(mut st) => {
                 self.retry_deletions(&mut st, metrics, now);
+                let last = self.history_pruned_ms.load(Ordering::SeqCst);
+                if last.saturating_add(HISTORY_PRUNE_EVERY_MS) <= now {
+                    self.history_pruned_ms.store(now, Ordering::SeqCst);
+                    if let Err(e) = st.history_prune(now - HISTORY_RETENTION_MS, HISTORY_MAX_ROWS) {
+                        tracing::error!("notification history: {e}");
+                    }
+                }
                 st.outbox_due(i64::MAX, 512).unwrap_or_else(|e| {
                     tracing::error!("outbox: {e}");
                     Vec::new()
@@ -254,6 +276,7 @@ impl Delivery {
         let (results, in_memory): (Vec<_>, Vec<_>) = results.into_iter().flatten().partition(|(e, _)| e.id >= 0);
         let Ok(mut st) = state.lock() else { return (0, 0) };
         let mut state_errors: Vec<String> = Vec::new();
+        let mut history = Vec::new();
         for (e, res) in in_memory {
             let Ok(mut u) = self.unstored.lock() else { break };
             let Some(i) = u.pending.iter().position(|p| p.id == e.id) else {
@@ -264,6 +287,7 @@ impl Delivery {
                     ok += 1;
                     latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
                     log_delivered(&e, clock.now_ms());
+                    history.extend(outcome_events(&e, clock.now_ms(), Outcome::Sent, String::new()));
                     u.pending.remove(i);
                 }
                 Err(err) => {
@@ -277,6 +301,7 @@ impl Delivery {
                             "delivery failed, notification dead-lettered: {err}"
                         );
                         dead += 1;
+                        history.extend(outcome_events(&e, now, Outcome::DeadLettered, err.to_string()));
                         let p = u.pending.remove(i);
                         // Kept as a dead letter where the database takes it again.
                         if let Err(e2) = st
@@ -288,6 +313,7 @@ impl Delivery {
                         continue;
                     }
                     tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
+                    history.extend(outcome_events(&e, now, Outcome::Failed, err.to_string()));
                     let p = &mut u.pending[i];
                     p.attempts += 1;
                     p.next_attempt_at = now + outbox_backoff_ms(e.attempts);
@@ -305,6 +331,7 @@ impl Delivery {
                     ok += 1;
                     latencies.push((clock.now_ms() - e.created_at).max(0) as f64 / 1000.0);
                     log_delivered(&e, clock.now_ms());
+                    history.extend(outcome_events(&e, clock.now_ms(), Outcome::Sent, String::new()));
                     delivered_ids.push(e.id);
                     if let Err(err) = st.outbox_done(e.id) {
                         tracing::error!("outbox: {err}");
@@ -324,6 +351,7 @@ impl Delivery {
                             attempts = e.attempts + 1,
                             "delivery failed, notification dead-lettered: {err}"
                         );
+                        history.extend(outcome_events(&e, now, Outcome::DeadLettered, err.to_string()));
                         match st.outbox_dead_letter(e.id, now, &err.to_string()) {
                             Ok(_) => dead += 1,
                             Err(err2) => {
@@ -335,12 +363,21 @@ impl Delivery {
                     }
                     tracing::warn!("delivery to {} failed: {err}", e.notification.receiver);
                     let next = now + outbox_backoff_ms(e.attempts);
+                    history.extend(outcome_events(
+                        &e,
+                        now,
+                        Outcome::Failed,
+                        format!("{err}; retried at {}", ms_to_time(next).to_rfc3339()),
+                    ));
                     if let Err(err2) = st.outbox_retry(e.id, next, &err.to_string()) {
                         tracing::error!("outbox: {err2}");
                         state_errors.push(format!("scheduling a retry: {err2}"));
                     }
                 }
             }
+        }
+        if let Err(e) = st.history_put(&history) {
+            tracing::error!("notification history: {e}");
         }
         let mut unremoved = if state_errors.is_empty() {
             Vec::new()
@@ -461,12 +498,7 @@ fn advance_notifier(
     let mut store = |st: &mut StateStore, note: &crate::notify::Notification| -> bool {
         let sent = owners.map(|o| o.outgoing(note)).unwrap_or_else(|| note.clone());
         match st.outbox_push(&sent, now) {
-            Ok(_) => {
-                if let Err(e) = st.nflog_put(note) {
-                    tracing::error!("notification log: {e}");
-                    unstored(None, format!("notification log: {e}"));
-                }
-            }
+            Ok(_) => {}
             Err(e) => {
                 tracing::error!("outbox: {e}; the notification waits in memory");
                 unstored(Some(sent), e.to_string());
@@ -475,6 +507,11 @@ fn advance_notifier(
         true
     };
     let notes = n.advance(ms_to_time(now), &mut |note| store(&mut st, note));
+    // What the notification log now says each integration was told, refreshes without a send
+    // included (an alert muted while it fires stays owed its resolve across a restart).
+    let log_entries = n.nflog.take_changed();
+    let history = n.take_history();
+    let mut log_error = keep_log(&mut st, &log_entries, &history);
     if batched {
         if let Err(e) = st.commit() {
             // Rolled back: none is stored yet, while the notifier counts them as handed
@@ -486,8 +523,31 @@ fn advance_notifier(
             for note in &notes {
                 store(&mut st, note);
             }
+            log_error = keep_log(&mut st, &log_entries, &history);
         }
     }
+    if let Some(e) = log_error {
+        unstored(None, e);
+    }
+}
+
+/// Writes the notification log's changed entries and the history's new events; returns the
+/// log's error (the history is best effort: it explains, it decides nothing).
+fn keep_log(
+    st: &mut StateStore,
+    entries: &[(String, ReceiverKey, NflogEntry)],
+    history: &[crate::notify::HistoryEvent],
+) -> Option<String> {
+    if let Err(e) = st.history_put(history) {
+        tracing::error!("notification history: {e}");
+    }
+    for (g, k, e) in entries {
+        if let Err(err) = st.nflog_put_entry(g, k, &e.firing, &e.resolved, e.timestamp) {
+            tracing::error!("notification log: {err}");
+            return Some(format!("notification log: {err}"));
+        }
+    }
+    None
 }
 
 /// The annotations of `WatchfireNotificationsDeadLettered` while dead letters newer than
@@ -543,6 +603,32 @@ fn log_delivered(e: &OutboxEntry, now: i64) {
         waited_ms = (now - e.created_at).max(0),
         "notification delivered"
     );
+}
+
+/// The history's events for one attempt at an outbox entry: one per alert it carries.
+fn outcome_events(e: &OutboxEntry, now: i64, outcome: Outcome, detail: String) -> Vec<HistoryEvent> {
+    let n = &e.notification;
+    let detail = match outcome {
+        Outcome::Sent => format!("attempt {}", e.attempts + 1),
+        _ => format!("attempt {}: {}", e.attempts + 1, without_urls(&detail)),
+    };
+    let integration = format!("{}[{}]", n.target.key.integration, n.target.key.idx);
+    n.alerts
+        .iter()
+        .map(|a| {
+            let mut ev = HistoryEvent::of(
+                a,
+                n.at,
+                &n.group_key,
+                &n.receiver,
+                integration.clone(),
+                outcome,
+                detail.clone(),
+            );
+            ev.at = ms_to_time(now);
+            ev
+        })
+        .collect()
 }
 
 fn is_final(e: &DeliveryError) -> bool {

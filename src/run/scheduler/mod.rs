@@ -523,6 +523,16 @@ impl Service {
         self.silence_book.change(now, &self.state, self.delivery.notifier(), f)
     }
 
+    /// The notification history's events `f` selects, newest first (`GET /api/v1/notifications`,
+    /// the status page). The events of the last delivery round are in it once that round ran.
+    pub fn notification_history(
+        &self,
+        f: &crate::state::HistoryFilter,
+    ) -> Result<Vec<crate::state::HistoryRow>, String> {
+        let st = self.state.lock().map_err(|_| "state lock poisoned".to_string())?;
+        st.history(f).map_err(|e| e.to_string())
+    }
+
     /// The alerts the notification pipeline holds, with the silences and inhibitions muting
     /// each and the receivers its routes pick (`GET /api/v2/alerts`).
     pub fn notifier_alerts(&self) -> Vec<NotifierAlert> {

@@ -282,6 +282,31 @@ fn metric_catalogue_names_and_labels() {
     assert!(d.iter().any(|d| d.code == "catalogue/label"), "{d:?}");
 }
 
+/// The `catalogue/label` caret sits on the matcher of the selector that carries the label, not
+/// on the first place the label's name appears in the expression (a `by (...)` lines above,
+/// another metric's selector that has the label).
+#[test]
+fn catalogue_label_caret_on_the_selector() {
+    let src = rules(concat!(
+        "  - alert: A\n",                                                  // line 4
+        "    expr: |\n",                                                   // 5
+        "      count by (phase) (\n",                                      // 6
+        "        kube_pod_status_phase{phase=\"Pending\"}\n",            // 7
+        "      ) > 0\n",                                                   // 8
+        "      and on ()\n",                                               // 9
+        "      count(\n",                                                  // 10
+        "        kube_pod_info{namespace=\"ml\",\n",                     // 11
+        "                      phase=\"Pending\"}\n",                    // 12
+        "      ) > 0\n",                                                   // 13
+        "    labels: {severity: notify, layer: worker}\n",
+        "    annotations: {summary: s, description: d, runbook_url: r}\n",
+    ));
+    let d = diags(&src);
+    let found: Vec<_> = d.iter().filter(|d| d.code == "catalogue/label").collect();
+    assert_eq!(found.len(), 1, "{d:?}");
+    assert_eq!((found[0].line, found[0].col), (12, 23), "{:?}", found[0]);
+}
+
 #[test]
 fn short_ranges() {
     assert!(has(&rules(&alert("A", "rate(x_total[30s]) > 1", "")), "promql/range"));

@@ -38,6 +38,56 @@ impl<'a> Locator<'a> {
         }
         None
     }
+
+    /// The matcher on `label` inside a selector of `metric` (`metric{..., label="x"}`) on lines
+    /// `from..=to`, as (line, col) of the label's name: the selector that carries the label,
+    /// where the text names the label elsewhere too (`by (label)`, another selector).
+    fn find_matcher(&self, metric: &str, label: &str, from: usize, to: usize) -> Option<(usize, usize)> {
+        if metric.is_empty() || label.is_empty() {
+            return None;
+        }
+        let to = to.min(self.lines.len());
+        if from.max(1) > to {
+            return None;
+        }
+        // The lines as one text (a selector's braces may span lines), with each line's offset.
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        for ln in from.max(1)..=to {
+            starts.push(text.len());
+            text.push_str(self.lines[ln - 1]);
+            text.push('\n');
+        }
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+        let mut at = 0;
+        while let Some(i) = text[at..].find(metric).map(|i| i + at) {
+            at = i + metric.len();
+            let before_ok = !text[..i].chars().next_back().is_some_and(word);
+            let rest = &text[at..];
+            let open = rest.len() - rest.trim_start().len();
+            if !before_ok || !rest[open..].starts_with('{') {
+                continue;
+            }
+            let body_start = at + open + 1;
+            let Some(close) = text[body_start..].find('}').map(|c| c + body_start) else {
+                continue;
+            };
+            let body = &text[body_start..close];
+            let mut k = 0;
+            while let Some(j) = body[k..].find(label).map(|j| j + k) {
+                k = j + label.len();
+                let prev_ok = !body[..j].chars().next_back().is_some_and(|c| word(c) || c == '"');
+                let after = body[k..].trim_start();
+                let op_ok = after.starts_with('=') || after.starts_with("!=") || after.starts_with("!~");
+                if prev_ok && op_ok {
+                    let off = body_start + j;
+                    let li = starts.partition_point(|&s| s <= off) - 1;
+                    return Some((from.max(1) + li, text[starts[li]..off].chars().count() + 1));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// A rule with where it is.
@@ -55,6 +105,22 @@ impl Ctx<'_> {
             .and_then(|n| loc.find(n, self.rule.expr.pos.line, self.span.1))
             .unwrap_or((self.rule.expr.pos.line, self.rule.expr.pos.col));
         Diagnostic::new(&self.file, line, col, sev, code, msg).with_span(self.span)
+    }
+
+    /// [`Self::diag`] at `found` when it is known.
+    fn diag_at(
+        &self,
+        loc: &Locator,
+        found: Option<(usize, usize)>,
+        needle: Option<&str>,
+        sev: Severity,
+        code: &str,
+        msg: String,
+    ) -> Diagnostic {
+        match found {
+            Some((line, col)) => Diagnostic::new(&self.file, line, col, sev, code, msg).with_span(self.span),
+            None => self.diag(loc, needle, sev, code, msg),
+        }
     }
 
     fn at(&self, pos: crate::yaml::strict::Pos, sev: Severity, code: &str, msg: String) -> Diagnostic {
@@ -919,9 +985,13 @@ fn catalogue_checks(
             continue;
         }
         let known = found.metric.labels.as_ref().map(|ls| ls.join(", ")).unwrap_or_default();
+        // The caret on the matcher in the selector that carries it, not on the first mention of
+        // the label's name (a `by (label)` or another metric's selector before it).
+        let at = loc.find_matcher(&name, &m.name, ctx.rule.expr.pos.line, ctx.span.1);
         out.push(
-            ctx.diag(
+            ctx.diag_at(
                 loc,
+                at,
                 Some(&m.name),
                 Severity::Warning,
                 "catalogue/label",

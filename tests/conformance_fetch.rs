@@ -33,11 +33,18 @@ fn fetch(manifest: &Path, dest: &Path, cache: &Path, mirror: &Path) -> (i32, Str
         .env("WATCHFIRE_CONFORMANCE_MIRROR", mirror)
         .output()
         .expect("run scripts/fetch-conformance");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn rev_parse(dir: &Path) -> String {
-    let out = Command::new("git").current_dir(dir).args(["rev-parse", "HEAD"]).output().unwrap();
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -65,7 +72,10 @@ fn corpora_are_fetched_at_the_pinned_commit_and_verified() {
     let url = "https://github.com/example/corpus";
     let manifest = t.join("manifest.tsv");
     let rows = [
-        format!("{url}\t{pinned}\ttestdata/a.test\tpromqltest/a.test\t{}", sha256(a_pinned)),
+        format!(
+            "{url}\t{pinned}\ttestdata/a.test\tpromqltest/a.test\t{}",
+            sha256(a_pinned)
+        ),
         format!(
             "{url}\t{pinned}\ttestdata/b.yml\talertmanager/b.yml\t{}",
             sha256(b"route: {receiver: r}\n")
@@ -77,7 +87,11 @@ fn corpora_are_fetched_at_the_pinned_commit_and_verified() {
     let (dest, cache, mirror) = (t.join("corpora"), t.join("cache"), t.join("mirror"));
     let (code, err) = fetch(&manifest, &dest, &cache, &mirror);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(std::fs::read(dest.join("promqltest/a.test")).unwrap(), a_pinned, "the pinned commit's file");
+    assert_eq!(
+        std::fs::read(dest.join("promqltest/a.test")).unwrap(),
+        a_pinned,
+        "the pinned commit's file"
+    );
     assert_eq!(
         std::fs::read(dest.join("alertmanager/b.yml")).unwrap(),
         b"route: {receiver: r}\n"
@@ -135,7 +149,11 @@ fn the_manifest_describes_the_corpora() {
             let bytes = std::fs::read(repo_root().join(f[2])).unwrap_or_else(|e| panic!("{}: {e}", f[2]));
             assert_eq!(sha256(&bytes), f[4], "{}", f[2]);
         }
-        assert!(rows.insert(f[3].to_string(), f[4].to_string()).is_none(), "{} twice", f[3]);
+        assert!(
+            rows.insert(f[3].to_string(), f[4].to_string()).is_none(),
+            "{} twice",
+            f[3]
+        );
     }
     assert!(rows.len() > 700, "{}", rows.len());
     let shared = repo_root().join("../shared/conformance");

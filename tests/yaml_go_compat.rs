@@ -78,7 +78,13 @@ instance=\\\"c\\\"}\"
 fn cases() -> Vec<(&'static str, String, String, bool, bool)> {
     let ok_tests = TESTS.to_string();
     vec![
-        ("continuations left of the key and at the mapping's indentation", RULES.into(), ok_tests.clone(), true, true),
+        (
+            "continuations left of the key and at the mapping's indentation",
+            RULES.into(),
+            ok_tests.clone(),
+            true,
+            true,
+        ),
         (
             "a document marker at column 0 inside a quoted expression",
             RULES.replacen("\nup)'", "\n--- up)'", 1),
@@ -127,7 +133,11 @@ fn quoted_scalar_indentation_as_go_yaml_reads_it() {
         let (rules_path, _) = write_case(dir.path(), &rules, &tests);
 
         // Rule files: `promtool check rules` against rulecheck (promtool's checks, and the defaults).
-        let (pt_check, pt_text) = exit_code(Command::new(&promtool).args(["check", "rules", "rules.yaml"]).current_dir(dir.path()));
+        let (pt_check, pt_text) = exit_code(
+            Command::new(&promtool)
+                .args(["check", "rules", "rules.yaml"])
+                .current_dir(dir.path()),
+        );
         let accepted = |cfg: Config| {
             let r = check(
                 &Targets {
@@ -151,7 +161,11 @@ fn quoted_scalar_indentation_as_go_yaml_reads_it() {
         }
 
         // Test files: `promtool test rules` against `watchfire test --promql-compat 2`.
-        let (pt_test, pt_text) = exit_code(Command::new(&promtool).args(["test", "rules", "tests.yaml"]).current_dir(dir.path()));
+        let (pt_test, pt_text) = exit_code(
+            Command::new(&promtool)
+                .args(["test", "rules", "tests.yaml"])
+                .current_dir(dir.path()),
+        );
         assert_eq!(pt_test == 0, go_reads, "{what}: promtool test rules: {pt_text}");
         let (wf_test, wf_text) = exit_code(
             Command::new(env!("CARGO_BIN_EXE_watchfire"))
@@ -171,5 +185,9 @@ fn quoted_scalar_indentation_as_go_yaml_reads_it() {
             );
         }
     }
-    assert!(differ.is_empty(), "verdicts differ from promtool 2.42:\n{}", differ.join("\n"));
+    assert!(
+        differ.is_empty(),
+        "verdicts differ from promtool 2.42:\n{}",
+        differ.join("\n")
+    );
 }

@@ -340,7 +340,20 @@ type RecordKey = (String, String, Vec<(String, String)>);
 struct Recorded {
     file: String,
     line: usize,
+    /// Where the rule's name is written: rules given one name through a YAML merge key
+    /// (`- <<: *base`) share it.
+    name_at: crate::yaml::strict::Pos,
     constraints: Constraints,
+}
+
+/// Where a finding about `r` as a whole goes: its name, or the rule itself where the name comes
+/// through a merge key from an anchored rule above it (`- <<: *base`), not the anchor's line.
+fn rule_pos(r: &Rule) -> crate::yaml::strict::Pos {
+    if r.name.pos < r.pos {
+        r.pos
+    } else {
+        r.name.pos
+    }
 }
 
 /// Runs the rule lints over every loaded file.
@@ -377,16 +390,18 @@ pub(crate) fn run(
             for ((g1, r1), (g2, r2)) in duplicate_rules(file) {
                 let first = &file.groups[g1].rules[r1];
                 let dup = &file.groups[g2].rules[r2];
+                let at = rule_pos(dup);
                 out.push(
                     Diagnostic::new(
                         &name,
-                        dup.name.pos.line,
-                        dup.name.pos.col,
+                        at.line,
+                        at.col,
                         Severity::Warning,
                         "rules/duplicate",
                         format!(
                             "rule {:?} duplicates the rule at line {} (same name and labels)",
-                            dup.name.value, first.name.pos.line
+                            dup.name.value,
+                            rule_pos(first).line
                         ),
                     )
                     .with_suggestion("remove one of them, or give them different labels")
@@ -431,8 +446,16 @@ pub(crate) fn run(
                 let key = (scope, r.name.value.clone(), labels);
                 let earlier = records.entry(key).or_default();
                 // Two rules of one name and labels write the same series unless their outputs
-                // are told apart by a label they both constrain.
-                if let Some(first) = earlier.iter().find(|e| !disjoint(&e.constraints, &constraints)) {
+                // are told apart by a label they both constrain. Alerts that take their name and
+                // labels from one anchored rule through merge keys (`- <<: *base` with another
+                // threshold or `for`) are that alert's conditions, written so on purpose:
+                // Alertmanager is meant to see one alert. Recording rules so written still
+                // write one series twice.
+                let variant = |e: &Recorded| r.kind != RuleKind::Recording && e.file == name && e.name_at == r.name.pos;
+                if let Some(first) = earlier
+                    .iter()
+                    .find(|e| !variant(e) && !disjoint(&e.constraints, &constraints))
+                {
                     let (sev, what) = if r.kind == RuleKind::Recording {
                         (Severity::Error, "series")
                     } else {
@@ -445,7 +468,7 @@ pub(crate) fn run(
                     };
                     out.push(
                         ctx.at(
-                            r.name.pos,
+                            rule_pos(r),
                             sev,
                             "rules/duplicate",
                             format!(
@@ -460,7 +483,8 @@ pub(crate) fn run(
                 }
                 earlier.push(Recorded {
                     file: name.clone(),
-                    line: r.name.pos.line,
+                    line: rule_pos(r).line,
+                    name_at: r.name.pos,
                     constraints,
                 });
                 lint_rule(&ctx, &loc, cfg, &facts, &route_reqs, out);
@@ -484,7 +508,7 @@ fn lint_rule(
     if !alert && cfg.recording_rule_naming && !is_recording_name(&r.name.value) {
         out.push(
             ctx.at(
-                r.name.pos,
+                rule_pos(r),
                 Severity::Warning,
                 "naming/recording",
                 format!(
@@ -513,7 +537,7 @@ fn lint_rule(
                 let allowed = cfg.label_values.get(req).map(|v| v.join(", ")).unwrap_or_default();
                 out.push(
                     ctx.at(
-                        r.name.pos,
+                        rule_pos(r),
                         Severity::Error,
                         code,
                         format!("alert {:?} has no `{req}` label", r.name.value),
@@ -536,7 +560,7 @@ fn lint_rule(
                     };
                     out.push(
                         ctx.at(
-                            pos.unwrap_or(r.name.pos),
+                            pos.unwrap_or(rule_pos(r)),
                             Severity::Error,
                             code,
                             format!("`{label}: {v}` is not one of {}", allowed.join(", ")),
@@ -554,7 +578,7 @@ fn lint_rule(
             {
                 out.push(
                     ctx.at(
-                        r.name.pos,
+                        rule_pos(r),
                         Severity::Error,
                         "policy/annotation",
                         format!("alert {:?} has no `{req}` annotation", r.name.value),

@@ -188,7 +188,8 @@ impl Engine {
                         // label set twice, which Prometheus refuses at each step of a range
                         // query as it does in an instant query.
                         let dst = &mut out[i];
-                        if dst.samples.last().is_some_and(|x| x.0 == t) || dst.histograms.last().is_some_and(|x| x.0 == t)
+                        if dst.samples.last().is_some_and(|x| x.0 == t)
+                            || dst.histograms.last().is_some_and(|x| x.0 == t)
                         {
                             return Err(Error::Eval(DUPLICATE_LABELSET.into()));
                         }
@@ -622,7 +623,13 @@ mod tests {
         );
         // One series per label set is fine.
         assert!(e
-            .range_query(&store(), "label_replace(req_total, \"x\", \"1\", \"\", \"\")", 300_000, 600_000, 60_000)
+            .range_query(
+                &store(),
+                "label_replace(req_total, \"x\", \"1\", \"\", \"\")",
+                300_000,
+                600_000,
+                60_000
+            )
             .is_ok());
     }
 

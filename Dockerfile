@@ -29,7 +29,7 @@ FROM ${BINARY_STAGE} AS binary
 FROM ${RUNTIME_IMAGE} AS runtime
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* \
  && groupadd --system --gid 65532 watchfire \
  && useradd --system --uid 65532 --gid 65532 --home-dir /var/lib/watchfire --shell /usr/sbin/nologin watchfire \
  && install -d -o 65532 -g 65532 /var/lib/watchfire

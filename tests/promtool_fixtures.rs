@@ -113,3 +113,108 @@ fn latest_fixtures_get_promtools_verdicts() {
         );
     }
 }
+
+/// README's claim on `--promql-compat 2`: it gives promtool 2.x's closed windows, and the test
+/// format is read as the promtool of today, so a suite differs from promtool 2.42 in three
+/// documented ways (each a change after 2.42): the `start_timestamp` test-group field (2.42
+/// refuses it), a test group without `interval:` (2.42 spaces its series 0 apart; 2.48 made
+/// `evaluation_interval` the default, prometheus#13011), and `absent()` over a label with an
+/// equality and a negative matcher (2.42 keeps the label, later versions drop it).
+#[test]
+fn promql_compat_2_differs_from_promtool_2_42_only_where_documented() {
+    let Some(promtool) = common::require_tool("/usr/bin/promtool", "apt-get install prometheus") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("rules.yaml"),
+        "groups:
+  - name: g
+    rules:
+      - alert: Down
+        expr: up == 0
+        for: 2m
+      - alert: Missing
+        expr: absent(x{ns=\"a\", job=\"j\", job!~\".*_b\"})
+      - alert: Flat
+        expr: changes(v[5m]) == 0
+",
+    )
+    .unwrap();
+    let head = "rule_files: [rules.yaml]\nevaluation_interval: 1m\ntests:\n";
+    // (file, test group, promtool 2.42 exits, watchfire --promql-compat 2 exits)
+    let cases = [
+        (
+            "start_timestamp.yaml",
+            "  - interval: 1m
+    start_timestamp: 1700000000
+    input_series:
+      - series: 'up{job=\"a\"}'
+        values: '0x5'
+    alert_rule_test:
+      - {alertname: Down, eval_time: 4m, exp_alerts: [{exp_labels: {job: a}}]}
+",
+            1,
+            0,
+        ),
+        (
+            "no_interval.yaml",
+            "  - input_series:
+      - series: 'up{job=\"a\"}'
+        values: '1 1 1 1 0 0 0 0 0 0'
+    alert_rule_test:
+      - {alertname: Down, eval_time: 3m, exp_alerts: []}
+      - {alertname: Down, eval_time: 8m, exp_alerts: [{exp_labels: {job: a}}]}
+",
+            1,
+            0,
+        ),
+        (
+            "absent_negative.yaml",
+            "  - interval: 1m
+    input_series:
+      - series: 'y'
+        values: '1'
+    alert_rule_test:
+      - {alertname: Missing, eval_time: 1m, exp_alerts: [{exp_labels: {ns: a}}]}
+",
+            1,
+            0,
+        ),
+        // The windows --promql-compat 2 reproduces: two samples exactly 5m apart are both in
+        // 2.x's closed `[5m]` window (one change); 3.x's left-open window sees one (none).
+        (
+            "closed_window.yaml",
+            "  - interval: 5m
+    input_series:
+      - series: 'v'
+        values: '1 2'
+    alert_rule_test:
+      - {alertname: Flat, eval_time: 5m, exp_alerts: []}
+",
+            0,
+            0,
+        ),
+    ];
+    for (file, group, want_promtool, want_watchfire) in cases {
+        std::fs::write(root.join(file), format!("{head}{group}")).unwrap();
+        let pt = Command::new(&promtool)
+            .args(["test", "rules", file])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert_eq!(
+            pt.status.code(),
+            Some(want_promtool),
+            "{file}: promtool 2.42: {}{}",
+            String::from_utf8_lossy(&pt.stdout),
+            String::from_utf8_lossy(&pt.stderr)
+        );
+        let (got, text) = watchfire(root, &["--promql-compat", "2", file]);
+        assert_eq!(got, want_watchfire, "{file}: watchfire --promql-compat 2:\n{text}");
+    }
+    // Without --promql-compat 2, the closed window is gone: the alert fires.
+    let (got, text) = watchfire(root, &["closed_window.yaml"]);
+    assert_eq!(got, 1, "closed_window.yaml under 3.x semantics:\n{text}");
+}

@@ -253,6 +253,28 @@ fn query_api_answers_as_prometheus() {
             "execution",
             false,
         ),
+        // The PromQL Compliance Tester's case: three series, one label set once `instance` is
+        // gone (`{job="api"}` twice), refused in each step of a range query, not merged.
+        (
+            "a label set twice in a range query's step",
+            format!(
+                "/api/v1/query_range?query={}&start={start}&end={end}&step=1m",
+                enc("label_replace(http_requests_total, \"instance\", \"\", \"\", \"\")")
+            ),
+            422,
+            "execution",
+            true,
+        ),
+        (
+            "a label set twice in an instant query",
+            format!(
+                "/api/v1/query?query={}&time={t}",
+                enc("label_replace(http_requests_total, \"instance\", \"\", \"\", \"\")")
+            ),
+            422,
+            "execution",
+            true,
+        ),
     ];
     for (what, path, status, kind, same_message) in &errors {
         let ours = request(port, path, None);

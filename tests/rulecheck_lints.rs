@@ -282,6 +282,31 @@ fn metric_catalogue_names_and_labels() {
     assert!(d.iter().any(|d| d.code == "catalogue/label"), "{d:?}");
 }
 
+/// The `catalogue/label` caret sits on the matcher of the selector that carries the label, not
+/// on the first place the label's name appears in the expression (a `by (...)` lines above,
+/// another metric's selector that has the label).
+#[test]
+fn catalogue_label_caret_on_the_selector() {
+    let src = rules(concat!(
+        "  - alert: A\n",                                     // line 4
+        "    expr: |\n",                                      // 5
+        "      count by (phase) (\n",                         // 6
+        "        kube_pod_status_phase{phase=\"Pending\"}\n", // 7
+        "      ) > 0\n",                                      // 8
+        "      and on ()\n",                                  // 9
+        "      count(\n",                                     // 10
+        "        kube_pod_info{namespace=\"ml\",\n",          // 11
+        "                      phase=\"Pending\"}\n",         // 12
+        "      ) > 0\n",                                      // 13
+        "    labels: {severity: notify, layer: worker}\n",
+        "    annotations: {summary: s, description: d, runbook_url: r}\n",
+    ));
+    let d = diags(&src);
+    let found: Vec<_> = d.iter().filter(|d| d.code == "catalogue/label").collect();
+    assert_eq!(found.len(), 1, "{d:?}");
+    assert_eq!((found[0].line, found[0].col), (12, 23), "{:?}", found[0]);
+}
+
 #[test]
 fn short_ranges() {
     assert!(has(&rules(&alert("A", "rate(x_total[30s]) > 1", "")), "promql/range"));
@@ -411,6 +436,54 @@ fn duplicates() {
         alert("Lag", r#"lag_seconds{db="b"} > 60"#, "")
     );
     assert!(!has(&rules(&apart), "rules/duplicate"));
+}
+
+/// Rules written with YAML merge keys (`- <<: *base`, then what differs): an alert that takes its
+/// name and labels from an anchored rule is another condition of that alert, not a duplicate;
+/// findings sit on the rule's own line, not on the anchor's.
+#[test]
+fn merge_key_rules() {
+    let src = rules(concat!(
+        "  - &base\n",      // line 4
+        "    alert: Lag\n", // 5
+        "    expr: lag_seconds > 60\n",
+        "    for: 10m\n",
+        "    labels: {severity: page}\n",
+        "  - <<: *base\n", // 9: a second condition of Lag
+        "    expr: lag_seconds > 600\n",
+        "    for: 1m\n",
+        "  - <<: *base\n", // 12: another severity
+        "    labels: {severity: notify}\n",
+        "  - alert: Lag\n", // 14: written again by hand: a duplicate
+        "    expr: lag_seconds > 6000\n",
+        "    labels: {severity: page}\n",
+        "  - &rec\n",              // 17
+        "    record: job:x:sum\n", // 18
+        "    expr: sum by (job) (x)\n",
+        "  - <<: *rec\n", // 20: one series written twice
+        "    expr: sum by (job) (y)\n",
+    ));
+    let dups = |d: Vec<Diagnostic>| -> Vec<(usize, usize, String)> {
+        d.into_iter()
+            .filter(|d| d.code == "rules/duplicate")
+            .map(|d| (d.line, d.col, d.message))
+            .collect()
+    };
+    let found = dups(diags(&src));
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!((found[0].0, found[0].1), (14, 12), "{found:#?}");
+    assert!(found[0].2.contains("the rule at line 5"), "{found:#?}");
+    assert_eq!((found[1].0, found[1].1), (20, 5), "{found:#?}");
+    assert!(found[1].2.contains("the rule at line 18"), "{found:#?}");
+    // promtool's own lint (same name and labels) does warn on the variant, at its line.
+    let cfg = Config {
+        promtool_only: true,
+        ..Config::default()
+    };
+    let found = dups(run_with(&src, cfg, None));
+    let lines: Vec<(usize, usize)> = found.iter().map(|f| (f.0, f.1)).collect();
+    assert_eq!(lines, vec![(9, 5), (14, 12), (20, 5)], "{found:#?}");
+    assert!(found[0].2.contains("the rule at line 5"), "{found:#?}");
 }
 
 #[test]

@@ -38,6 +38,56 @@ impl<'a> Locator<'a> {
         }
         None
     }
+
+    /// The matcher on `label` inside a selector of `metric` (`metric{..., label="x"}`) on lines
+    /// `from..=to`, as (line, col) of the label's name: the selector that carries the label,
+    /// where the text names the label elsewhere too (`by (label)`, another selector).
+    fn find_matcher(&self, metric: &str, label: &str, from: usize, to: usize) -> Option<(usize, usize)> {
+        if metric.is_empty() || label.is_empty() {
+            return None;
+        }
+        let to = to.min(self.lines.len());
+        if from.max(1) > to {
+            return None;
+        }
+        // The lines as one text (a selector's braces may span lines), with each line's offset.
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        for ln in from.max(1)..=to {
+            starts.push(text.len());
+            text.push_str(self.lines[ln - 1]);
+            text.push('\n');
+        }
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+        let mut at = 0;
+        while let Some(i) = text[at..].find(metric).map(|i| i + at) {
+            at = i + metric.len();
+            let before_ok = !text[..i].chars().next_back().is_some_and(word);
+            let rest = &text[at..];
+            let open = rest.len() - rest.trim_start().len();
+            if !before_ok || !rest[open..].starts_with('{') {
+                continue;
+            }
+            let body_start = at + open + 1;
+            let Some(close) = text[body_start..].find('}').map(|c| c + body_start) else {
+                continue;
+            };
+            let body = &text[body_start..close];
+            let mut k = 0;
+            while let Some(j) = body[k..].find(label).map(|j| j + k) {
+                k = j + label.len();
+                let prev_ok = !body[..j].chars().next_back().is_some_and(|c| word(c) || c == '"');
+                let after = body[k..].trim_start();
+                let op_ok = after.starts_with('=') || after.starts_with("!=") || after.starts_with("!~");
+                if prev_ok && op_ok {
+                    let off = body_start + j;
+                    let li = starts.partition_point(|&s| s <= off) - 1;
+                    return Some((from.max(1) + li, text[starts[li]..off].chars().count() + 1));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// A rule with where it is.
@@ -55,6 +105,22 @@ impl Ctx<'_> {
             .and_then(|n| loc.find(n, self.rule.expr.pos.line, self.span.1))
             .unwrap_or((self.rule.expr.pos.line, self.rule.expr.pos.col));
         Diagnostic::new(&self.file, line, col, sev, code, msg).with_span(self.span)
+    }
+
+    /// [`Self::diag`] at `found` when it is known.
+    fn diag_at(
+        &self,
+        loc: &Locator,
+        found: Option<(usize, usize)>,
+        needle: Option<&str>,
+        sev: Severity,
+        code: &str,
+        msg: String,
+    ) -> Diagnostic {
+        match found {
+            Some((line, col)) => Diagnostic::new(&self.file, line, col, sev, code, msg).with_span(self.span),
+            None => self.diag(loc, needle, sev, code, msg),
+        }
     }
 
     fn at(&self, pos: crate::yaml::strict::Pos, sev: Severity, code: &str, msg: String) -> Diagnostic {
@@ -274,7 +340,20 @@ type RecordKey = (String, String, Vec<(String, String)>);
 struct Recorded {
     file: String,
     line: usize,
+    /// Where the rule's name is written: rules given one name through a YAML merge key
+    /// (`- <<: *base`) share it.
+    name_at: crate::yaml::strict::Pos,
     constraints: Constraints,
+}
+
+/// Where a finding about `r` as a whole goes: its name, or the rule itself where the name comes
+/// through a merge key from an anchored rule above it (`- <<: *base`), not the anchor's line.
+fn rule_pos(r: &Rule) -> crate::yaml::strict::Pos {
+    if r.name.pos < r.pos {
+        r.pos
+    } else {
+        r.name.pos
+    }
 }
 
 /// Runs the rule lints over every loaded file.
@@ -311,16 +390,18 @@ pub(crate) fn run(
             for ((g1, r1), (g2, r2)) in duplicate_rules(file) {
                 let first = &file.groups[g1].rules[r1];
                 let dup = &file.groups[g2].rules[r2];
+                let at = rule_pos(dup);
                 out.push(
                     Diagnostic::new(
                         &name,
-                        dup.name.pos.line,
-                        dup.name.pos.col,
+                        at.line,
+                        at.col,
                         Severity::Warning,
                         "rules/duplicate",
                         format!(
                             "rule {:?} duplicates the rule at line {} (same name and labels)",
-                            dup.name.value, first.name.pos.line
+                            dup.name.value,
+                            rule_pos(first).line
                         ),
                     )
                     .with_suggestion("remove one of them, or give them different labels")
@@ -365,8 +446,16 @@ pub(crate) fn run(
                 let key = (scope, r.name.value.clone(), labels);
                 let earlier = records.entry(key).or_default();
                 // Two rules of one name and labels write the same series unless their outputs
-                // are told apart by a label they both constrain.
-                if let Some(first) = earlier.iter().find(|e| !disjoint(&e.constraints, &constraints)) {
+                // are told apart by a label they both constrain. Alerts that take their name and
+                // labels from one anchored rule through merge keys (`- <<: *base` with another
+                // threshold or `for`) are that alert's conditions, written so on purpose:
+                // Alertmanager is meant to see one alert. Recording rules so written still
+                // write one series twice.
+                let variant = |e: &Recorded| r.kind != RuleKind::Recording && e.file == name && e.name_at == r.name.pos;
+                if let Some(first) = earlier
+                    .iter()
+                    .find(|e| !variant(e) && !disjoint(&e.constraints, &constraints))
+                {
                     let (sev, what) = if r.kind == RuleKind::Recording {
                         (Severity::Error, "series")
                     } else {
@@ -379,7 +468,7 @@ pub(crate) fn run(
                     };
                     out.push(
                         ctx.at(
-                            r.name.pos,
+                            rule_pos(r),
                             sev,
                             "rules/duplicate",
                             format!(
@@ -394,7 +483,8 @@ pub(crate) fn run(
                 }
                 earlier.push(Recorded {
                     file: name.clone(),
-                    line: r.name.pos.line,
+                    line: rule_pos(r).line,
+                    name_at: r.name.pos,
                     constraints,
                 });
                 lint_rule(&ctx, &loc, cfg, &facts, &route_reqs, out);
@@ -418,7 +508,7 @@ fn lint_rule(
     if !alert && cfg.recording_rule_naming && !is_recording_name(&r.name.value) {
         out.push(
             ctx.at(
-                r.name.pos,
+                rule_pos(r),
                 Severity::Warning,
                 "naming/recording",
                 format!(
@@ -447,7 +537,7 @@ fn lint_rule(
                 let allowed = cfg.label_values.get(req).map(|v| v.join(", ")).unwrap_or_default();
                 out.push(
                     ctx.at(
-                        r.name.pos,
+                        rule_pos(r),
                         Severity::Error,
                         code,
                         format!("alert {:?} has no `{req}` label", r.name.value),
@@ -470,7 +560,7 @@ fn lint_rule(
                     };
                     out.push(
                         ctx.at(
-                            pos.unwrap_or(r.name.pos),
+                            pos.unwrap_or(rule_pos(r)),
                             Severity::Error,
                             code,
                             format!("`{label}: {v}` is not one of {}", allowed.join(", ")),
@@ -488,7 +578,7 @@ fn lint_rule(
             {
                 out.push(
                     ctx.at(
-                        r.name.pos,
+                        rule_pos(r),
                         Severity::Error,
                         "policy/annotation",
                         format!("alert {:?} has no `{req}` annotation", r.name.value),
@@ -919,9 +1009,13 @@ fn catalogue_checks(
             continue;
         }
         let known = found.metric.labels.as_ref().map(|ls| ls.join(", ")).unwrap_or_default();
+        // The caret on the matcher in the selector that carries it, not on the first mention of
+        // the label's name (a `by (label)` or another metric's selector before it).
+        let at = loc.find_matcher(&name, &m.name, ctx.rule.expr.pos.line, ctx.span.1);
         out.push(
-            ctx.diag(
+            ctx.diag_at(
                 loc,
+                at,
                 Some(&m.name),
                 Severity::Warning,
                 "catalogue/label",

@@ -184,9 +184,18 @@ impl Engine {
                                 out.len() - 1
                             }
                         };
+                        // Two samples of one step in one series: the step's vector held the
+                        // label set twice, which Prometheus refuses at each step of a range
+                        // query as it does in an instant query.
+                        let dst = &mut out[i];
+                        if dst.samples.last().is_some_and(|x| x.0 == t)
+                            || dst.histograms.last().is_some_and(|x| x.0 == t)
+                        {
+                            return Err(Error::Eval(DUPLICATE_LABELSET.into()));
+                        }
                         match s.h {
-                            Some(h) => out[i].histograms.push((t, h)),
-                            None => out[i].samples.push((t, s.v)),
+                            Some(h) => dst.histograms.push((t, h)),
+                            None => dst.samples.push((t, s.v)),
                         }
                     }
                 }
@@ -594,6 +603,34 @@ mod tests {
             600_000,
         );
         assert!(matches!(err, Err(Error::Eval(m)) if m.contains("same labelset")));
+    }
+
+    #[test]
+    fn range_query_refuses_a_step_with_a_label_set_twice() {
+        let e = Engine::default();
+        // Both jobs' series lose their only distinguishing label: each step holds `{}` twice.
+        let err = e.range_query(
+            &store(),
+            "label_replace(req_total, \"job\", \"\", \"\", \"\")",
+            300_000,
+            600_000,
+            60_000,
+        );
+        assert!(
+            matches!(&err, Err(Error::Eval(m)) if m == DUPLICATE_LABELSET),
+            "{:?}",
+            err.map(|r| r.value)
+        );
+        // One series per label set is fine.
+        assert!(e
+            .range_query(
+                &store(),
+                "label_replace(req_total, \"x\", \"1\", \"\", \"\")",
+                300_000,
+                600_000,
+                60_000
+            )
+            .is_ok());
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub fn conformance_dir(corpus: &str) -> Option<PathBuf> {
         &format!("conformance corpus {corpus} ({})", dir.display()),
         &format!(
             "set {CONFORMANCE_VAR} to the folder holding the corpora (default {}/../shared/conformance; \
-             see its README.md)",
+             scripts/fetch-conformance fetches them into target/conformance, and scripts/test does)",
             env!("CARGO_MANIFEST_DIR")
         ),
     );

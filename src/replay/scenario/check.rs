@@ -1322,7 +1322,7 @@ expect:
         let e = check(&s, &setup(), &Outcome::default()).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "c.yaml:17:19: incidents: \"platfrom\" is not a team of the owners file"
+            "c.yaml:17:18: incidents: \"platfrom\" is not a team of the owners file"
         );
     }
 }

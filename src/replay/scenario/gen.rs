@@ -2317,16 +2317,17 @@ events:
         let pod = dcgm_pod[0].labels.get("pod").unwrap();
         let u = up.iter().find(|u| u.labels.get("pod") == Some(pod)).unwrap();
         assert_eq!((value_at(u, t(119)), value_at(u, t(120))), (Some(1.0), Some(0.0)));
-        // The deployment: 4 available before, 0 once the node is NotReady (all four were on it),
-        // 4 again once the replacements run on the new node (joined 3h30m, pods run 3h32m).
+        // The deployment: 4 available before, 3 while the pod holding the lost GPU crash-loops,
+        // 0 once the node is NotReady (all four were on it), 4 again once the replacements run
+        // on the new node (joined 3h30m, pods run 3h32m).
         let avail = &series(
             &st,
             "kube_deployment_status_replicas_available",
             &[("deployment", "chat")],
         )[0];
         assert_eq!(
-            [119, 120, 200, 211, 212].map(|m| value_at(avail, t(m))),
-            [Some(4.0), Some(0.0), Some(0.0), Some(0.0), Some(4.0)]
+            [118, 119, 120, 200, 211, 212].map(|m| value_at(avail, t(m))),
+            [Some(4.0), Some(3.0), Some(0.0), Some(0.0), Some(0.0), Some(4.0)]
         );
         // Evicted at 2h05m: the old pods Terminating (deletion timestamp) until the node goes,
         // their replacements Pending, unschedulable, without a node.

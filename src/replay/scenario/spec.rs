@@ -1767,7 +1767,7 @@ expect:
         // Unknown keys, at the key.
         assert_eq!(
             err(&GOOD.replace("cluster: c1", "cluster: c1\nclsuter: c2")),
-            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, control_plane_logs, otel_collector, node_groups, namespaces, events, expect)"
+            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, control_plane_logs, otel_collector, autoscaler, node_groups, namespaces, events, expect)"
         );
         // A node slot beyond the group.
         let e = err(&GOOD.replace("node: p5/1", "node: p5/2"));

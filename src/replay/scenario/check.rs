@@ -18,7 +18,8 @@ use crate::replay::output::{fmt_dur, fmt_time, info_only};
 use crate::replay::{DeliveredAlert, Delivery, Outcome, Setup};
 use crate::yaml::FileError;
 
-use super::spec::{Expect, Scenario};
+use super::cluster::Cluster;
+use super::spec::{CauseScope, Expect, Scenario};
 
 /// One checked expectation.
 #[derive(Clone, Debug)]
@@ -45,6 +46,12 @@ pub struct Report {
     pub other_notifications: Vec<String>,
     /// Rule evaluation failures during the replay (each fails the scenario).
     pub rule_errors: Vec<String>,
+    /// New page incidents per team over the whole replay, counted per receiver and group:
+    /// `(team, incidents)`, teams with a page receiver in the owners file order.
+    pub incidents: Vec<(String, usize)>,
+    /// Each new page with the cause its alerts carried (label `cause`, annotation
+    /// `watchfire_cause`), or `cause: none`.
+    pub cause_lines: Vec<String>,
 }
 
 impl Report {
@@ -84,6 +91,17 @@ impl Report {
             let _ = writeln!(s, "  unexpected pages:");
             for p in &self.unexpected_pages {
                 let _ = writeln!(s, "  FAIL  {p}");
+            }
+        }
+        if !self.incidents.is_empty() {
+            let total: usize = self.incidents.iter().map(|(_, n)| n).sum();
+            let per: Vec<String> = self.incidents.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            let _ = writeln!(s, "  incidents per team: {} ({total} in all)", per.join(", "));
+        }
+        if !self.cause_lines.is_empty() {
+            let _ = writeln!(s, "  new pages and the cause they named:");
+            for l in &self.cause_lines {
+                let _ = writeln!(s, "        {l}");
             }
         }
         if !self.other_notifications.is_empty() {
@@ -231,6 +249,7 @@ pub(crate) fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, 
                 event,
                 within_ms,
                 bounded,
+                ..
             } => {
                 let (start, end) = window(s, *event);
                 pages.push((
@@ -265,9 +284,30 @@ pub(crate) fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, 
                     },
                 ));
             }
-            Expect::Quiet { .. } => {}
+            Expect::Quiet { .. } | Expect::Incidents { .. } => {}
         }
     }
+    // The objects causes name: only built when an expectation asks.
+    let wants_causes = s.expect.iter().any(|x| {
+        matches!(
+            x.expect,
+            Expect::Page { cause: Some(_), .. } | Expect::Page { cause_of: Some(_), .. }
+        )
+    });
+    let cluster = if wants_causes { Some(Cluster::build(s)?) } else { None };
+    let object = |event: usize| -> String {
+        let e = &s.events[event];
+        match (e.kind.cause_scope(), &cluster) {
+            (Some(CauseScope::Node(slot)), Some(c)) => {
+                let at = s.start_ms + e.at_ms;
+                c.nodes.iter().find(|n| n.slot == slot && n.alive(at)).map_or_else(
+                    || format!("node/{}", s.node_ref_name(slot)),
+                    |n| format!("node/{}", n.name),
+                )
+            }
+            _ => format!("cluster/{}", s.cluster),
+        }
+    };
     let mut report = Report {
         name: s.name.clone(),
         file: s.file.clone(),
@@ -276,10 +316,30 @@ pub(crate) fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, 
     };
     for (i, x) in s.expect.iter().enumerate() {
         let result = match &x.expect {
-            Expect::Page { owner, bounded, .. } => {
+            Expect::Page {
+                owner,
+                bounded,
+                cause,
+                cause_of,
+                ..
+            } => {
                 let (_, r, _) = pages.iter().find(|(j, _, _)| *j == i).expect("resolved above");
-                check_page(s, o, r, owner, *bounded, &pages)
+                report.checks.push(check_page(s, o, r, owner, *bounded, &pages));
+                if let Some(e) = cause {
+                    report
+                        .checks
+                        .push(check_cause(o, r, owner, &s.events[*e].id, &object(*e)));
+                }
+                match cause_of {
+                    Some(e) => check_impact(o, r, owner, &s.events[*e].id, &object(*e)),
+                    None => continue,
+                }
             }
+            Expect::Incidents {
+                teams,
+                event,
+                within_ms,
+            } => check_incidents(s, setup, o, teams, *event, *within_ms)?,
             Expect::Notify { owner, .. } => {
                 let (_, r) = notifies.iter().find(|(j, _)| *j == i).expect("resolved above");
                 check_notify(s, o, r, owner)
@@ -342,6 +402,24 @@ pub(crate) fn check(s: &Scenario, setup: &Setup, o: &Outcome) -> Result<Report, 
                     fmt_time(last)
                 )
             }
+        })
+        .collect();
+    report.incidents = incidents_per_team(setup, o, i64::MIN, i64::MAX)
+        .into_iter()
+        .map(|(t, v)| (t, v.len()))
+        .collect();
+    report.cause_lines = o
+        .deliveries
+        .iter()
+        .filter(|d| d.is_new_page())
+        .map(|d| {
+            format!(
+                "{} {} [{}] {}",
+                at(d.at_ms, s.start_ms),
+                d.receiver,
+                d.alert_names().join(", "),
+                cause_line(d)
+            )
         })
         .collect();
     report.rule_errors = o
@@ -546,6 +624,248 @@ fn check_page(
     let mut detail = vec![actual];
     detail.extend(problems.into_iter().map(|p| format!("          {p}")));
     fail(detail)
+}
+
+/// The label a consequence (and its cause) carries: `<kind>/<object>`.
+pub(crate) const CAUSE_LABEL: &str = "cause";
+/// The human line naming the cause on a consequence.
+pub(crate) const CAUSE_ANNOTATION: &str = "watchfire_cause";
+/// The affected workloads, outcomes and owners on a cause alert.
+pub(crate) const IMPACT_ANNOTATION: &str = "watchfire_impact";
+
+/// `cause: node/ip-... (GPUHardwareFailure on node ... since ...)` or `cause: none`: what the
+/// firing alerts of a delivery named.
+fn cause_line(d: &Delivery) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for a in firing(d) {
+        let line = match (a.labels.get(CAUSE_LABEL), a.annotations.get(CAUSE_ANNOTATION)) {
+            (Some(c), Some(text)) if !text.is_empty() => format!("cause: {c} ({text})"),
+            (Some(c), _) => format!("cause: {c}"),
+            (None, _) => "cause: none".to_string(),
+        };
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+    }
+    seen.join("; ")
+}
+
+/// The incident a page expectation is about: its first delivery, and every delivery of its
+/// group from then to the event's end plus `within`.
+fn incident<'o>(o: &'o Outcome, r: &Resolved<'_>) -> Option<Vec<&'o Delivery>> {
+    let first = o.deliveries.iter().find(|d| {
+        d.status == "firing"
+            && d.page
+            && d.receiver == r.receiver
+            && d.at_ms >= r.start
+            && firing(d).any(|a| is_page(a) && r.names.contains(&a.name()) && a.starts_at_ms >= r.start)
+    })?;
+    Some(
+        o.deliveries
+            .iter()
+            .filter(|d| {
+                d.receiver == first.receiver
+                    && d.group_key == first.group_key
+                    && d.at_ms >= first.at_ms
+                    && d.at_ms <= r.end + r.within
+            })
+            .collect(),
+    )
+}
+
+/// `cause: EVENT` on a page: every page alert of the incident (started since the event) carries
+/// `cause="<object>"` and a `watchfire_cause` line.
+fn check_cause(o: &Outcome, r: &Resolved<'_>, owner: &str, event: &str, object: &str) -> CheckResult {
+    let names = r.names.join(" / ");
+    let what = format!("cause: the {names} page to {owner} names {object} ({event})");
+    let expected =
+        format!("expected  every alert of the incident with {CAUSE_LABEL}={object:?} and {CAUSE_ANNOTATION}");
+    let Some(group) = incident(o, r) else {
+        return CheckResult {
+            ok: false,
+            what,
+            detail: vec![expected, format!("actual    no page with {names} on {}", r.receiver)],
+        };
+    };
+    let mut problems: Vec<String> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    for d in &group {
+        for a in firing(d).filter(|a| is_page(a) && a.starts_at_ms >= r.start) {
+            let label = a.labels.get(CAUSE_LABEL);
+            let text = a.annotations.get(CAUSE_ANNOTATION).filter(|t| !t.is_empty());
+            let problem = match (label, text) {
+                (None, _) => Some(format!("{} names no cause", alert_id(a))),
+                (Some(c), _) if c != object => Some(format!("{} names {c}", alert_id(a))),
+                (Some(_), None) => Some(format!("{} has no {CAUSE_ANNOTATION}", alert_id(a))),
+                (Some(_), Some(_)) => None,
+            };
+            if let Some(p) = problem {
+                if !problems.contains(&p) {
+                    problems.push(p);
+                }
+            }
+            if let Some(t) = text {
+                let l = format!("{}: {t}", a.name());
+                if !lines.contains(&l) {
+                    lines.push(l);
+                }
+            }
+        }
+    }
+    let mut detail: Vec<String> = lines.iter().map(|l| format!("carried   {l}")).collect();
+    if problems.is_empty() {
+        return CheckResult { ok: true, what, detail };
+    }
+    detail.insert(0, expected);
+    detail.extend(problems.into_iter().map(|p| format!("actual    {p}")));
+    CheckResult {
+        ok: false,
+        what,
+        detail,
+    }
+}
+
+/// `cause_of: EVENT` on a page: the incident is the cause's own: its named alerts carry
+/// `cause="<object>"` and list the impact in `watchfire_impact`.
+fn check_impact(o: &Outcome, r: &Resolved<'_>, owner: &str, event: &str, object: &str) -> CheckResult {
+    let names = r.names.join(" / ");
+    let what = format!("impact: the {names} page to {owner} is the cause incident of {object} ({event})");
+    let expected =
+        format!("expected  {names} with {CAUSE_LABEL}={object:?} and a {IMPACT_ANNOTATION} listing the consequences");
+    let Some(group) = incident(o, r) else {
+        return CheckResult {
+            ok: false,
+            what,
+            detail: vec![expected, format!("actual    no page with {names} on {}", r.receiver)],
+        };
+    };
+    let mut problems: Vec<String> = Vec::new();
+    let mut impact: Option<&str> = None;
+    for d in &group {
+        for a in firing(d).filter(|a| r.explains(d, a)) {
+            match a.labels.get(CAUSE_LABEL) {
+                Some(c) if c == object => {}
+                other => {
+                    let p = format!("{} has {CAUSE_LABEL}={:?}", alert_id(a), other.unwrap_or(""));
+                    if !problems.contains(&p) {
+                        problems.push(p);
+                    }
+                }
+            }
+            if let Some(t) = a.annotations.get(IMPACT_ANNOTATION).filter(|t| !t.is_empty()) {
+                impact = Some(t);
+            }
+        }
+    }
+    if impact.is_none() {
+        problems.push(format!("no {IMPACT_ANNOTATION} on {names}"));
+    }
+    let mut detail: Vec<String> = impact.map(|t| format!("impact    {t}")).into_iter().collect();
+    if problems.is_empty() {
+        return CheckResult { ok: true, what, detail };
+    }
+    detail.insert(0, expected);
+    detail.extend(problems.into_iter().map(|p| format!("actual    {p}")));
+    CheckResult {
+        ok: false,
+        what,
+        detail,
+    }
+}
+
+/// New page incidents per team (owners file order; teams with a page receiver) from `from` to
+/// `to`: each a distinct (receiver, group), with the alert names of its first page.
+fn incidents_per_team(setup: &Setup, o: &Outcome, from: i64, to: i64) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for t in &setup.owners.teams {
+        if t.receivers.page.is_some() {
+            out.push((t.name.clone(), Vec::new()));
+        }
+    }
+    for d in o
+        .deliveries
+        .iter()
+        .filter(|d| d.is_new_page() && d.at_ms >= from && d.at_ms <= to)
+    {
+        if seen.contains(&(d.receiver.as_str(), d.group_key.as_str())) {
+            continue;
+        }
+        seen.push((&d.receiver, &d.group_key));
+        let team = setup
+            .owners
+            .teams
+            .iter()
+            .find(|t| t.receivers.page.as_deref() == Some(d.receiver.as_str()))
+            .map(|t| t.name.clone())
+            .or_else(|| d.owner.clone())
+            .unwrap_or_else(|| d.receiver.clone());
+        let names = format!("[{}]", d.alert_names().join(", "));
+        match out.iter_mut().find(|(t, _)| *t == team) {
+            Some((_, v)) => v.push(names),
+            None => out.push((team, vec![names])),
+        }
+    }
+    out
+}
+
+/// `incidents: {team: N, ...}`: new page incidents per team from the event's start to its end
+/// plus `within`; a team not listed must have none. A name that is not a team is an error at
+/// its position.
+fn check_incidents(
+    s: &Scenario,
+    setup: &Setup,
+    o: &Outcome,
+    teams: &[(String, usize, crate::yaml::v2::Pos)],
+    event: usize,
+    within: i64,
+) -> Result<CheckResult, FileError> {
+    for (team, _, pos) in teams {
+        if setup.owners.team(team).is_none() {
+            return Err(FileError {
+                file: s.file.clone(),
+                pos: *pos,
+                message: format!(
+                    "incidents: {team:?} is not a team of {}",
+                    setup.owners.path.as_deref().unwrap_or("the owners file")
+                ),
+            });
+        }
+    }
+    let (start, end) = window(s, event);
+    let actual = incidents_per_team(setup, o, start, end + within);
+    let want = |team: &str| teams.iter().find(|(t, _, _)| t == team).map_or(0, |(_, n, _)| *n);
+    let fmt = |v: Vec<(String, usize)>| -> String {
+        let parts: Vec<String> = v.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        parts.join(", ")
+    };
+    let expected: Vec<(String, usize)> = teams.iter().map(|(t, n, _)| (t.clone(), *n)).collect();
+    let got: Vec<(String, usize)> = actual
+        .iter()
+        .filter(|(t, v)| !v.is_empty() || teams.iter().any(|(x, _, _)| x == t))
+        .map(|(t, v)| (t.clone(), v.len()))
+        .collect();
+    let ok = actual.iter().all(|(t, v)| v.len() == want(t))
+        && teams
+            .iter()
+            .all(|(t, n, _)| *n == 0 || actual.iter().any(|(x, _)| x == t));
+    let what = format!(
+        "incidents per team, {} at {} to {}: {}",
+        s.events[event].id,
+        at(start, s.start_ms),
+        fmt_dur(end + within - s.start_ms),
+        fmt(expected.clone())
+    );
+    let mut detail = vec![format!("actual    {}", fmt(got))];
+    for (t, v) in &actual {
+        for names in v {
+            detail.push(format!("          {t}: {names}"));
+        }
+    }
+    if !ok {
+        detail.insert(0, format!("expected  {} (teams not listed: none)", fmt(expected)));
+    }
+    Ok(CheckResult { ok, what, detail })
 }
 
 fn check_notify(s: &Scenario, o: &Outcome, r: &Resolved<'_>, owner: &str) -> CheckResult {
@@ -838,6 +1158,172 @@ expect:
         assert_eq!(
             e.to_string(),
             "t.yaml:15:50: owner \"servng\" is not a team of the owners file"
+        );
+    }
+
+    const CAUSED: &str = "\
+name: c
+cluster: c1
+start: 2026-11-09T00:00:00Z
+duration: 6h
+gpu_telemetry: [node-probe]
+node_groups:
+  - {name: p5, instance_type: p5.48xlarge, count: 1}
+  - {name: system, instance_type: m6i.2xlarge, count: 1}
+namespaces:
+  - {name: llm, workload_class: serving, deployments: [{name: chat, replicas: 4, gpus_per_replica: 2, node_group: p5}]}
+events:
+  - {id: nf, kind: node-failure, node: p5/0, xid: 79, gpu: 3, at: 1h, replace_after: 60m}
+  - {id: reg, kind: registry-outage, namespaces: [llm], at: 4h, for: 30m}
+expect:
+  - {page: GPUHardwareFailure, owner: platform, event: nf-xid, within: 8m, cause_of: nf}
+  - {page: ServingCapacityBelowObjective, owner: serving, event: nf, within: 15m, cause: nf}
+  - {incidents: {platform: 1, serving: 1}, event: nf-xid, within: 30m}
+";
+
+    /// The name of the node that fails in CAUSED.
+    fn failed_node() -> String {
+        let s = Scenario::parse(CAUSED, "c.yaml").unwrap();
+        let c = Cluster::build(&s).unwrap();
+        c.nodes[0].name.clone()
+    }
+
+    /// `d` with every alert labelled `cause` and annotated.
+    fn caused(mut d: Delivery, cause: &str, annotations: &[(&str, &str)]) -> Delivery {
+        for a in &mut d.alerts {
+            let mut pairs: Vec<(String, String)> = a
+                .labels
+                .iter()
+                .map(|l| (l.name.to_string(), l.value.to_string()))
+                .collect();
+            pairs.push(("cause".into(), cause.into()));
+            a.labels = Labels::from_pairs(pairs);
+            for (k, v) in annotations {
+                a.annotations.insert((*k).into(), (*v).into());
+            }
+        }
+        d
+    }
+
+    fn run_caused(deliveries: Vec<Delivery>) -> Report {
+        let s = Scenario::parse(CAUSED, "c.yaml").unwrap();
+        let o = Outcome {
+            deliveries,
+            ..Outcome::default()
+        };
+        check(&s, &setup(), &o).unwrap()
+    }
+
+    fn caused_good() -> Vec<Delivery> {
+        let object = format!("node/{}", failed_node());
+        let line = format!("GPUHardwareFailure on {} since 00:59, owned by platform", failed_node());
+        vec![
+            caused(
+                d(60, "platform-pd", "g", true, &[(GHF, "page", 59, None)]),
+                &object,
+                &[(IMPACT_ANNOTATION, "llm/chat: 4 of 4 replicas unavailable (serving)")],
+            ),
+            caused(
+                d(72, "serving-pd", "s", true, &[(SCA, "page", 71, None)]),
+                &object,
+                &[(CAUSE_ANNOTATION, &line), ("watchfire_cause_owner", "platform")],
+            ),
+        ]
+    }
+
+    #[test]
+    fn consequences_that_name_their_cause_pass() {
+        let r = run_caused(caused_good());
+        let text = r.text();
+        assert!(r.ok(), "{text}");
+        assert!(
+            text.contains("ok    cause: the ServingCapacityBelowObjective page to serving names node/ip-"),
+            "{text}"
+        );
+        assert!(
+            text.contains("carried   ServingCapacityBelowObjective: GPUHardwareFailure on ip-"),
+            "{text}"
+        );
+        assert!(
+            text.contains("impact    llm/chat: 4 of 4 replicas unavailable"),
+            "{text}"
+        );
+        assert!(
+            text.contains("incidents per team: serving 1, platform 1 (2 in all)"),
+            "{text}"
+        );
+        assert!(text.contains("ok    incidents per team, nf-xid at"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "serving-pd [ServingCapacityBelowObjective] cause: node/{}",
+                failed_node()
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_page_without_its_cause_or_impact_and_extra_incidents_fail() {
+        let mut v = caused_good();
+        // The serving page names no cause; the cause page lists no impact; a second serving
+        // incident opens (another group) for the same cause.
+        v[1] = d(72, "serving-pd", "s", true, &[(SCA, "page", 71, None)]);
+        v[0] = caused(
+            d(60, "platform-pd", "g", true, &[(GHF, "page", 59, None)]),
+            &format!("node/{}", failed_node()),
+            &[],
+        );
+        v.push(d(
+            80,
+            "serving-pd",
+            "s2",
+            true,
+            &[("ServingAvailabilitySLOBurn", "page", 79, None)],
+        ));
+        let r = run_caused(v);
+        let text = r.text();
+        assert!(!r.ok());
+        assert!(
+            text.contains("FAIL  cause: the ServingCapacityBelowObjective page to serving"),
+            "{text}"
+        );
+        assert!(
+            text.contains("actual    ServingCapacityBelowObjective names no cause"),
+            "{text}"
+        );
+        assert!(
+            text.contains("FAIL  impact: the GPUHardwareFailure page to platform"),
+            "{text}"
+        );
+        assert!(
+            text.contains("actual    no watchfire_impact on GPUHardwareFailure"),
+            "{text}"
+        );
+        assert!(text.contains("FAIL  incidents per team"), "{text}");
+        assert!(text.contains("actual    serving 2, platform 1"), "{text}");
+        assert!(text.contains("serving: [ServingAvailabilitySLOBurn]"), "{text}");
+        assert!(text.contains("cause: none"), "{text}");
+        // A cause naming the wrong object fails too.
+        let mut v = caused_good();
+        v[1] = caused(
+            d(72, "serving-pd", "s", true, &[(SCA, "page", 71, None)]),
+            "cluster/c1",
+            &[(CAUSE_ANNOTATION, "x")],
+        );
+        let text = run_caused(v).text();
+        assert!(
+            text.contains("actual    ServingCapacityBelowObjective names cluster/c1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_incidents_team_that_is_not_a_team_is_an_error_at_its_position() {
+        let s = Scenario::parse(&CAUSED.replace("{platform: 1,", "{platfrom: 1,"), "c.yaml").unwrap();
+        let e = check(&s, &setup(), &Outcome::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "c.yaml:17:18: incidents: \"platfrom\" is not a team of the owners file"
         );
     }
 }

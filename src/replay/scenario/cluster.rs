@@ -9,7 +9,8 @@
 use crate::yaml::FileError;
 
 use super::spec::{
-    is_hardware_xid, throttle_bit, DownMode, Event, EventKind, Exporter, NodeRef, Scenario, WorkloadKind,
+    is_hardware_xid, throttle_bit, DownMode, Event, EventKind, Exporter, NodeRef, Scenario, SpotNotice, WorkloadKind,
+    SPOT_NOTICE_MS,
 };
 
 const M: i64 = 60_000;
@@ -20,6 +21,11 @@ const DAEMONSET_START_MS: i64 = M;
 /// How long after a hardware XID the NVIDIA device plugin withdraws the GPU from allocatable
 /// (its health check marks the device unhealthy; the kubelet then updates node status).
 pub(crate) const DEVICE_PLUGIN_DELAY_MS: i64 = 2 * M;
+/// How long after a node stops answering its pods are evicted (the `node.kubernetes.io/
+/// unreachable` / `not-ready` NoExecute toleration the API server adds, 300 s).
+pub(crate) const EVICTION_MS: i64 = 5 * M;
+/// How long an evicted pod on a working node takes to terminate (its grace period).
+const TERMINATION_MS: i64 = M;
 /// The share of step time a healthy training job waits on its input pipeline.
 pub(crate) const STEADY_DATA_WAIT: f64 = 0.05;
 
@@ -87,6 +93,13 @@ pub(crate) struct NodeLife {
     pub to_ms: i64,
     pub created_ms: i64,
     pub gpu_uuids: Vec<String>,
+    /// This life's workload pods are evicted (deletion timestamp) at this time...
+    pub evict_ms: Option<i64>,
+    /// ...and gone at this one (`None`: stuck Terminating until the node is deleted).
+    pub pods_gone_ms: Option<i64>,
+    /// Its workload pods were created (Pending, unscheduled) at this time, replacing the pods
+    /// its predecessor lost, and are scheduled when it joins.
+    pub pods_created_ms: Option<i64>,
 }
 
 impl NodeLife {
@@ -112,6 +125,8 @@ pub(crate) enum PodOwner {
     CoreDns(usize),
     /// The OpenTelemetry Collector (`otel_collector: true`).
     Collector,
+    /// Karpenter's controller or the Cluster Autoscaler (`autoscaler:`).
+    Autoscaler,
 }
 
 #[derive(Debug)]
@@ -129,12 +144,19 @@ pub(crate) struct Pod {
     pub priority_class: String,
     /// GPU indices on its node.
     pub gpus: Vec<usize>,
+    /// GPUs its container requests (those it holds, or would once scheduled).
+    pub gpu_request: usize,
     pub cpu_request: f64,
     pub created_ms: i64,
     /// The pod exists (kube-state-metrics reports it) from here...
     pub from_ms: i64,
+    /// ...is bound to its node from here (Pending and unschedulable before; `i64::MAX`:
+    /// never)...
+    pub scheduled_ms: i64,
     /// ...is Running from here (Pending before)...
     pub running_ms: i64,
+    /// ...is being deleted from here (`i64::MAX`: never)...
+    pub deleted_ms: i64,
     /// ...and is gone from here.
     pub to_ms: i64,
 }
@@ -142,6 +164,16 @@ pub(crate) struct Pod {
 impl Pod {
     pub(crate) fn exists(&self, t: i64) -> bool {
         t >= self.from_ms && t < self.to_ms
+    }
+
+    /// Whether the pod is bound to its node at `t` (`node` means nothing before).
+    pub(crate) fn scheduled(&self, t: i64) -> bool {
+        self.exists(t) && t >= self.scheduled_ms
+    }
+
+    /// Whether the pod has a deletion timestamp at `t` (Terminating).
+    pub(crate) fn deleting(&self, t: i64) -> bool {
+        self.exists(t) && t >= self.deleted_ms
     }
 
     pub(crate) fn running(&self, t: i64) -> bool {
@@ -216,21 +248,28 @@ impl<'s> Cluster<'s> {
             }
         }
         for &slot in &slots {
-            let ends = replacement_times(s, slot);
-            let mut from = s.start_ms;
-            for (generation, to) in ends.iter().copied().chain([s.end_ms()]).enumerate() {
-                b.node(slot, generation, from, to);
-                from = to;
+            let mut from = Some(s.start_ms);
+            let mut created: Option<i64> = None;
+            let mut generation = 0;
+            for r in replacements(s, slot) {
+                let Some(f) = from else { break };
+                let life = b.node(slot, generation, f, r.old_end);
+                b.nodes[life].evict_ms = r.evict;
+                b.nodes[life].pods_gone_ms = r.gone;
+                b.nodes[life].pods_created_ms = created;
+                generation += 1;
+                from = (r.new_start < s.end_ms()).then_some(r.new_start);
+                created = r.evict;
+            }
+            if let Some(f) = from {
+                let life = b.node(slot, generation, f, s.end_ms());
+                b.nodes[life].pods_created_ms = created;
             }
         }
         let mut lives: Vec<usize> = (0..b.nodes.len()).collect();
         lives.sort_by_key(|&i| (b.nodes[i].from_ms, i));
         // System pods on the first slot of a CPU node group (else the first slot).
-        let system_slot = slots
-            .iter()
-            .copied()
-            .find(|sl| s.node_groups[sl.group].instance_type.gpus == 0)
-            .unwrap_or(slots[0]);
+        let system_slot = s.system_slot();
         for &life in &lives {
             let slot = b.nodes[life].slot;
             if slot == system_slot {
@@ -245,6 +284,8 @@ impl<'s> Cluster<'s> {
                 }
             }
         }
+        b.rollouts();
+        b.quota_pods();
         Ok(Cluster {
             s,
             nodes: b.nodes,
@@ -289,6 +330,11 @@ impl<'s> Cluster<'s> {
         else {
             return Scrape::Absent;
         };
+        match self.node_down(node, t) {
+            Some((_, DownMode::Vanish)) => return Scrape::Absent,
+            Some((_, DownMode::ScrapeFail)) => return Scrape::Failing(pod),
+            None => {}
+        }
         let slot = self.nodes[node].slot;
         let failing = self.active(t).any(|ev| match &ev.kind {
             EventKind::ExporterDown {
@@ -395,9 +441,77 @@ impl<'s> Cluster<'s> {
         })
     }
 
-    /// Whether a pod is Running and ready.
+    /// Whether a pod is Running and ready (not on a node that stopped answering, not being
+    /// deleted).
     pub(crate) fn ready(&self, pod: &Pod, t: i64) -> bool {
-        pod.running(t) && !self.crash_looping(pod, t)
+        pod.running(t) && !pod.deleting(t) && self.node_down(pod.node, t).is_none() && !self.crash_looping(pod, t)
+    }
+
+    /// The node-failure event in effect on this node life at `t`: the node is NotReady, with
+    /// the Ready status and what its scrape targets do.
+    pub(crate) fn node_down(&self, node: usize, t: i64) -> Option<(&'static str, DownMode)> {
+        let life = &self.nodes[node];
+        if !life.alive(t) {
+            return None;
+        }
+        self.s.events.iter().find_map(|e| match e.kind {
+            EventKind::NodeFailure {
+                node: slot,
+                ready,
+                targets,
+            } if slot == life.slot => {
+                let at = self.s.start_ms + e.at_ms;
+                (at >= life.from_ms && at < life.to_ms && t >= at).then_some((ready, targets))
+            }
+            _ => None,
+        })
+    }
+
+    /// The spot interruption notice this node life has had by `t`: its time and who gave it.
+    pub(crate) fn spot_notice(&self, node: usize, t: i64) -> Option<(i64, SpotNotice)> {
+        let life = &self.nodes[node];
+        if !life.alive(t) {
+            return None;
+        }
+        self.s.events.iter().find_map(|e| match e.kind {
+            EventKind::SpotInterruption { node: slot, notice } if slot == life.slot => {
+                let at = self.s.start_ms + e.at_ms;
+                (at >= life.from_ms && at < life.to_ms && t >= at).then_some((at, notice))
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether a pod waits for an image it cannot pull at `t`: created during a registry
+    /// outage of its namespace, bound to a node, not yet running.
+    pub(crate) fn pull_failing(&self, pod: &Pod, t: i64) -> bool {
+        if !pod.scheduled(t) || pod.running(t) {
+            return false;
+        }
+        let Some(ns) = self.s.namespaces.iter().position(|n| n.name == pod.namespace) else {
+            return false;
+        };
+        self.active(t).any(|e| match &e.kind {
+            EventKind::RegistryOutage { namespaces, .. } => {
+                namespaces.contains(&ns) && pod.from_ms >= self.s.start_ms + e.at_ms
+            }
+            _ => false,
+        })
+    }
+
+    /// Pods of a workload a quota exhaustion's scale-up adds at `t`.
+    pub(crate) fn scaled_up(&self, namespace: usize, workload: usize, t: i64) -> usize {
+        self.active(t)
+            .map(|e| match e.kind {
+                EventKind::QuotaExhausted {
+                    namespace: n,
+                    workload: w,
+                    pending,
+                    ..
+                } if n == namespace && w == workload => pending,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// The workload events (queueing, stall, input-bound) active at `t` on `pod`'s workload.
@@ -587,22 +701,61 @@ fn place_workloads(s: &Scenario) -> Result<Vec<Placement>, FileError> {
     Ok(out)
 }
 
-/// When the nodes of a slot are replaced, ascending.
-fn replacement_times(s: &Scenario, slot: NodeRef) -> Vec<i64> {
-    let mut v: Vec<i64> = s
+/// One replacement of the node in a slot (absolute times).
+struct Replacement {
+    /// The old node leaves (its object is deleted)...
+    old_end: i64,
+    /// ...its successor joins...
+    new_start: i64,
+    /// ...the old node's workload pods were evicted at this time (their replacements created,
+    /// Pending, then), `None` when they simply move to the successor...
+    evict: Option<i64>,
+    /// ...and were gone at this one (`None`: with the node).
+    gone: Option<i64>,
+}
+
+/// The replacements of a slot's node, in time order (one per time).
+fn replacements(s: &Scenario, slot: NodeRef) -> Vec<Replacement> {
+    let mut v: Vec<Replacement> = s
         .events
         .iter()
         .filter(|e| e.kind.replaces() == Some(slot))
-        .map(|e| s.start_ms + e.end_ms())
-        .filter(|t| *t < s.end_ms())
+        .map(|e| {
+            let (at, end) = (s.start_ms + e.at_ms, s.start_ms + e.end_ms());
+            match e.kind {
+                // Unreachable: evicted after the toleration, stuck Terminating until the node
+                // object is deleted when its replacement joins.
+                EventKind::NodeFailure { .. } => Replacement {
+                    old_end: end,
+                    new_start: end,
+                    evict: Some((at + EVICTION_MS).min(end)),
+                    gone: None,
+                },
+                // Drained at the notice, the instance reclaimed 2 minutes later; the new node
+                // comes when capacity is found.
+                EventKind::SpotInterruption { .. } => Replacement {
+                    old_end: at + SPOT_NOTICE_MS,
+                    new_start: end,
+                    evict: Some(at),
+                    gone: Some(at + TERMINATION_MS),
+                },
+                _ => Replacement {
+                    old_end: end,
+                    new_start: end,
+                    evict: None,
+                    gone: None,
+                },
+            }
+        })
+        .filter(|r| r.old_end < s.end_ms())
         .collect();
-    v.sort_unstable();
-    v.dedup();
+    v.sort_by_key(|r| r.old_end);
+    v.dedup_by_key(|r| r.old_end);
     v
 }
 
 impl Builder<'_> {
-    fn node(&mut self, slot: NodeRef, generation: usize, from: i64, to: i64) {
+    fn node(&mut self, slot: NodeRef, generation: usize, from: i64, to: i64) -> usize {
         let s = self.s;
         let group = &s.node_groups[slot.group];
         let zone = zone_index(slot);
@@ -627,7 +780,11 @@ impl Builder<'_> {
                 .map(|g| format!("GPU-{}", uuid(&format!("{name}/gpu{g}"))))
                 .collect(),
             name,
+            evict_ms: None,
+            pods_gone_ms: None,
+            pods_created_ms: None,
         });
+        self.nodes.len() - 1
     }
 
     fn life_start(&self, life: usize) -> (i64, i64) {
@@ -665,6 +822,9 @@ impl Builder<'_> {
             namespace: namespace.to_string(),
             uid: uuid(&format!("{}/{namespace}/{name}", self.s.cluster)),
             ip: self.ipam.take(zone),
+            scheduled_ms: from,
+            deleted_ms: i64::MAX,
+            gpu_request: gpus.len(),
             node: life,
             owner,
             created_by_kind: created_by.0,
@@ -716,6 +876,22 @@ impl Builder<'_> {
                 (from, running, to),
             );
         }
+        if let Some(a) = self.s.autoscaler {
+            let name = a.job();
+            let rs = format!("{name}-{}", suffix(&format!("{}/{name}-rs", self.s.cluster), 10));
+            self.pod(
+                life,
+                "kube-system",
+                format!("{rs}-{}", suffix(&format!("{node}/{name}"), 5)),
+                PodOwner::Autoscaler,
+                ("ReplicaSet", rs),
+                if name == "karpenter" { "controller" } else { name },
+                "system-cluster-critical",
+                Vec::new(),
+                0.5,
+                (from, running, to),
+            );
+        }
         if self.s.otel_collector {
             let rs = format!(
                 "otel-collector-{}",
@@ -740,8 +916,19 @@ impl Builder<'_> {
         let s = self.s;
         let ns = &s.namespaces[p.namespace];
         let w = &ns.workloads[p.workload];
-        let (from, running) = self.life_start(life);
-        let to = self.nodes[life].to_ms;
+        let n = &self.nodes[life];
+        // Replacements of pods its predecessor lost wait, unscheduled, from their eviction.
+        let (from, scheduled, running) = match n.pods_created_ms {
+            Some(created) => (created, n.from_ms, n.from_ms + POD_START_MS),
+            None => {
+                let (from, running) = self.life_start(life);
+                (from, from, running)
+            }
+        };
+        let (deleted, to) = match n.evict_ms {
+            Some(e) => (e, n.pods_gone_ms.unwrap_or(n.to_ms)),
+            None => (i64::MAX, n.to_ms),
+        };
         let seed = format!(
             "{}/{}/{}/{}/{}",
             s.cluster, ns.name, w.name, p.replica, self.nodes[life].name
@@ -781,6 +968,141 @@ impl Builder<'_> {
             },
             (from, running, to),
         );
+        let pod = self.pods.last_mut().expect("pushed");
+        pod.scheduled_ms = scheduled;
+        pod.deleted_ms = deleted;
+    }
+
+    /// A registry outage's rollouts: replica 0 of each Deployment of its namespaces is replaced
+    /// by a pod of a new ReplicaSet (`maxSurge: 0`, `maxUnavailable: 1`, as GPU deployments
+    /// roll), which cannot pull its image until the outage ends, and then starts.
+    fn rollouts(&mut self) {
+        let s = self.s;
+        for e in &s.events {
+            let EventKind::RegistryOutage { namespaces, .. } = &e.kind else {
+                continue;
+            };
+            let (at, end) = (s.start_ms + e.at_ms, s.start_ms + e.end_ms());
+            for &ni in namespaces {
+                let ns = &s.namespaces[ni];
+                for (wi, w) in ns.workloads.iter().enumerate() {
+                    if w.kind != WorkloadKind::Deployment {
+                        continue;
+                    }
+                    let Some(old) = self.pods.iter().position(|p| {
+                        p.owner
+                            == PodOwner::Workload {
+                                namespace: ni,
+                                workload: wi,
+                                replica: 0,
+                            }
+                            && p.running(at)
+                            && p.deleted_ms == i64::MAX
+                    }) else {
+                        continue;
+                    };
+                    let (life, old_to, gpus) = {
+                        let p = &mut self.pods[old];
+                        let to = p.to_ms;
+                        p.deleted_ms = at;
+                        p.to_ms = (at + TERMINATION_MS).min(to);
+                        (p.node, to, p.gpus.clone())
+                    };
+                    let rs = format!(
+                        "{}-{}",
+                        w.name,
+                        suffix(&format!("{}/{}/{}/{}", s.cluster, ns.name, w.name, e.id), 10)
+                    );
+                    let seed = format!("{}/{}/{}", s.cluster, rs, e.id);
+                    self.pod(
+                        life,
+                        &ns.name,
+                        format!("{rs}-{}", suffix(&seed, 5)),
+                        PodOwner::Workload {
+                            namespace: ni,
+                            workload: wi,
+                            replica: 0,
+                        },
+                        ("ReplicaSet", rs),
+                        &w.name,
+                        &w.priority_class,
+                        gpus.clone(),
+                        if gpus.is_empty() { 1.0 } else { 8.0 * gpus.len() as f64 },
+                        (at, end.min(old_to), old_to),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A quota exhaustion's scale-up: `pending` new pods of its workload, never scheduled
+    /// (no node can launch), from its start to its end (when the scale-up is withdrawn).
+    fn quota_pods(&mut self) {
+        let s = self.s;
+        for e in &s.events {
+            let EventKind::QuotaExhausted {
+                node_group,
+                namespace,
+                workload,
+                pending,
+            } = e.kind
+            else {
+                continue;
+            };
+            let (at, end) = (s.start_ms + e.at_ms, s.start_ms + e.end_ms());
+            let ns = &s.namespaces[namespace];
+            let w = &ns.workloads[workload];
+            // `node` means nothing for a pod never scheduled; any node of the group will do.
+            let Some(life) = self.nodes.iter().position(|n| n.slot.group == node_group) else {
+                continue;
+            };
+            for k in 0..pending {
+                let replica = w.replicas + k;
+                let seed = format!("{}/{}/{}/{replica}/{}", s.cluster, ns.name, w.name, e.id);
+                let (name, created_by) = match w.kind {
+                    WorkloadKind::Deployment => {
+                        let rs = format!(
+                            "{}-{}",
+                            w.name,
+                            suffix(&format!("{}/{}/{}", s.cluster, ns.name, w.name), 10)
+                        );
+                        (format!("{rs}-{}", suffix(&seed, 5)), ("ReplicaSet", rs))
+                    }
+                    WorkloadKind::Job => (
+                        format!("{}-{replica}-{}", w.name, suffix(&seed, 5)),
+                        ("Job", w.name.clone()),
+                    ),
+                };
+                let gpus = w.gpus_per_replica;
+                self.pods.push(Pod {
+                    namespace: ns.name.clone(),
+                    uid: uuid(&format!("{}/{}/{name}", s.cluster, ns.name)),
+                    // No sandbox, no address.
+                    ip: String::new(),
+                    node: life,
+                    owner: PodOwner::Workload {
+                        namespace,
+                        workload,
+                        replica,
+                    },
+                    created_by_kind: created_by.0,
+                    created_by_name: created_by.1,
+                    container: w.name.clone(),
+                    priority_class: w.priority_class.clone(),
+                    // Requested, never allocated.
+                    gpus: Vec::new(),
+                    gpu_request: gpus,
+                    cpu_request: if gpus == 0 { 1.0 } else { 8.0 * gpus as f64 },
+                    created_ms: at,
+                    from_ms: at,
+                    scheduled_ms: i64::MAX,
+                    running_ms: i64::MAX,
+                    deleted_ms: i64::MAX,
+                    to_ms: end,
+                    name,
+                });
+            }
+        }
     }
 
     /// An exporter's DaemonSet pods on one node life: one per stretch between rollouts and

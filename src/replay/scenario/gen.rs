@@ -23,7 +23,11 @@ use crate::tsdb::{SeriesId, Store};
 mod apps;
 
 use super::cluster::{key, noise, Cluster, NodeLife, PodOwner, Scrape};
-use super::spec::{xid_class, DcgmFields, DcgmNames, Exporter, WorkloadKind, NODE_CONDITIONS, THROTTLE_REASONS};
+use super::spec::SPOT_NOTICE_MS;
+use super::spec::{
+    xid_class, Autoscaler, DcgmFields, DcgmNames, EventKind, Exporter, SpotNotice, WorkloadKind, NODE_CONDITIONS,
+    THROTTLE_REASONS,
+};
 
 const KUBELET_VERSION: &str = "v1.31.4-eks-aeac579";
 const APISERVER_VERSION: &str = "v1.31.4-eks-2d5f260";
@@ -129,6 +133,9 @@ pub(crate) fn generate(c: &Cluster<'_>) -> Store {
         g.container_insights();
     }
     g.aws_usage();
+    if s.autoscaler.is_some() {
+        g.autoscaler();
+    }
     g.vllm();
     g.training_progress();
     if s.control_plane_logs {
@@ -333,7 +340,7 @@ impl Gen<'_, '_> {
                         .iter()
                         .position(|p| p.node == ni && p.gpus.contains(&gpu) && p.running(t));
                     holders.push(holder);
-                    if !n.alive(t) || c.lost(ni, gpu, t) {
+                    if !n.alive(t) || c.lost(ni, gpu, t) || c.node_down(ni, t).is_some() {
                         v.push(None);
                         continue;
                     }
@@ -484,16 +491,41 @@ impl Gen<'_, '_> {
             self.out.series("kube_node_created", &l, |t| {
                 alive(t).then_some((n.created_ms / 1000) as f64)
             });
-            self.out
-                .series("kube_node_spec_unschedulable", &l, |t| alive(t).then_some(0.0));
+            // The Node Termination Handler cordons a node it has a notice for.
+            self.out.series("kube_node_spec_unschedulable", &l, |t| {
+                alive(t).then(|| {
+                    let cordoned = c.spot_notice(ni, t).is_some_and(|(_, by)| by != SpotNotice::Karpenter);
+                    f64::from(u8::from(cordoned))
+                })
+            });
+            self.ksm_node_taints(ni, &l, on);
+            // --metric-labels-allowlist=nodes=[...]: ksm writes `label_` and the label's name
+            // with every character outside [a-zA-Z0-9_] as `_`, in snake case
+            // (eks.amazonaws.com/capacityType -> label_eks_amazonaws_com_capacity_type).
             let mut labels = l.clone();
             labels.extend_from_slice(&[
                 ("label_topology_kubernetes_io_zone", &n.zone),
                 ("label_node_kubernetes_io_instance_type", it.name),
-                ("label_eks_amazonaws_com_nodegroup", &group.name),
-                ("label_eks_amazonaws_com_capacity_type", group.capacity_type),
                 ("label_kubernetes_io_arch", "amd64"),
             ]);
+            if group.karpenter {
+                labels.extend_from_slice(&[
+                    ("label_karpenter_sh_nodepool", &group.name),
+                    (
+                        "label_karpenter_sh_capacity_type",
+                        if group.capacity_type == "SPOT" {
+                            "spot"
+                        } else {
+                            "on-demand"
+                        },
+                    ),
+                ]);
+            } else {
+                labels.extend_from_slice(&[
+                    ("label_eks_amazonaws_com_nodegroup", &group.name),
+                    ("label_eks_amazonaws_com_capacity_type", group.capacity_type),
+                ]);
+            }
             self.out
                 .series("kube_node_labels", &labels, |t| alive(t).then_some(1.0));
             for &cond in NODE_CONDITIONS {
@@ -506,12 +538,21 @@ impl Gen<'_, '_> {
                     cl.extend_from_slice(&[("condition", cond), ("status", status)]);
                     self.out.series("kube_node_status_condition", &cl, |t| {
                         alive(t).then(|| {
-                            let is_true = healthy_true != c.condition_bad(ni, cond, t);
-                            f64::from(u8::from(match status {
-                                "true" => is_true,
-                                "false" => !is_true,
-                                _ => false,
-                            }))
+                            let now = match c.node_down(ni, t) {
+                                // The kubelet stopped posting status: the node lifecycle
+                                // controller sets every condition Unknown.
+                                Some(("unknown", _)) => "unknown",
+                                Some(_) if cond == "Ready" => "false",
+                                _ => {
+                                    let is_true = healthy_true != c.condition_bad(ni, cond, t);
+                                    if is_true {
+                                        "true"
+                                    } else {
+                                        "false"
+                                    }
+                                }
+                            };
+                            f64::from(u8::from(now == status))
                         })
                     });
                 }
@@ -549,26 +590,97 @@ impl Gen<'_, '_> {
         }
     }
 
+    /// `kube_node_spec_taint`, one series per taint while the node has it: the GPU node
+    /// groups' `nvidia.com/gpu` taint; the node lifecycle controller's `unreachable` /
+    /// `not-ready` taints of a failed node; a spot notice's taints (Karpenter's
+    /// `karpenter.sh/disrupted`, the Node Termination Handler's `spot-itn` and its cordon).
+    fn ksm_node_taints(&mut self, ni: usize, l: &[(&str, &str)], on: &dyn Fn(i64) -> bool) {
+        let c = self.v.c;
+        let n = &c.nodes[ni];
+        let alive = |t: i64| on(t) && n.alive(t);
+        type Has<'a> = Box<dyn Fn(i64) -> bool + 'a>;
+        let spot_id = format!("spot-itn-{:016x}", key(&n.name));
+        let mut taints: Vec<(&str, String, &str, Has<'_>)> = Vec::new();
+        if c.is_gpu_node(ni) {
+            taints.push(("nvidia.com/gpu", "true".into(), "NoSchedule", Box::new(|_| true)));
+        }
+        for (k, ready) in [
+            ("node.kubernetes.io/unreachable", "unknown"),
+            ("node.kubernetes.io/not-ready", "false"),
+        ] {
+            for effect in ["NoSchedule", "NoExecute"] {
+                taints.push((
+                    k,
+                    String::new(),
+                    effect,
+                    Box::new(move |t| c.node_down(ni, t).is_some_and(|(r, _)| r == ready)),
+                ));
+            }
+        }
+        taints.push((
+            "karpenter.sh/disrupted",
+            String::new(),
+            "NoSchedule",
+            Box::new(move |t| {
+                c.spot_notice(ni, t)
+                    .is_some_and(|(_, by)| by != SpotNotice::TerminationHandler)
+            }),
+        ));
+        let nth = move |t: i64| c.spot_notice(ni, t).is_some_and(|(_, by)| by != SpotNotice::Karpenter);
+        taints.push((
+            "aws-node-termination-handler/spot-itn",
+            spot_id,
+            "NoSchedule",
+            Box::new(nth),
+        ));
+        taints.push((
+            "node.kubernetes.io/unschedulable",
+            String::new(),
+            "NoSchedule",
+            Box::new(nth),
+        ));
+        for (k, value, effect, has) in &taints {
+            let mut tl = l.to_vec();
+            tl.extend_from_slice(&[("key", *k), ("value", value.as_str()), ("effect", *effect)]);
+            self.out
+                .series("kube_node_spec_taint", &tl, |t| (alive(t) && has(t)).then_some(1.0));
+        }
+    }
+
     fn ksm_pods(&mut self, target: &[(&str, &str)], on: &dyn Fn(i64) -> bool) {
         let c = self.v.c;
         for p in &c.pods {
             let node = &c.nodes[p.node];
             let exists = |t: i64| on(t) && p.exists(t);
+            // Labels from the pod's spec.nodeName / status are empty (so absent) while it is
+            // unscheduled: such series come in two parts, before and after binding.
+            let bound = |t: i64| p.scheduled(t);
             let mut l = target.to_vec();
             l.extend_from_slice(&[("namespace", &p.namespace), ("pod", &p.name), ("uid", &p.uid)]);
             let mut info = l.clone();
             info.extend_from_slice(&[
-                ("host_ip", &node.ip),
-                ("pod_ip", &p.ip),
-                ("node", &node.name),
                 ("created_by_kind", p.created_by_kind),
                 ("created_by_name", &p.created_by_name),
                 ("priority_class", &p.priority_class),
                 ("host_network", "false"),
             ]);
-            self.out.series("kube_pod_info", &info, |t| exists(t).then_some(1.0));
+            self.out
+                .series("kube_pod_info", &info, |t| (exists(t) && !bound(t)).then_some(1.0));
+            info.extend_from_slice(&[("host_ip", &node.ip), ("pod_ip", &p.ip), ("node", &node.name)]);
+            self.out
+                .series("kube_pod_info", &info, |t| (exists(t) && bound(t)).then_some(1.0));
+            let mut owner = l.clone();
+            owner.extend_from_slice(&[
+                ("owner_kind", p.created_by_kind),
+                ("owner_name", &p.created_by_name),
+                ("owner_is_controller", "true"),
+            ]);
+            self.out.series("kube_pod_owner", &owner, |t| exists(t).then_some(1.0));
             self.out.series("kube_pod_created", &l, |t| {
                 exists(t).then_some((p.created_ms / 1000) as f64)
+            });
+            self.out.series("kube_pod_deletion_timestamp", &l, |t| {
+                (exists(t) && p.deleting(t)).then_some((p.deleted_ms / 1000) as f64)
             });
             for phase in ["Pending", "Running", "Succeeded", "Failed", "Unknown"] {
                 let mut pl = l.clone();
@@ -593,52 +705,84 @@ impl Gen<'_, '_> {
                         }))
                     })
                 });
+                self.out.series("kube_pod_status_scheduled", &rl, |t| {
+                    exists(t).then(|| {
+                        f64::from(u8::from(match cond {
+                            "true" => bound(t),
+                            "false" => !bound(t),
+                            _ => false,
+                        }))
+                    })
+                });
             }
+            // PodScheduled False with reason Unschedulable.
+            self.out.series("kube_pod_status_unschedulable", &l, |t| {
+                (exists(t) && !bound(t)).then_some(1.0)
+            });
             let mut cl = l.clone();
             cl.push(("container", &p.container));
-            let mut req = cl.clone();
-            req.extend_from_slice(&[("node", &node.name), ("resource", "cpu"), ("unit", "core")]);
-            let cpu = p.cpu_request;
-            self.out.series("kube_pod_container_resource_requests", &req, |t| {
-                exists(t).then_some(cpu)
-            });
-            if !p.gpus.is_empty() {
-                let mut req = cl.clone();
-                req.extend_from_slice(&[
-                    ("node", &node.name),
-                    ("resource", "nvidia_com_gpu"),
-                    ("unit", "integer"),
-                ]);
-                let n = p.gpus.len() as f64;
-                self.out
-                    .series("kube_pod_container_resource_requests", &req, |t| exists(t).then_some(n));
-                self.out
-                    .series("kube_pod_container_resource_limits", &req, |t| exists(t).then_some(n));
+            let mut requests: Vec<(&str, &str, f64)> = vec![("cpu", "core", p.cpu_request)];
+            if p.gpu_request > 0 {
+                requests.push(("nvidia_com_gpu", "integer", p.gpu_request as f64));
             }
-            for reason in ["ContainerCreating", "CrashLoopBackOff"] {
+            for (resource, unit, v) in requests {
+                let mut req = cl.clone();
+                req.extend_from_slice(&[("resource", resource), ("unit", unit)]);
+                let mut bound_req = req.clone();
+                bound_req.push(("node", &node.name));
+                for (labels, when_bound) in [(&req, false), (&bound_req, true)] {
+                    self.out.series("kube_pod_container_resource_requests", labels, |t| {
+                        (exists(t) && bound(t) == when_bound).then_some(v)
+                    });
+                    if resource != "cpu" {
+                        self.out.series("kube_pod_container_resource_limits", labels, |t| {
+                            (exists(t) && bound(t) == when_bound).then_some(v)
+                        });
+                    }
+                }
+            }
+            // An unscheduled pod has no container status at all. A failing pull shows
+            // ErrImagePull at each attempt and ImagePullBackOff between them (the back-off
+            // reaches its 5-minute cap after a few attempts).
+            let every = (300_000 / self.v.step).max(1);
+            let (start, step) = (self.v.start, self.v.step);
+            let pull_attempt = |t: i64| {
+                let since = (t - p.from_ms.max(start)) / step;
+                since == 0 || since % every == 0
+            };
+            for reason in [
+                "ContainerCreating",
+                "CrashLoopBackOff",
+                "ErrImagePull",
+                "ImagePullBackOff",
+            ] {
                 let mut wl = cl.clone();
                 wl.push(("reason", reason));
                 // The series exists only while the container waits for this reason.
                 self.out.series("kube_pod_container_status_waiting_reason", &wl, |t| {
-                    let waiting = match reason {
-                        "ContainerCreating" => exists(t) && !p.running(t),
-                        _ => exists(t) && c.crash_looping(p, t),
-                    };
+                    let waiting = exists(t)
+                        && match reason {
+                            "ContainerCreating" => bound(t) && !p.running(t) && !c.pull_failing(p, t),
+                            "CrashLoopBackOff" => c.crash_looping(p, t),
+                            "ErrImagePull" => c.pull_failing(p, t) && pull_attempt(t),
+                            _ => c.pull_failing(p, t) && !pull_attempt(t),
+                        };
                     waiting.then_some(1.0)
                 });
             }
-            // A crash-looping container restarts about every five minutes (the back-off cap).
-            let every = (300_000 / self.v.step).max(1);
-            let (start, step) = (self.v.start, self.v.step);
+            // A crash-looping container restarts about every five minutes (the back-off cap);
+            // on a node that stopped answering nothing is reported.
             self.out.counter(
                 "kube_pod_container_status_restarts_total",
                 &cl,
                 0.0,
                 |t| {
                     let i = (t - start) / step;
-                    f64::from(u8::from(c.crash_looping(p, t) && i % every == 0))
+                    f64::from(u8::from(
+                        c.crash_looping(p, t) && c.node_down(p.node, t).is_none() && i % every == 0,
+                    ))
                 },
-                exists,
+                |t| exists(t) && bound(t),
             );
         }
     }
@@ -670,6 +814,21 @@ impl Gen<'_, '_> {
                 Box::new(|o: &PodOwner| *o == PodOwner::Collector),
             ));
         }
+        if let Some(a) = s.autoscaler {
+            deployments.push((
+                "kube-system".into(),
+                a.job().into(),
+                1.0,
+                Box::new(|o: &PodOwner| *o == PodOwner::Autoscaler),
+            ));
+        }
+        // A scale-up (quota-exhausted) raises a workload's desired replicas / parallelism.
+        let workload_of = |o: &PodOwner| match o {
+            PodOwner::Workload {
+                namespace, workload, ..
+            } => Some((*namespace, *workload)),
+            _ => None,
+        };
         for (ni, ns) in s.namespaces.iter().enumerate() {
             for (wi, w) in ns.workloads.iter().enumerate() {
                 if w.kind == WorkloadKind::Deployment {
@@ -690,16 +849,23 @@ impl Gen<'_, '_> {
             let count = |f: &dyn Fn(&super::cluster::Pod) -> bool| {
                 c.pods.iter().filter(|p| owns(&p.owner) && f(p)).count() as f64
             };
-            let replicas = *replicas;
+            let ours = c
+                .pods
+                .iter()
+                .find(|p| owns(&p.owner))
+                .and_then(|p| workload_of(&p.owner));
+            let wanted = |t: i64| *replicas + ours.map_or(0, |(n, w)| c.scaled_up(n, w, t)) as f64;
+            // Terminating pods no longer count for their ReplicaSet.
+            let active = |p: &super::cluster::Pod, t: i64| p.exists(t) && !p.deleting(t);
             self.out
                 .series("kube_deployment_created", &l, |t| on(t).then_some(created));
             self.out
-                .series("kube_deployment_spec_replicas", &l, |t| on(t).then_some(replicas));
+                .series("kube_deployment_spec_replicas", &l, |t| on(t).then(|| wanted(t)));
             self.out.series("kube_deployment_status_replicas", &l, |t| {
-                on(t).then(|| count(&|p| p.exists(t)))
+                on(t).then(|| count(&|p| active(p, t)))
             });
             self.out.series("kube_deployment_status_replicas_updated", &l, |t| {
-                on(t).then(|| count(&|p| p.exists(t)))
+                on(t).then(|| count(&|p| active(p, t)))
             });
             self.out.series("kube_deployment_status_replicas_ready", &l, |t| {
                 on(t).then(|| count(&|p| c.ready(p, t)))
@@ -708,8 +874,35 @@ impl Gen<'_, '_> {
                 on(t).then(|| count(&|p| c.ready(p, t)))
             });
             self.out.series("kube_deployment_status_replicas_unavailable", &l, |t| {
-                on(t).then(|| (replicas - count(&|p| c.ready(p, t))).max(0.0))
+                on(t).then(|| (wanted(t) - count(&|p| c.ready(p, t))).max(0.0))
             });
+        }
+        // ReplicaSets: each named `<deployment>-<pod-template-hash>`, owned by its Deployment.
+        let mut replicasets: Vec<(&str, &str, i64)> = Vec::new();
+        for p in &c.pods {
+            if p.created_by_kind != "ReplicaSet" {
+                continue;
+            }
+            match replicasets
+                .iter_mut()
+                .find(|(ns, rs, _)| *ns == p.namespace && *rs == p.created_by_name)
+            {
+                Some(e) => e.2 = e.2.min(p.from_ms),
+                None => replicasets.push((&p.namespace, &p.created_by_name, p.from_ms)),
+            }
+        }
+        for (ns, rs, from) in replicasets {
+            let deployment = rs.rsplit_once('-').map_or(rs, |(d, _)| d);
+            let mut l = target.to_vec();
+            l.extend_from_slice(&[
+                ("namespace", ns),
+                ("replicaset", rs),
+                ("owner_kind", "Deployment"),
+                ("owner_name", deployment),
+                ("owner_is_controller", "true"),
+            ]);
+            self.out
+                .series("kube_replicaset_owner", &l, |t| (on(t) && t >= from).then_some(1.0));
         }
         // Jobs: running Indexed Jobs (no Complete / Failed condition, so no kube_job_failed).
         for (ni, ns) in s.namespaces.iter().enumerate() {
@@ -720,19 +913,31 @@ impl Gen<'_, '_> {
                 let mut l = target.to_vec();
                 l.extend_from_slice(&[("namespace", &ns.name), ("job_name", &w.name)]);
                 let started = created + 29.0 * 86_400.0 - 3600.0 * (wi as f64 + 2.0);
-                let workers = w.replicas as f64;
+                let workers = |t: i64| (w.replicas + c.scaled_up(ni, wi, t)) as f64;
                 self.out.series("kube_job_info", &l, |t| on(t).then_some(1.0));
+                // Submitted directly (or through Kueue, which owns the Workload, not the Job).
+                let mut ol = l.clone();
+                ol.extend_from_slice(&[
+                    ("owner_kind", "<none>"),
+                    ("owner_name", "<none>"),
+                    ("owner_is_controller", "<none>"),
+                ]);
+                self.out.series("kube_job_owner", &ol, |t| on(t).then_some(1.0));
                 self.out.series("kube_job_created", &l, |t| on(t).then_some(started));
                 self.out
                     .series("kube_job_status_start_time", &l, |t| on(t).then_some(started));
                 self.out
-                    .series("kube_job_spec_parallelism", &l, |t| on(t).then_some(workers));
+                    .series("kube_job_spec_parallelism", &l, |t| on(t).then(|| workers(t)));
                 self.out
-                    .series("kube_job_spec_completions", &l, |t| on(t).then_some(workers));
+                    .series("kube_job_spec_completions", &l, |t| on(t).then(|| workers(t)));
                 self.out
                     .series("kube_job_status_succeeded", &l, |t| on(t).then_some(0.0));
                 self.out.series("kube_job_status_active", &l, |t| {
-                    on(t).then(|| c.workload_pods(ni, wi).filter(|p| p.exists(t)).count() as f64)
+                    on(t).then(|| {
+                        c.workload_pods(ni, wi)
+                            .filter(|p| p.exists(t) && !p.deleting(t))
+                            .count() as f64
+                    })
                 });
             }
         }
@@ -753,7 +958,7 @@ impl Gen<'_, '_> {
             let pods = |t: i64, running: bool| {
                 c.pods
                     .iter()
-                    .filter(|p| p.owner == PodOwner::Exporter(e) && if running { p.running(t) } else { p.exists(t) })
+                    .filter(|p| p.owner == PodOwner::Exporter(e) && if running { c.ready(p, t) } else { p.exists(t) })
                     .count() as f64
             };
             self.out
@@ -1368,7 +1573,7 @@ impl Gen<'_, '_> {
             let l = [("namespace", p.namespace.as_str()), ("pod", p.name.as_str())];
             let n = p.gpus.len() as f64;
             let v = period_values(start, end, CLOUDWATCH_PERIOD_MS, |t| {
-                (p.exists(t) && agent_ok(p.node, t)).then_some(n)
+                (p.scheduled(t) && agent_ok(p.node, t)).then_some(n)
             });
             self.out
                 .cloudwatch_series("containerinsights_pod_gpu_request", &l, CLOUDWATCH_PERIOD_MS, &v);
@@ -1417,12 +1622,143 @@ impl Gen<'_, '_> {
                 ("class", class.as_str()),
                 ("region", s.region.as_str()),
             ];
-            let v = period_values(start, end, USAGE_PERIOD_MS, |t| Some(usage(t)));
+            // A quota-exhausted event of this class: the account's other consumers take the
+            // rest of the quota.
+            let exhausted = |t: i64| {
+                c.active(t).any(|e| match e.kind {
+                    EventKind::QuotaExhausted { node_group, .. } => {
+                        let g = &s.node_groups[node_group];
+                        format!(
+                            "{}/{}",
+                            g.instance_type.quota_class,
+                            if g.capacity_type == "SPOT" { "Spot" } else { "OnDemand" }
+                        ) == class
+                    }
+                    _ => false,
+                })
+            };
+            let v = period_values(start, end, USAGE_PERIOD_MS, |t| {
+                Some(if exhausted(t) { quota } else { usage(t) })
+            });
             self.out
                 .cloudwatch_series("aws_usage_resource_count", &l, USAGE_PERIOD_MS, &v);
             let q = period_values(start, end, USAGE_PERIOD_MS, |_| Some(quota));
             self.out
                 .cloudwatch_series("aws_usage_service_quota", &l, USAGE_PERIOD_MS, &q);
+        }
+    }
+}
+
+impl Gen<'_, '_> {
+    /// Karpenter's controller or the Cluster Autoscaler (`autoscaler:`), scraped through its
+    /// ServiceMonitor in `kube-system`. Counter vectors have a series only once a label set
+    /// has counted (client_golang), except Karpenter's spot interruption count in a cluster
+    /// with Karpenter spot pools, which has seen interruptions before the data starts.
+    fn autoscaler(&mut self) {
+        let c = self.v.c;
+        let s = c.s;
+        let Some(a) = s.autoscaler else { return };
+        let Some(pod) = c.pods.iter().find(|p| p.owner == PodOwner::Autoscaler) else {
+            return;
+        };
+        let (job, port, endpoint, container) = match a {
+            Autoscaler::Karpenter => ("karpenter", 8080, "http-metrics", "controller"),
+            Autoscaler::ClusterAutoscaler => ("cluster-autoscaler", 8085, "http", "cluster-autoscaler"),
+        };
+        let instance = format!("{}:{port}", pod.ip);
+        let target = [
+            ("job", job),
+            ("instance", instance.as_str()),
+            ("namespace", "kube-system"),
+            ("pod", pod.name.as_str()),
+            ("service", job),
+            ("endpoint", endpoint),
+            ("container", container),
+        ];
+        let up = |t: i64| pod.running(t);
+        self.out.series("up", &target, |t| up(t).then_some(1.0));
+        let (start, step) = (self.v.start, self.v.step);
+        // Whether `t` is the step at which something at `at` is counted.
+        let at_step = |t: i64, at: i64| at >= t && at < t + step;
+        // How long a quota exhaustion has been going at `t`.
+        let quota = |t: i64| {
+            c.active(t)
+                .find(|e| matches!(e.kind, EventKind::QuotaExhausted { .. }))
+                .map(|e| t - (start + e.at_ms))
+        };
+        match a {
+            Autoscaler::Karpenter => {
+                let spot_pools = s.node_groups.iter().any(|g| g.karpenter && g.capacity_type == "SPOT");
+                let notices: Vec<i64> = s
+                    .events
+                    .iter()
+                    .filter(|e| {
+                        matches!(e.kind, EventKind::SpotInterruption { notice, .. } if notice != SpotNotice::TerminationHandler)
+                    })
+                    .map(|e| start + e.at_ms)
+                    .collect();
+                for (message_type, offset, initial) in [
+                    ("spot_interrupted", 0, if spot_pools { 3.0 } else { 0.0 }),
+                    ("instance_terminated", SPOT_NOTICE_MS, 0.0),
+                ] {
+                    let mut l = target.to_vec();
+                    l.push(("message_type", message_type));
+                    let first = notices.first().map(|t| t + offset);
+                    let counted = |t: i64| notices.iter().filter(|at| at_step(t, **at + offset)).count() as f64;
+                    self.out.counter(
+                        "karpenter_interruption_received_messages_total",
+                        &l,
+                        initial,
+                        counted,
+                        |t| up(t) && (initial > 0.0 || first.is_some_and(|f| t >= f)),
+                    );
+                }
+                // A launch refused for the vCPU quota (VcpuLimitExceeded) is an insufficient
+                // capacity error to Karpenter; it retries about once a minute.
+                let mut l = target.to_vec();
+                l.extend_from_slice(&[
+                    ("controller", "nodeclaim.lifecycle"),
+                    ("method", "Create"),
+                    ("provider", "aws"),
+                    ("error", "InsufficientCapacityError"),
+                ]);
+                let first = self
+                    .v
+                    .steps_map(|t| quota(t).map(|_| t as f64))
+                    .into_iter()
+                    .flatten()
+                    .next();
+                self.out.counter(
+                    "karpenter_cloudprovider_errors_total",
+                    &l,
+                    0.0,
+                    |t| f64::from(u8::from(quota(t).is_some_and(|d| d % 60_000 < step))),
+                    |t| up(t) && first.is_some_and(|f| t >= f as i64),
+                );
+            }
+            Autoscaler::ClusterAutoscaler => {
+                // A failed scale-up backs the node group off for 5 minutes before the next try.
+                let mut l = target.to_vec();
+                l.push(("reason", "cloudProviderError"));
+                let first = self
+                    .v
+                    .steps_map(|t| quota(t).map(|_| t as f64))
+                    .into_iter()
+                    .flatten()
+                    .next();
+                self.out.counter(
+                    "cluster_autoscaler_failed_scale_ups_total",
+                    &l,
+                    0.0,
+                    |t| f64::from(u8::from(quota(t).is_some_and(|d| d % 300_000 < step))),
+                    |t| up(t) && first.is_some_and(|f| t >= f as i64),
+                );
+                let mut l = target.to_vec();
+                l.push(("type", "unschedulable"));
+                self.out.series("cluster_autoscaler_unschedulable_pods_count", &l, |t| {
+                    up(t).then(|| c.pods.iter().filter(|p| p.exists(t) && !p.scheduled(t)).count() as f64)
+                });
+            }
         }
     }
 }
@@ -1781,5 +2117,397 @@ events:
         )
         .is_empty());
         assert!(series(&st, "apiserver_request_total", &[("verb", "create")]).is_empty());
+    }
+
+    /// Eight hours of the cause-stage events: a p5 node failing with XID 79 at 2h (replaced at
+    /// 3h30m), a Karpenter spot node interrupted at 4h (a new one at 4h40m), a registry outage
+    /// in `eval` from 5h to 5h30m and the G quota used up from 6h to 7h.
+    fn cause_scenario() -> Scenario {
+        Scenario::parse(
+            "\
+name: causes
+cluster: c1
+start: 2026-11-09T00:00:00Z
+duration: 8h
+gpu_telemetry: [dcgm-exporter]
+dcgm: {fields: default, hostname_label: hostname}
+autoscaler: karpenter
+node_groups:
+  - {name: p5, instance_type: p5.48xlarge, count: 1}
+  - {name: spot, instance_type: g5.12xlarge, count: 1, capacity_type: spot, provisioner: karpenter}
+  - {name: system, instance_type: m6i.2xlarge, count: 1}
+namespaces:
+  - name: serving
+    team: ml-serving
+    workload_class: serving
+    deployments: [{name: chat, replicas: 4, gpus_per_replica: 2, node_group: p5}]
+  - name: training
+    workload_class: training
+    jobs: [{name: pretrain, workers: 1, gpus_per_worker: 4, node_group: spot}]
+  - name: eval
+    deployments: [{name: harness, replicas: 2, node_group: system}]
+events:
+  - {id: nf, kind: node-failure, node: p5/0, xid: 79, gpu: 3, at: 2h, replace_after: 90m}
+  - {id: sp, kind: spot-interruption, node: spot/0, notice: both, at: 4h, replace_after: 40m}
+  - {id: reg, kind: registry-outage, namespaces: [eval], at: 5h, for: 30m}
+  - {id: q, kind: quota-exhausted, node_group: spot, namespace: training, job: pretrain, pending: 1, at: 6h, for: 1h}
+",
+            "causes.yaml",
+        )
+        .unwrap()
+    }
+
+    fn value_at(d: &SeriesData, t: i64) -> Option<f64> {
+        d.samples
+            .iter()
+            .find(|x| x.0 == t)
+            .map(|x| x.1)
+            .filter(|v| !is_stale(*v))
+    }
+
+    #[test]
+    fn topology_series_are_shaped_as_kube_state_metrics_writes_them() {
+        let s = cause_scenario();
+        let st = store(&s);
+        // Deployment pods: owned by a ReplicaSet <deployment>-<hash>, owned by the Deployment.
+        let owners = series(&st, "kube_pod_owner", &[("namespace", "serving")]);
+        assert!(!owners.is_empty());
+        let o = &owners[0].labels;
+        assert_eq!(o.get("owner_kind"), Some("ReplicaSet"));
+        assert_eq!(o.get("owner_is_controller"), Some("true"));
+        assert!(
+            o.get("uid").is_some() && o.get("job") == Some("kube-state-metrics"),
+            "{o}"
+        );
+        let rs = o.get("owner_name").unwrap();
+        assert!(rs.starts_with("chat-") && rs.len() == "chat-".len() + 10, "{rs}");
+        assert!(o.get("pod").unwrap().starts_with(&format!("{rs}-")), "{o}");
+        let rso = series(&st, "kube_replicaset_owner", &[("replicaset", rs)]);
+        assert_eq!(rso.len(), 1);
+        for (k, v) in [
+            ("owner_kind", "Deployment"),
+            ("owner_name", "chat"),
+            ("owner_is_controller", "true"),
+            ("namespace", "serving"),
+        ] {
+            assert_eq!(rso[0].labels.get(k), Some(v), "{k} in {}", rso[0].labels);
+        }
+        // Job pods: owned by the Job; the Job by nothing.
+        let jo = series(
+            &st,
+            "kube_pod_owner",
+            &[("namespace", "training"), ("owner_kind", "Job")],
+        );
+        assert!(jo.iter().all(|x| x.labels.get("owner_name") == Some("pretrain")));
+        assert!(!jo.is_empty());
+        let job = series(&st, "kube_job_owner", &[("job_name", "pretrain")]);
+        assert_eq!(job[0].labels.get("owner_kind"), Some("<none>"));
+        // Exporters: by their DaemonSet.
+        assert!(!series(
+            &st,
+            "kube_pod_owner",
+            &[("owner_kind", "DaemonSet"), ("owner_name", "nvidia-dcgm-exporter")]
+        )
+        .is_empty());
+        // kube_pod_info of a scheduled pod: its node, host and pod addresses, its creator.
+        let info = series(&st, "kube_pod_info", &[("namespace", "serving")]);
+        let i = &info.iter().find(|i| i.labels.get("node").is_some()).unwrap().labels;
+        for k in [
+            "node",
+            "host_ip",
+            "pod_ip",
+            "created_by_kind",
+            "created_by_name",
+            "priority_class",
+            "uid",
+            "host_network",
+        ] {
+            assert!(i.get(k).is_some(), "{k} in {i}");
+        }
+        assert_eq!(i.get("priority_class"), Some("serving-critical"));
+        // Nodes: a managed node group's labels, a Karpenter pool's; taints; node info.
+        let p5 = series(&st, "kube_node_labels", &[("label_eks_amazonaws_com_nodegroup", "p5")]);
+        let p5 = p5.iter().find(|n| n.samples[0].0 == s.start_ms).unwrap();
+        assert_eq!(
+            p5.labels.get("label_eks_amazonaws_com_capacity_type"),
+            Some("ON_DEMAND")
+        );
+        assert_eq!(
+            p5.labels.get("label_node_kubernetes_io_instance_type"),
+            Some("p5.48xlarge")
+        );
+        assert_eq!(p5.labels.get("label_topology_kubernetes_io_zone"), Some("us-west-2a"));
+        let spot = series(&st, "kube_node_labels", &[("label_karpenter_sh_nodepool", "spot")]);
+        assert_eq!(spot[0].labels.get("label_karpenter_sh_capacity_type"), Some("spot"));
+        assert!(spot[0].labels.get("label_eks_amazonaws_com_nodegroup").is_none());
+        let node = p5.labels.get("node").unwrap();
+        let ni = series(&st, "kube_node_info", &[("node", node)]);
+        assert!(ni[0]
+            .labels
+            .get("provider_id")
+            .unwrap()
+            .starts_with("aws:///us-west-2a/i-0"));
+        assert!(ni[0].labels.get("internal_ip").unwrap().starts_with("10."));
+        let gpu_taint = series(
+            &st,
+            "kube_node_spec_taint",
+            &[("node", node), ("key", "nvidia.com/gpu")],
+        );
+        assert_eq!(
+            (gpu_taint[0].labels.get("value"), gpu_taint[0].labels.get("effect")),
+            (Some("true"), Some("NoSchedule"))
+        );
+        // DCGM's newest attribution: hostname, exported_*.
+        let dcgm = series(
+            &st,
+            "DCGM_FI_DEV_GPU_TEMP",
+            &[("hostname", node), ("exported_namespace", "serving")],
+        );
+        assert!(!dcgm.is_empty());
+        assert!(dcgm[0]
+            .labels
+            .get("exported_pod")
+            .unwrap()
+            .starts_with(&format!("{rs}-")));
+    }
+
+    #[test]
+    fn a_node_failure_strands_its_pods_until_the_replacement() {
+        let s = cause_scenario();
+        let st = store(&s);
+        let t = |m: i64| s.start_ms + m * M;
+        let p5 = series(&st, "kube_node_labels", &[("label_eks_amazonaws_com_nodegroup", "p5")]);
+        assert_eq!(p5.len(), 2, "the failed node and its replacement");
+        let old = p5.iter().find(|n| n.samples[0].0 == s.start_ms).unwrap();
+        let old_name = old.labels.get("node").unwrap();
+        // Ready: true until 2h, then Unknown (every condition) until the node goes at 3h30m.
+        let ready = |status: &str| {
+            series(
+                &st,
+                "kube_node_status_condition",
+                &[("node", old_name), ("condition", "Ready"), ("status", status)],
+            )
+            .remove(0)
+        };
+        assert_eq!(value_at(&ready("true"), t(119)), Some(1.0));
+        assert_eq!(value_at(&ready("true"), t(120)), Some(0.0));
+        assert_eq!(value_at(&ready("unknown"), t(120)), Some(1.0));
+        assert_eq!(value_at(&ready("unknown"), t(209)), Some(1.0));
+        assert_eq!(value_at(&ready("unknown"), t(210)), None);
+        let unreachable = series(
+            &st,
+            "kube_node_spec_taint",
+            &[
+                ("node", old_name),
+                ("key", "node.kubernetes.io/unreachable"),
+                ("effect", "NoExecute"),
+            ],
+        );
+        assert_eq!(unreachable[0].samples[0].0, t(120));
+        // The XID a minute before.
+        let xid = series(&st, "DCGM_FI_DEV_XID_ERRORS", &[("hostname", old_name)]);
+        assert_eq!(xid[0].samples[0], (t(119), 79.0));
+        // Its DCGM-Exporter target fails from 2h: up 0, no readings.
+        let up = series(&st, "up", &[("job", "dcgm-exporter")]);
+        let dcgm_pod = series(
+            &st,
+            "kube_pod_info",
+            &[("namespace", "gpu-operator"), ("node", old_name)],
+        );
+        let pod = dcgm_pod[0].labels.get("pod").unwrap();
+        let u = up.iter().find(|u| u.labels.get("pod") == Some(pod)).unwrap();
+        assert_eq!((value_at(u, t(119)), value_at(u, t(120))), (Some(1.0), Some(0.0)));
+        // The deployment: 4 available before, 3 while the pod holding the lost GPU crash-loops,
+        // 0 once the node is NotReady (all four were on it), 4 again once the replacements run
+        // on the new node (joined 3h30m, pods run 3h32m).
+        let avail = &series(
+            &st,
+            "kube_deployment_status_replicas_available",
+            &[("deployment", "chat")],
+        )[0];
+        assert_eq!(
+            [118, 119, 120, 200, 211, 212].map(|m| value_at(avail, t(m))),
+            [Some(4.0), Some(3.0), Some(0.0), Some(0.0), Some(0.0), Some(4.0)]
+        );
+        // Evicted at 2h05m: the old pods Terminating (deletion timestamp) until the node goes,
+        // their replacements Pending, unschedulable, without a node.
+        let deleting = series(&st, "kube_pod_deletion_timestamp", &[("namespace", "serving")]);
+        assert_eq!(deleting.len(), 4);
+        assert!(deleting
+            .iter()
+            .all(|d| d.samples[0] == (t(125), (t(125) / 1000) as f64)));
+        let unsched = series(&st, "kube_pod_status_unschedulable", &[("namespace", "serving")]);
+        assert_eq!(unsched.len(), 4);
+        assert!(unsched
+            .iter()
+            .all(|d| d.samples[0].0 == t(125) && is_stale(d.samples.last().unwrap().1)));
+        let pending_info: Vec<_> = series(&st, "kube_pod_info", &[("namespace", "serving")])
+            .into_iter()
+            .filter(|i| i.labels.get("node").is_none())
+            .collect();
+        assert_eq!(pending_info.len(), 4);
+        assert!(pending_info
+            .iter()
+            .all(|i| i.samples[0].0 == t(125) && i.labels.get("pod_ip").is_none()));
+        let pending = series(
+            &st,
+            "kube_pod_status_phase",
+            &[
+                ("namespace", "serving"),
+                ("phase", "Pending"),
+                ("pod", pending_info[0].labels.get("pod").unwrap()),
+            ],
+        );
+        assert_eq!(value_at(&pending[0], t(200)), Some(1.0));
+        assert_eq!(value_at(&pending[0], t(212)), Some(0.0));
+        // GPU requests of an unscheduled pod carry no node.
+        assert!(series(
+            &st,
+            "kube_pod_container_resource_requests",
+            &[
+                ("pod", pending_info[0].labels.get("pod").unwrap()),
+                ("resource", "nvidia_com_gpu")
+            ]
+        )
+        .iter()
+        .any(|r| r.labels.get("node").is_none()));
+    }
+
+    #[test]
+    fn a_spot_interruption_gives_notice_then_takes_the_node() {
+        let s = cause_scenario();
+        let st = store(&s);
+        let t = |m: i64| s.start_ms + m * M;
+        // Karpenter has seen interruptions before: the counter is there from the start.
+        let msgs = series(
+            &st,
+            "karpenter_interruption_received_messages_total",
+            &[("message_type", "spot_interrupted")],
+        );
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].labels.get("job"), Some("karpenter"));
+        assert_eq!(
+            (value_at(&msgs[0], t(239)), value_at(&msgs[0], t(240))),
+            (Some(3.0), Some(4.0))
+        );
+        let terminated = series(
+            &st,
+            "karpenter_interruption_received_messages_total",
+            &[("message_type", "instance_terminated")],
+        );
+        assert_eq!(terminated[0].samples[0], (t(242), 1.0));
+        // The Node Termination Handler's taint and cordon, Karpenter's taint.
+        let nodes = series(&st, "kube_node_labels", &[("label_karpenter_sh_nodepool", "spot")]);
+        assert_eq!(nodes.len(), 2);
+        let old = nodes.iter().find(|n| n.samples[0].0 == s.start_ms).unwrap();
+        let name = old.labels.get("node").unwrap();
+        assert_eq!(old.samples.last().unwrap().0, t(242), "gone 2 minutes after the notice");
+        let itn = series(
+            &st,
+            "kube_node_spec_taint",
+            &[("node", name), ("key", "aws-node-termination-handler/spot-itn")],
+        );
+        assert_eq!(itn[0].samples[0].0, t(240));
+        assert!(itn[0].labels.get("value").unwrap().starts_with("spot-itn-"));
+        assert!(!series(
+            &st,
+            "kube_node_spec_taint",
+            &[("node", name), ("key", "karpenter.sh/disrupted")]
+        )
+        .is_empty());
+        let cordon = &series(&st, "kube_node_spec_unschedulable", &[("node", name)])[0];
+        assert_eq!(
+            (value_at(cordon, t(239)), value_at(cordon, t(240))),
+            (Some(0.0), Some(1.0))
+        );
+        let new = nodes.iter().find(|n| n.samples[0].0 != s.start_ms).unwrap();
+        assert_eq!(new.samples[0].0, t(280));
+        // The training worker: drained at the notice, its replacement Pending until 4h42m.
+        let active = &series(&st, "kube_job_status_active", &[("job_name", "pretrain")])[0];
+        assert_eq!(value_at(active, t(250)), Some(1.0), "the replacement, Pending");
+        let running = series(
+            &st,
+            "kube_pod_status_phase",
+            &[("namespace", "training"), ("phase", "Running")],
+        );
+        let at = |m: i64| running.iter().filter(|r| value_at(r, t(m)) == Some(1.0)).count();
+        assert_eq!([at(239), at(241), at(270), at(282)], [1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn a_registry_outage_blocks_the_rollouts_pulls() {
+        let s = cause_scenario();
+        let st = store(&s);
+        let t = |m: i64| s.start_ms + m * M;
+        let backoff = series(
+            &st,
+            "kube_pod_container_status_waiting_reason",
+            &[("reason", "ImagePullBackOff")],
+        );
+        let err = series(
+            &st,
+            "kube_pod_container_status_waiting_reason",
+            &[("reason", "ErrImagePull")],
+        );
+        assert_eq!(backoff.len(), 1, "replica 0 of eval/harness");
+        assert_eq!(backoff[0].labels.get("namespace"), Some("eval"));
+        let pod = backoff[0].labels.get("pod").unwrap();
+        // A new ReplicaSet's pod.
+        let owner = &series(&st, "kube_pod_owner", &[("pod", pod)])[0];
+        let rs = owner.labels.get("owner_name").unwrap();
+        assert!(rs.starts_with("harness-"));
+        assert_eq!(
+            series(&st, "kube_replicaset_owner", &[("owner_name", "harness")]).len(),
+            2
+        );
+        // ErrImagePull at the first attempt and every 5 minutes, back-off in between; Running
+        // when the outage ends.
+        assert_eq!(err[0].samples[0], (t(300), 1.0));
+        assert_eq!(value_at(&err[0], t(305)), Some(1.0));
+        assert_eq!(value_at(&backoff[0], t(301)), Some(1.0));
+        assert_eq!(value_at(&backoff[0], t(305)), None);
+        assert_eq!(value_at(&backoff[0], t(329)), Some(1.0));
+        let phase = &series(&st, "kube_pod_status_phase", &[("pod", pod), ("phase", "Running")])[0];
+        assert_eq!(
+            (value_at(phase, t(329)), value_at(phase, t(330))),
+            (Some(0.0), Some(1.0))
+        );
+        // No ContainerCreating while the pull fails.
+        assert!(series(
+            &st,
+            "kube_pod_container_status_waiting_reason",
+            &[("pod", pod), ("reason", "ContainerCreating")]
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn an_exhausted_quota_fails_launches_and_leaves_the_scale_up_pending() {
+        let s = cause_scenario();
+        let st = store(&s);
+        let t = |m: i64| s.start_ms + m * M;
+        let usage = &series(&st, "aws_usage_resource_count", &[("class", "G/Spot")])[0];
+        let quota = &series(&st, "aws_usage_service_quota", &[("class", "G/Spot")])[0];
+        // 5-minute periods stamped at their end: the period from 6h is at the quota.
+        let q = value_at(quota, t(365)).unwrap();
+        assert_eq!(value_at(usage, t(365)), Some(q));
+        assert!(value_at(usage, t(355)).unwrap() < q);
+        let errors = series(
+            &st,
+            "karpenter_cloudprovider_errors_total",
+            &[("error", "InsufficientCapacityError")],
+        );
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].samples[0], (t(360), 1.0));
+        assert_eq!(value_at(&errors[0], t(389)), Some(30.0));
+        let par = &series(&st, "kube_job_spec_parallelism", &[("job_name", "pretrain")])[0];
+        assert_eq!((value_at(par, t(359)), value_at(par, t(360))), (Some(1.0), Some(2.0)));
+        let unsched = series(&st, "kube_pod_status_unschedulable", &[("namespace", "training")]);
+        let scaled: Vec<_> = unsched.iter().filter(|u| u.samples[0].0 == t(360)).collect();
+        assert_eq!(scaled.len(), 1);
+        assert_eq!(scaled[0].samples.last().unwrap().0, t(420));
+        let info = series(&st, "kube_pod_info", &[("pod", scaled[0].labels.get("pod").unwrap())]);
+        assert_eq!(info[0].labels.get("priority_class"), Some("training-high"));
+        assert!(info[0].labels.get("node").is_none());
     }
 }

@@ -250,6 +250,9 @@ pub struct NodeGroup {
     pub count: usize,
     /// `ON_DEMAND` or `SPOT` (the `eks.amazonaws.com/capacityType` label).
     pub capacity_type: &'static str,
+    /// A Karpenter NodePool (`provisioner: karpenter`: `karpenter.sh/*` node labels) rather
+    /// than an EKS managed node group (`eks.amazonaws.com/*`).
+    pub karpenter: bool,
     pub pos: Pos,
 }
 
@@ -365,6 +368,58 @@ pub enum EventKind {
     AccessPolicyChange,
     /// The OpenTelemetry Collector's export queue fills and it drops points.
     CollectorBackpressure,
+    /// A node stops answering: NotReady (`ready` is the Ready condition's status), its scrape
+    /// targets fail (or vanish), its pods are evicted 5 minutes later and their replacements
+    /// wait Pending until a new node takes the slot at the event's end (`replace_after`).
+    NodeFailure {
+        node: NodeRef,
+        /// `unknown` (the kubelet stopped posting status) or `false`.
+        ready: &'static str,
+        targets: DownMode,
+    },
+    /// A spot interruption notice (Karpenter's queue and/or the Node Termination Handler's
+    /// taint), the node drained and terminated 2 minutes later, a new node at the event's end.
+    SpotInterruption { node: NodeRef, notice: SpotNotice },
+    /// An image registry is unreachable: Deployments of `namespaces` roll out at the start and
+    /// their new pods wait in ErrImagePull / ImagePullBackOff until the end.
+    RegistryOutage { namespaces: Vec<usize>, registry: String },
+    /// The EC2 vCPU quota of `node_group`'s instance class is used up: AWS/Usage at the quota,
+    /// the autoscaler's launches fail, and `pending` new pods of a workload wait unschedulable.
+    QuotaExhausted {
+        node_group: usize,
+        namespace: usize,
+        workload: usize,
+        pending: usize,
+    },
+}
+
+/// Who delivers a spot interruption notice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpotNotice {
+    /// Karpenter's interruption queue (SQS): `karpenter_interruption_received_messages_total`,
+    /// the `karpenter.sh/disrupted` taint.
+    Karpenter,
+    /// AWS Node Termination Handler (IMDS mode): the `aws-node-termination-handler/spot-itn`
+    /// taint and a cordon.
+    TerminationHandler,
+    Both,
+}
+
+/// The cluster autoscaler in use (`autoscaler:`), scraped in `kube-system`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Autoscaler {
+    Karpenter,
+    ClusterAutoscaler,
+}
+
+impl Autoscaler {
+    /// The scrape job.
+    pub fn job(self) -> &'static str {
+        match self {
+            Autoscaler::Karpenter => "karpenter",
+            Autoscaler::ClusterAutoscaler => "cluster-autoscaler",
+        }
+    }
 }
 
 impl EventKind {
@@ -383,6 +438,10 @@ impl EventKind {
             EventKind::AuthFailureStorm { .. } => "auth-failure-storm",
             EventKind::AccessPolicyChange => "access-policy-change",
             EventKind::CollectorBackpressure => "collector-backpressure",
+            EventKind::NodeFailure { .. } => "node-failure",
+            EventKind::SpotInterruption { .. } => "spot-interruption",
+            EventKind::RegistryOutage { .. } => "registry-outage",
+            EventKind::QuotaExhausted { .. } => "quota-exhausted",
         }
     }
 
@@ -399,9 +458,30 @@ impl EventKind {
                 replace_node: true,
                 ..
             } => Some(*node),
+            EventKind::NodeFailure { node, .. } | EventKind::SpotInterruption { node, .. } => Some(*node),
             _ => None,
         }
     }
+
+    /// What a cause names for this event: `node/<slot>` for an event of one node (resolved to
+    /// the node's name by the cluster), `cluster` for a cluster-wide one, `None` otherwise.
+    pub fn cause_scope(&self) -> Option<CauseScope> {
+        match self {
+            EventKind::NodeFailure { node, .. }
+            | EventKind::SpotInterruption { node, .. }
+            | EventKind::Xid { node, .. }
+            | EventKind::NodeCondition { node, .. } => Some(CauseScope::Node(*node)),
+            EventKind::RegistryOutage { .. } | EventKind::QuotaExhausted { .. } => Some(CauseScope::Cluster),
+            _ => None,
+        }
+    }
+}
+
+/// The object a cause names (see [`EventKind::cause_scope`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CauseScope {
+    Node(NodeRef),
+    Cluster,
 }
 
 #[derive(Debug)]
@@ -435,6 +515,17 @@ pub enum Expect {
         event: usize,
         within_ms: i64,
         bounded: bool,
+        /// `cause: EVENT`: every alert of the incident names that event's object as its cause.
+        cause: Option<usize>,
+        /// `cause_of: EVENT`: this incident is that event's cause incident and lists its impact.
+        cause_of: Option<usize>,
+    },
+    /// New page incidents per team (counted per receiver and group) from the event's start to
+    /// its end plus `within_ms`; a team not listed must have none.
+    Incidents {
+        teams: Vec<(String, usize, Pos)>,
+        event: usize,
+        within_ms: i64,
     },
     /// `name` notifies `owner` within `within_ms` and never pages during the event.
     Notify {
@@ -474,6 +565,8 @@ pub struct Scenario {
     pub control_plane_logs: bool,
     /// An OpenTelemetry Collector Deployment in `monitoring`, scraped as `otel-collector`.
     pub otel_collector: bool,
+    /// Karpenter or the Cluster Autoscaler, scraped in `kube-system` (`autoscaler:`).
+    pub autoscaler: Option<Autoscaler>,
     pub node_groups: Vec<NodeGroup>,
     pub namespaces: Vec<Namespace>,
     pub events: Vec<Event>,
@@ -492,6 +585,17 @@ impl Scenario {
     /// `p5/1`.
     pub fn node_ref_name(&self, r: NodeRef) -> String {
         format!("{}/{}", self.node_groups[r.group].name, r.index)
+    }
+
+    /// The slot running kube-state-metrics and the other system pods: the first slot of a CPU
+    /// node group, else the first slot.
+    pub fn system_slot(&self) -> NodeRef {
+        let group = self
+            .node_groups
+            .iter()
+            .position(|g| g.instance_type.gpus == 0)
+            .unwrap_or(0);
+        NodeRef { group, index: 0 }
     }
 
     pub fn event(&self, id: &str) -> Option<usize> {
@@ -558,6 +662,9 @@ pub(crate) fn throttle_bit(reason: &str) -> u64 {
 }
 
 const MAX_NODES_PER_GROUP: usize = 32;
+
+/// A spot interruption notice comes 2 minutes before the instance is reclaimed.
+pub(crate) const SPOT_NOTICE_MS: i64 = 120_000;
 
 /// A mapping's entries, for required and optional keys.
 struct Fields<'n> {
@@ -672,6 +779,7 @@ impl Parser<'_> {
                 "dcgm",
                 "control_plane_logs",
                 "otel_collector",
+                "autoscaler",
                 "node_groups",
                 "namespaces",
                 "events",
@@ -698,6 +806,7 @@ impl Parser<'_> {
             dcgm: DcgmOptions::default(),
             control_plane_logs: false,
             otel_collector: false,
+            autoscaler: None,
             node_groups: Vec::new(),
             namespaces: Vec::new(),
             events: Vec::new(),
@@ -756,8 +865,21 @@ impl Parser<'_> {
         if let Some(n) = f.get("otel_collector") {
             s.otel_collector = r.bool(n, "otel_collector")?;
         }
+        if let Some(n) = f.get("autoscaler") {
+            s.autoscaler = Some(self.one_of(
+                n,
+                "autoscaler",
+                &[
+                    ("karpenter", Autoscaler::Karpenter),
+                    ("cluster-autoscaler", Autoscaler::ClusterAutoscaler),
+                ],
+            )?);
+        }
         for n in r.seq(f.need(r, "node_groups")?, "node_groups")? {
             let g = self.node_group(n)?;
+            if g.karpenter && s.autoscaler != Some(Autoscaler::Karpenter) {
+                return Err(r.err(n.pos(), "provisioner: karpenter needs `autoscaler: karpenter`"));
+            }
             if s.node_groups.iter().any(|x| x.name == g.name) {
                 return Err(r.err(n.pos(), format!("node group {:?} is defined twice", g.name)));
             }
@@ -777,11 +899,13 @@ impl Parser<'_> {
         }
         if let Some(n) = f.get("events") {
             for e in r.seq(n, "events")? {
-                let ev = self.event(e, &s)?;
-                if s.events.iter().any(|x| x.id == ev.id) {
-                    return Err(r.err(e.pos(), format!("event id {:?} is used twice", ev.id)));
+                let (ev, preceding) = self.event(e, &s)?;
+                for ev in preceding.into_iter().chain([ev]) {
+                    if s.events.iter().any(|x| x.id == ev.id) {
+                        return Err(r.err(e.pos(), format!("event id {:?} is used twice", ev.id)));
+                    }
+                    s.events.push(ev);
                 }
-                s.events.push(ev);
             }
         }
         if let Some(n) = f.get("expect") {
@@ -825,7 +949,7 @@ impl Parser<'_> {
         let f = self.fields(
             node,
             "a node group",
-            &["name", "instance_type", "count", "capacity_type"],
+            &["name", "instance_type", "count", "capacity_type", "provisioner"],
         )?;
         let name = self.k8s_name(f.need(r, "name")?, "node group name")?;
         let it_node = f.need(r, "instance_type")?;
@@ -842,11 +966,16 @@ impl Parser<'_> {
             Some(n) => self.one_of(n, "capacity_type", &[("on-demand", "ON_DEMAND"), ("spot", "SPOT")])?,
             None => "ON_DEMAND",
         };
+        let karpenter = match f.get("provisioner") {
+            Some(n) => self.one_of(n, "provisioner", &[("eks", false), ("karpenter", true)])?,
+            None => false,
+        };
         Ok(NodeGroup {
             name,
             instance_type,
             count,
             capacity_type,
+            karpenter,
             pos: node.pos(),
         })
     }
@@ -992,8 +1121,10 @@ impl Parser<'_> {
         Ok(e)
     }
 
-    fn event(&self, node: &Node, s: &Scenario) -> Result<Event, FileError> {
+    /// An event, and the XID event a node-failure's `xid` adds before it.
+    fn event(&self, node: &Node, s: &Scenario) -> Result<(Event, Option<Event>), FileError> {
         let r = &self.r;
+        let event_pos = node.pos();
         let probe = self.fields(node, "an event", &[])?;
         let kind_node = probe.need(r, "kind")?;
         let kind = self.string(kind_node, "kind")?;
@@ -1010,16 +1141,25 @@ impl Parser<'_> {
             "dataloader-bound" => &["namespace", "job", "share"],
             "auth-failure-storm" => &["rate"],
             "access-policy-change" | "collector-backpressure" => &[],
+            "node-failure" => &["node", "ready", "targets", "xid", "gpu", "replace_after"],
+            "spot-interruption" => &["node", "notice", "replace_after"],
+            "registry-outage" => &["namespaces", "registry"],
+            "quota-exhausted" => &["node_group", "namespace", "deployment", "job", "pending"],
             _ => {
                 return Err(r.err(
                     kind_node.pos(),
                     format!(
-                        "kind {kind:?}: expected exporter-rollout, exporter-down, deployment-degraded, node-condition, xid, low-power, throttle, server-queueing, training-stall, dataloader-bound, auth-failure-storm, access-policy-change or collector-backpressure"
+                        "kind {kind:?}: expected exporter-rollout, exporter-down, deployment-degraded, node-condition, xid, low-power, throttle, server-queueing, training-stall, dataloader-bound, auth-failure-storm, access-policy-change, collector-backpressure, node-failure, spot-interruption, registry-outage or quota-exhausted"
                     ),
                 ))
             }
         };
-        let mut allowed = vec!["id", "kind", "at", "for"];
+        // A node's failure lasts until its replacement joins: `replace_after`, not `for`.
+        let replaced = matches!(kind.as_str(), "node-failure" | "spot-interruption");
+        let mut allowed = vec!["id", "kind", "at"];
+        if !replaced {
+            allowed.push("for");
+        }
         allowed.extend_from_slice(extra);
         let article = if kind.starts_with(['e', 'x', 'a']) { "an" } else { "a" };
         let f = self.fields(node, &format!("{article} {kind} event"), &allowed)?;
@@ -1029,6 +1169,10 @@ impl Parser<'_> {
         // An access policy change is one CloudWatch period unless `for` says otherwise.
         let (for_ms, for_node) = match (f.get("for"), kind.as_str()) {
             (None, "access-policy-change") => (60_000, at_node),
+            (None, "node-failure" | "spot-interruption") => {
+                let n = f.need(r, "replace_after")?;
+                (self.duration(n, "replace_after")?, n)
+            }
             _ => {
                 let n = f.need(r, "for")?;
                 (self.duration(n, "for")?, n)
@@ -1054,6 +1198,8 @@ impl Parser<'_> {
             }
             Ok(Some(out))
         };
+        // A node-failure's `xid`: an XID event a minute before it.
+        let mut preceding: Option<Event> = None;
         let kind = match kind.as_str() {
             "exporter-rollout" => EventKind::ExporterRollout {
                 exporter: self.exporter(f.need(r, "job")?, s)?,
@@ -1213,6 +1359,153 @@ impl Parser<'_> {
                 }
                 EventKind::CollectorBackpressure
             }
+            "node-failure" => {
+                let node_n = f.need(r, "node")?;
+                let node = self.node_ref(node_n, s)?;
+                if node == s.system_slot() {
+                    return Err(r.err(
+                        node_n.pos(),
+                        "node-failure: this node runs kube-state-metrics (fail another node)",
+                    ));
+                }
+                let ready = match f.get("ready") {
+                    Some(n) => self.one_of(n, "ready", &[("unknown", "unknown"), ("false", "false")])?,
+                    None => "unknown",
+                };
+                let targets = match f.get("targets") {
+                    Some(n) => self.one_of(
+                        n,
+                        "targets",
+                        &[("fail", DownMode::ScrapeFail), ("vanish", DownMode::Vanish)],
+                    )?,
+                    None => DownMode::ScrapeFail,
+                };
+                if let Some(x) = f.get("xid") {
+                    if s.node_groups[node.group].instance_type.gpus == 0 {
+                        return Err(r.err(x.pos(), "xid needs a GPU node"));
+                    }
+                    let Some(g) = f.get("gpu") else {
+                        return Err(r.err(f.pos, "a node-failure with `xid` needs `gpu`"));
+                    };
+                    let gpu = self.gpu_index(g, s, node)?;
+                    let xid = self.uint(x, "xid", 1, 999)? as u32;
+                    if at_ms < 60_000 {
+                        return Err(r.err(at_node.pos(), "a node-failure with `xid` starts at 1m or later"));
+                    }
+                    preceding = Some(Event {
+                        id: format!("{id}-xid"),
+                        at_ms: at_ms - 60_000,
+                        for_ms: for_ms + 60_000,
+                        kind: EventKind::Xid {
+                            node,
+                            gpu,
+                            xid,
+                            replace_node: false,
+                        },
+                        pos: event_pos,
+                    });
+                } else if let Some(g) = f.get("gpu") {
+                    return Err(r.err(g.pos(), "gpu is for the `xid` of a node-failure"));
+                }
+                EventKind::NodeFailure { node, ready, targets }
+            }
+            "spot-interruption" => {
+                let node_n = f.need(r, "node")?;
+                let node = self.node_ref(node_n, s)?;
+                let group = &s.node_groups[node.group];
+                if group.capacity_type != "SPOT" {
+                    return Err(r.err(node_n.pos(), format!("node group {} is not spot capacity", group.name)));
+                }
+                if node == s.system_slot() {
+                    return Err(r.err(node_n.pos(), "spot-interruption: this node runs kube-state-metrics"));
+                }
+                let notice = match f.get("notice") {
+                    Some(n) => self.one_of(
+                        n,
+                        "notice",
+                        &[
+                            ("karpenter", SpotNotice::Karpenter),
+                            ("termination-handler", SpotNotice::TerminationHandler),
+                            ("both", SpotNotice::Both),
+                        ],
+                    )?,
+                    None if group.karpenter => SpotNotice::Karpenter,
+                    None => SpotNotice::TerminationHandler,
+                };
+                if notice != SpotNotice::TerminationHandler && s.autoscaler != Some(Autoscaler::Karpenter) {
+                    return Err(r.err(f.pos, "a Karpenter interruption notice needs `autoscaler: karpenter`"));
+                }
+                if for_ms <= SPOT_NOTICE_MS {
+                    return Err(r.err(
+                        for_node.pos(),
+                        "replace_after must be longer than the 2-minute interruption notice",
+                    ));
+                }
+                EventKind::SpotInterruption { node, notice }
+            }
+            "registry-outage" => {
+                let list = f.need(r, "namespaces")?;
+                let mut namespaces = Vec::new();
+                for n in r.seq(list, "namespaces")? {
+                    let name = self.string(n, "namespaces")?;
+                    let i = s
+                        .namespaces
+                        .iter()
+                        .position(|x| x.name == name)
+                        .ok_or_else(|| r.err(n.pos(), format!("namespace {name:?} is not defined")))?;
+                    if !s.namespaces[i]
+                        .workloads
+                        .iter()
+                        .any(|w| w.kind == WorkloadKind::Deployment)
+                    {
+                        return Err(r.err(n.pos(), format!("namespace {name} has no deployment to roll out")));
+                    }
+                    if namespaces.contains(&i) {
+                        return Err(r.err(n.pos(), format!("namespace {name} is listed twice")));
+                    }
+                    namespaces.push(i);
+                }
+                if namespaces.is_empty() {
+                    return Err(r.err(list.pos(), "namespaces must list at least one namespace"));
+                }
+                let registry = match f.get("registry") {
+                    Some(n) => self.string(n, "registry")?,
+                    None => format!("111122223333.dkr.ecr.{}.amazonaws.com", s.region),
+                };
+                EventKind::RegistryOutage { namespaces, registry }
+            }
+            "quota-exhausted" => {
+                let g_node = f.need(r, "node_group")?;
+                let g_name = self.string(g_node, "node_group")?;
+                let node_group = s.node_groups.iter().position(|g| g.name == g_name).ok_or_else(|| {
+                    r.err(
+                        g_node.pos(),
+                        format!("node_group {g_name:?} is not defined under node_groups"),
+                    )
+                })?;
+                if s.node_groups[node_group].instance_type.quota_class == "Standard" {
+                    return Err(r.err(g_node.pos(), "quota-exhausted needs a GPU instance class (P or G)"));
+                }
+                let kind = if f.get("job").is_some() {
+                    WorkloadKind::Job
+                } else {
+                    WorkloadKind::Deployment
+                };
+                let (namespace, workload) = self.workload_ref(&f, s, kind)?;
+                if s.namespaces[namespace].workloads[workload].node_group != node_group {
+                    return Err(r.err(f.pos, format!("the workload does not run on node group {g_name}")));
+                }
+                let pending = match f.get("pending") {
+                    Some(n) => self.uint(n, "pending", 1, 64)?,
+                    None => 1,
+                };
+                EventKind::QuotaExhausted {
+                    node_group,
+                    namespace,
+                    workload,
+                    pending,
+                }
+            }
             _ => {
                 let node = self.gpu_node_ref(f.need(r, "node")?, s)?;
                 let gpu = self.gpu_index(f.need(r, "gpu")?, s, node)?;
@@ -1235,13 +1528,16 @@ impl Parser<'_> {
                 EventKind::Throttle { node, gpu, reason }
             }
         };
-        Ok(Event {
-            id,
-            at_ms,
-            for_ms,
-            kind,
-            pos: node.pos(),
-        })
+        Ok((
+            Event {
+                id,
+                at_ms,
+                for_ms,
+                kind,
+                pos: node.pos(),
+            },
+            preceding,
+        ))
     }
 
     /// `namespace` and `deployment` / `job` of an event: the namespace and workload indices.
@@ -1290,11 +1586,46 @@ impl Parser<'_> {
             let n = f.need(r, "owner")?;
             Ok((self.string(n, "owner")?, n.pos()))
         };
+        // `cause` / `cause_of`: an event whose object a cause can name.
+        let cause_event = |f: &Fields<'_>, key: &str| -> Result<Option<usize>, FileError> {
+            let Some(n) = f.get(key) else { return Ok(None) };
+            let id = self.string(n, key)?;
+            let e = s
+                .event(&id)
+                .ok_or_else(|| r.err(n.pos(), format!("event {id:?} is not defined under events")))?;
+            if s.events[e].kind.cause_scope().is_none() {
+                return Err(r.err(
+                    n.pos(),
+                    format!(
+                        "{key}: a {} event names no cause object (node or cluster events only)",
+                        s.events[e].kind.name()
+                    ),
+                ));
+            }
+            Ok(Some(e))
+        };
+        if let Some(teams_node) = probe.get("incidents") {
+            let f = self.fields(node, "an incidents expectation", &["incidents", "event", "within"])?;
+            let t = self.fields(teams_node, "incidents", &[])?;
+            let mut teams = Vec::new();
+            for (team, pos, n) in &t.entries {
+                teams.push((team.clone(), self.uint(n, "incidents", 0, 1000)?, *pos));
+            }
+            return Ok(Expectation {
+                expect: Expect::Incidents {
+                    teams,
+                    event: event_of(&f)?,
+                    within_ms: within(&f)?,
+                },
+                pos: node.pos(),
+                owner_pos: teams_node.pos(),
+            });
+        }
         if probe.get("page").is_some() {
             let f = self.fields(
                 node,
                 "a page expectation",
-                &["page", "owner", "event", "within", "bounded"],
+                &["page", "owner", "event", "within", "bounded", "cause", "cause_of"],
             )?;
             let names = r.strings(f.need(r, "page")?, "page")?;
             if names.is_empty() {
@@ -1311,6 +1642,8 @@ impl Parser<'_> {
                         Some(n) => r.bool(n, "bounded")?,
                         None => false,
                     },
+                    cause: cause_event(&f, "cause")?,
+                    cause_of: cause_event(&f, "cause_of")?,
                 },
                 pos: node.pos(),
                 owner_pos,
@@ -1347,7 +1680,10 @@ impl Parser<'_> {
                 owner_pos: node.pos(),
             })
         } else {
-            Err(r.err(probe.pos, "an expectation needs `page`, `notify` or `quiet`"))
+            Err(r.err(
+                probe.pos,
+                "an expectation needs `page`, `notify`, `quiet` or `incidents`",
+            ))
         }
     }
 }
@@ -1431,7 +1767,7 @@ expect:
         // Unknown keys, at the key.
         assert_eq!(
             err(&GOOD.replace("cluster: c1", "cluster: c1\nclsuter: c2")),
-            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, control_plane_logs, otel_collector, node_groups, namespaces, events, expect)"
+            "s.yaml:3:1: unknown key \"clsuter\" in the scenario (expected one of: name, description, cluster, region, start, duration, step, gpu_telemetry, dcgm, control_plane_logs, otel_collector, autoscaler, node_groups, namespaces, events, expect)"
         );
         // A node slot beyond the group.
         let e = err(&GOOD.replace("node: p5/1", "node: p5/2"));
@@ -1463,5 +1799,137 @@ expect:
         assert!(e.starts_with("s.yaml:6:7: dcgm: options given"), "{e}");
         assert!(err("name: [").starts_with("s.yaml:"), "a syntax error is positioned");
         assert_eq!(err(""), "s.yaml:1:1: the scenario is empty");
+    }
+
+    const CAUSES: &str = "\
+name: t
+cluster: c1
+start: 2026-11-09T00:00:00Z
+duration: 6h
+gpu_telemetry: [dcgm-exporter]
+autoscaler: karpenter
+node_groups:
+  - {name: p5, instance_type: p5.48xlarge, count: 2}
+  - {name: g5, instance_type: g5.12xlarge, count: 1, capacity_type: spot, provisioner: karpenter}
+  - {name: system, instance_type: m6i.2xlarge, count: 1}
+namespaces:
+  - name: llm
+    team: ml-serving
+    workload_class: serving
+    deployments: [{name: chat, replicas: 4, gpus_per_replica: 2, node_group: p5}]
+  - name: research
+    jobs: [{name: tune, workers: 1, gpus_per_worker: 4, node_group: g5}]
+events:
+  - {id: nf, kind: node-failure, node: p5/0, xid: 79, gpu: 3, at: 1h, replace_after: 90m}
+  - {id: sp, kind: spot-interruption, node: g5/0, at: 3h, replace_after: 30m}
+  - {id: reg, kind: registry-outage, namespaces: [llm], at: 4h, for: 20m}
+  - {id: q, kind: quota-exhausted, node_group: p5, namespace: llm, deployment: chat, pending: 2, at: 5h, for: 30m}
+expect:
+  - {page: GPUHardwareFailure, owner: ml-platform, event: nf-xid, within: 8m, cause_of: nf}
+  - {page: ServingCapacityBelowObjective, owner: ml-serving, event: nf, within: 15m, cause: nf}
+  - {incidents: {ml-platform: 1, ml-serving: 1}, event: nf-xid, within: 30m}
+";
+
+    #[test]
+    fn parses_cause_events_and_expectations() {
+        let s = Scenario::parse(CAUSES, "c.yaml").unwrap();
+        assert_eq!(s.autoscaler, Some(Autoscaler::Karpenter));
+        assert!(s.node_groups[1].karpenter && !s.node_groups[0].karpenter);
+        // The node-failure's `xid` is an XID event a minute before it, lasting as long.
+        let ids: Vec<&str> = s.events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["nf-xid", "nf", "sp", "reg", "q"]);
+        assert_eq!((s.events[0].at_ms, s.events[0].end_ms()), (59 * 60_000, 150 * 60_000));
+        assert!(matches!(
+            s.events[0].kind,
+            EventKind::Xid {
+                xid: 79,
+                gpu: 3,
+                replace_node: false,
+                ..
+            }
+        ));
+        assert_eq!(
+            s.events[1].end_ms(),
+            150 * 60_000,
+            "replace_after is the event's length"
+        );
+        assert!(matches!(
+            s.events[1].kind,
+            EventKind::NodeFailure {
+                ready: "unknown",
+                targets: DownMode::ScrapeFail,
+                ..
+            }
+        ));
+        // Notice defaults to Karpenter's on a Karpenter pool.
+        assert!(matches!(
+            s.events[2].kind,
+            EventKind::SpotInterruption {
+                notice: SpotNotice::Karpenter,
+                ..
+            }
+        ));
+        assert_eq!(
+            s.events[2].kind.cause_scope(),
+            Some(CauseScope::Node(NodeRef { group: 1, index: 0 }))
+        );
+        assert_eq!(s.events[3].kind.cause_scope(), Some(CauseScope::Cluster));
+        let Expect::Page { cause_of, cause, .. } = &s.expect[0].expect else {
+            panic!()
+        };
+        assert_eq!((*cause_of, *cause), (Some(1), None));
+        let Expect::Page { cause, .. } = &s.expect[1].expect else {
+            panic!()
+        };
+        assert_eq!(*cause, Some(1));
+        let Expect::Incidents {
+            teams,
+            event,
+            within_ms,
+        } = &s.expect[2].expect
+        else {
+            panic!()
+        };
+        let t: Vec<(&str, usize)> = teams.iter().map(|(n, k, _)| (n.as_str(), *k)).collect();
+        assert_eq!(
+            (t, *event, *within_ms),
+            (vec![("ml-platform", 1), ("ml-serving", 1)], 0, 30 * 60_000)
+        );
+    }
+
+    #[test]
+    fn cause_events_refuse_what_cannot_happen() {
+        let e = |a: &str, b: &str| {
+            Scenario::parse(&CAUSES.replace(a, b), "c.yaml")
+                .unwrap_err()
+                .to_string()
+        };
+        let m = e("replace_after: 90m}", "for: 90m}");
+        assert!(m.starts_with("c.yaml:19:") && m.contains("unknown key \"for\""), "{m}");
+        assert!(e("gpu: 3, at: 1h", "at: 1h").contains("a node-failure with `xid` needs `gpu`"));
+        assert!(e("node: p5/0, xid", "node: system/0, xid").contains("runs kube-state-metrics"));
+        let m = e("capacity_type: spot, ", "");
+        assert!(
+            m.starts_with("c.yaml:20:") && m.contains("node group g5 is not spot capacity"),
+            "{m}"
+        );
+        assert!(e("replace_after: 30m}", "replace_after: 2m}").contains("longer than the 2-minute"));
+        assert!(e("autoscaler: karpenter\n", "").contains("provisioner: karpenter needs `autoscaler: karpenter`"));
+        assert!(e("namespaces: [llm]", "namespaces: [research]").contains("namespace research has no deployment"));
+        assert!(
+            e("node_group: p5, namespace: llm", "node_group: system, namespace: llm")
+                .contains("needs a GPU instance class")
+        );
+        assert!(e("cause: nf}", "cause: reg2}").contains("event \"reg2\" is not defined"));
+        let text = CAUSES.replace(
+            "  - {id: q,",
+            "  - {id: dd, kind: deployment-degraded, namespace: llm, deployment: chat, available: 1, at: 5h, for: 10m}\n  - {id: q,",
+        )
+        .replace("cause: nf}", "cause: dd}");
+        let err = Scenario::parse(&text, "c.yaml").unwrap_err().to_string();
+        assert!(
+            err.contains("cause: a deployment-degraded event names no cause object"),
+            "{err}"
+        );
     }
 }

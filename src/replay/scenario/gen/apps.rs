@@ -62,7 +62,17 @@ impl Dist {
 /// What an application process does at one step: `None` when it is not running (no target),
 /// `Some(false)` when it runs but its scrape fails (crash-looping container).
 fn app_up(c: &super::super::cluster::Cluster<'_>, p: &Pod, t: i64) -> Option<bool> {
-    p.running(t).then(|| !c.crash_looping(p, t))
+    if !p.running(t) {
+        return None;
+    }
+    match c.node_down(p.node, t) {
+        // The pod is still listed but its node does not answer (or it left discovery).
+        Some((_, super::super::spec::DownMode::ScrapeFail)) => Some(false),
+        Some((_, super::super::spec::DownMode::Vanish)) => None,
+        // A terminating pod's process has stopped.
+        None if p.deleting(t) => None,
+        None => Some(!c.crash_looping(p, t)),
+    }
 }
 
 /// A pod's scrape target labels, as a PodMonitor writes them.

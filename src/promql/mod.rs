@@ -26,7 +26,7 @@ mod trim;
 mod value;
 mod walk;
 
-pub use depth::MAX_DEPTH;
+pub use depth::{MAX_DEPTH, QUERY_STACK_KB};
 pub use error::Error;
 pub use features::{flagged_syntax, FlaggedUse};
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};

@@ -164,9 +164,8 @@ impl NotifierAlert {
     ) -> Vec<NotifierAlert> {
         let route = crate::notify::route::Route::new(&n.config().route);
         n.store
-            .list()
+            .list_where(|a| !unresolved_only || !a.resolved_at(now))
             .into_iter()
-            .filter(|a| !unresolved_only || !a.resolved_at(now))
             .map(|a| NotifierAlert {
                 alert: a.clone(),
                 silenced_by: silences.mutes(&a.labels, now),

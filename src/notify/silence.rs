@@ -127,8 +127,11 @@ pub struct Silences {
     unanchored: BTreeSet<String>,
     /// While recording ([`Silences::begin`]): each change as (id, version before), oldest
     /// first, and the id counter before.
-    journal: Option<(Vec<(String, Option<Silence>)>, u64)>,
+    journal: Option<(Journal, u64)>,
 }
+
+/// Changes as (id, the silence before: none if it was created).
+type Journal = Vec<(String, Option<Silence>)>;
 
 /// The matcher a silence is indexed by.
 fn anchor(s: &Silence) -> Option<(&str, &str)> {

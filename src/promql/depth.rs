@@ -72,15 +72,13 @@ pub(crate) fn too_deep(expr: &str, max: usize) -> Option<(usize, usize)> {
                     return Some((i, stack.len()));
                 }
             }
-            b')' | b']' | b'}' => {
-                if stack.len() > 1 {
-                    let done = stack.pop().expect("more than the root");
-                    if let Some(hit) = over(&done, done.open) {
-                        return Some(hit);
-                    }
-                    let top = stack.last_mut().expect("the root");
-                    top.child = top.child.max(done.cost());
+            b')' | b']' | b'}' if stack.len() > 1 => {
+                let done = stack.pop().expect("more than the root");
+                if let Some(hit) = over(&done, done.open) {
+                    return Some(hit);
                 }
+                let top = stack.last_mut().expect("the root");
+                top.child = top.child.max(done.cost());
             }
             b',' => {
                 let top = stack.last_mut().expect("the root");

@@ -42,7 +42,12 @@ pub fn run(args: Args) -> i32 {
         Ok(c) => c,
         Err(e) => return super::fail(e),
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Queries, rules and templates are evaluated on these threads (see `promql::MAX_DEPTH`).
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(watchfire::promql::QUERY_STACK_KB << 10)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return super::fail(format!("cannot start the runtime: {e}")),
     };
@@ -204,11 +209,17 @@ pub fn run(args: Args) -> i32 {
             .await
             .map_err(|e| format!("HTTP server: {e}"))
     });
+    // Blocking work still running (a query past its deadline between two checks, a reload)
+    // does not keep the process: dropping the runtime would wait for it.
+    rt.shutdown_timeout(RUNTIME_GRACE);
     match result {
         Ok(()) => 0,
         Err(e) => super::fail(e),
     }
 }
+
+/// How long the runtime's blocking work may hold the process after the server stopped.
+pub(crate) const RUNTIME_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]

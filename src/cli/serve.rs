@@ -54,9 +54,10 @@ fn execute(args: Args) -> Result<(), String> {
     let api = QueryApi::over(Arc::new(store), limits);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(watchfire::promql::QUERY_STACK_KB << 10)
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -64,5 +65,8 @@ fn execute(args: Args) -> Result<(), String> {
         watchfire::server::serve_query(listener, api, super::run::shutdown_signal())
             .await
             .map_err(|e| format!("HTTP server: {e}"))
-    })
+    });
+    // A query thread still running does not keep the process.
+    rt.shutdown_timeout(super::run::RUNTIME_GRACE);
+    result
 }

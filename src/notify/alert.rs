@@ -601,9 +601,21 @@ impl AlertStore {
 
     /// All alerts, in fingerprint order.
     pub fn list(&self) -> Vec<&Alert> {
-        let mut v: Vec<&Alert> = self.alerts.values().map(|a| &**a).collect();
-        v.sort_by_key(|a| a.fingerprint());
-        v
+        self.list_where(|_| true)
+    }
+
+    /// The alerts `keep` keeps, in fingerprint order: sorted by the map's keys, their
+    /// fingerprints (hashing every alert's labels at each comparison took a second over 20,000
+    /// alerts in the unoptimised build).
+    pub fn list_where(&self, keep: impl Fn(&Alert) -> bool) -> Vec<&Alert> {
+        let mut v: Vec<(Fingerprint, &Alert)> = self
+            .alerts
+            .iter()
+            .filter(|(_, a)| keep(a))
+            .map(|(fp, a)| (*fp, &**a))
+            .collect();
+        v.sort_unstable_by_key(|(fp, _)| *fp);
+        v.into_iter().map(|(_, a)| a).collect()
     }
 
     /// Drops alerts resolved at `now` (Alertmanager's periodic GC).

@@ -499,8 +499,7 @@ fn decode_url_opt(d: &mut Decoder, v: &Node, secret: bool) -> DResult<Option<Str
     match d.custom_string(v) {
         Some(s) if secret && s == "<secret>" => Ok(Some(s)),
         Some(s) => {
-            parse_am_url(&s)
-                .map_err(|e| Fail::new(v.pos(), if secret { integrations::redact_secret(&e, &s) } else { e }))?;
+            parse_am_url(&s).map_err(|e| Fail::new(v.pos(), integrations::redact_url_error(&e, &s)))?;
             Ok(Some(s))
         }
         None => Ok(None),

@@ -52,6 +52,11 @@ impl InhibitRule {
         }
     }
 
+    /// The source alerts held.
+    pub fn sources_len(&self) -> usize {
+        self.sources.len()
+    }
+
     fn source_matches(&self, ls: &Labels) -> bool {
         all_match(&self.source_matchers, |n| ls.get(n))
     }

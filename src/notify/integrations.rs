@@ -812,7 +812,7 @@ fn decode_value(d: &mut Decoder, v: &Node, f: F) -> DResult<Option<Val>> {
         F::StrList => Some(Val::List(d.string_list(v, tn))),
         F::Url => match d.custom_string(v) {
             Some(s) => {
-                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), e))?;
+                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), redact_url_error(&e, &s)))?;
                 Some(Val::Str(s))
             }
             None => None,
@@ -820,14 +820,14 @@ fn decode_value(d: &mut Decoder, v: &Node, f: F) -> DResult<Option<Val>> {
         F::SecretUrl => match d.custom_string(v) {
             Some(s) if s == "<secret>" => Some(Val::Str(s)),
             Some(s) => {
-                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), redact_secret(&e, &s)))?;
+                parse_am_url(&s).map_err(|e| Fail::new(v.pos(), redact_url_error(&e, &s)))?;
                 Some(Val::Str(s))
             }
             None => None,
         },
         F::CommonUrl => match d.custom_string(v) {
             Some(s) => {
-                go_url_parse(&s).map_err(|e| Fail::new(v.pos(), e))?;
+                go_url_parse(&s).map_err(|e| Fail::new(v.pos(), redact_url_error(&e, &s)))?;
                 Some(Val::Str(s))
             }
             None => None,
@@ -1655,10 +1655,33 @@ pub(crate) fn redact_secret(message: &str, value: &str) -> String {
     message.replace(&quoted, "\"<secret>\"").replace(value, "<secret>")
 }
 
+/// A URL's parse error with the URL shown as `<secret>`: any URL may carry credentials (user
+/// info, a token in its path or query), and the README promises none is printed. The part of
+/// the authority a port error quotes may be a piece of a password, so it goes too.
+pub(crate) fn redact_url_error(message: &str, url: &str) -> String {
+    let out = redact_secret(message, url);
+    match (out.find("invalid port "), out.rfind(" after host")) {
+        (Some(a), Some(b)) if a < b => format!("{}invalid port{}", &out[..a], &out[b..]),
+        _ => out,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::yaml::v2::parse;
+
+    #[test]
+    fn url_errors_never_show_the_url() {
+        for url in ["ftp://user:pw@h/x", "http://user:p/ss@host/hook", "http://u:tok@[::1/x"] {
+            let e = parse_am_url(url).unwrap_err();
+            let shown = redact_url_error(&e, url);
+            assert!(
+                !shown.contains("pw") && !shown.contains("tok") && !shown.contains(":p"),
+                "{shown}"
+            );
+        }
+    }
 
     fn dec(kind: &'static str, y: &str) -> Result<IntegrationConfig, String> {
         let n = parse(y).unwrap().unwrap();

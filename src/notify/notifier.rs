@@ -73,10 +73,15 @@ pub struct Notifier {
     /// ([`Notifier::record_history`]).
     pub history: Option<HistoryJournal>,
     next_maintenance: DateTime<Utc>,
+    next_alert_gc: DateTime<Utc>,
 }
 
 /// How often expired notification-log entries are dropped (`--data.maintenance-interval`).
 pub(crate) const MAINTENANCE_INTERVAL: chrono::Duration = chrono::Duration::minutes(15);
+
+/// How often resolved alerts leave the store and the inhibitor's sources (`--alerts.gc-interval`):
+/// the aggregation groups keep their own until the resolution is notified.
+pub(crate) const ALERT_GC_INTERVAL: chrono::Duration = chrono::Duration::minutes(30);
 
 impl Notifier {
     /// A notifier for a loaded configuration, started at `start`.
@@ -92,6 +97,7 @@ impl Notifier {
             nflog: NotificationLog::new(),
             history: None,
             next_maintenance: start + MAINTENANCE_INTERVAL,
+            next_alert_gc: start + ALERT_GC_INTERVAL,
         }
     }
 
@@ -152,6 +158,7 @@ impl Notifier {
         let d = to - from;
         self.dispatcher.shift_timers(d);
         self.next_maintenance += d;
+        self.next_alert_gc += d;
         let moved: Vec<Alert> = self
             .store
             .list()
@@ -178,10 +185,15 @@ impl Notifier {
     /// a notification and says whether it succeeded. Returns the notifications attempted.
     pub fn advance(&mut self, now: DateTime<Utc>, deliver: &mut dyn FnMut(&Notification) -> bool) -> Vec<Notification> {
         let mut out = Vec::new();
-        while self.dispatcher.next_timer() <= now || self.next_maintenance <= now {
+        while self.dispatcher.next_timer() <= now || self.next_maintenance <= now || self.next_alert_gc <= now {
             if self.next_maintenance <= now && self.next_maintenance < self.dispatcher.next_timer() {
                 self.nflog.gc(self.next_maintenance);
                 self.next_maintenance += MAINTENANCE_INTERVAL;
+                continue;
+            }
+            if self.next_alert_gc <= now && self.next_alert_gc < self.dispatcher.next_timer() {
+                self.gc_alerts(self.next_alert_gc);
+                self.next_alert_gc += ALERT_GC_INTERVAL;
                 continue;
             }
             let Some(flush) = self.dispatcher.fire_next(now) else {
@@ -207,6 +219,13 @@ impl Notifier {
         }
         let ids = self.silences.mutes(&a.labels, now);
         (!ids.is_empty()).then(|| (Outcome::Silenced, format!("silenced by {}", ids.join(", "))))
+    }
+
+    /// Drops the alerts resolved at `at` from the store and the inhibitor (Alertmanager's alert
+    /// GC), so that memory and the API's listings follow the live alerts.
+    pub fn gc_alerts(&mut self, at: DateTime<Utc>) {
+        self.store.gc(at);
+        self.inhibitor.gc(at);
     }
 
     /// The stages for one flush; returns the notifications attempted and whether all succeeded.
@@ -853,6 +872,49 @@ route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: 
             ]
         );
         assert!(n.nflog.take_changed().len() == 1);
+    }
+
+    #[test]
+    fn resolved_alerts_are_collected_every_gc_interval() {
+        let cfg = load_str(
+            &format!(
+                "{CFG}route: {{receiver: w, group_wait: 1s, group_by: [alertname]}}\ninhibit_rules:\n- source_matchers: [severity=critical]\n  target_matchers: [severity=warning]\n"
+            ),
+            "t.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        for i in 0..1_000 {
+            let name = format!("r{i}");
+            post(
+                &mut n,
+                at(0),
+                &[("alertname", name.as_str()), ("severity", "critical")],
+                Some(at(60_000)),
+            );
+        }
+        post(&mut n, at(0), &[("alertname", "live"), ("severity", "critical")], None);
+        n.advance(at(120_000), &mut |_| true);
+        assert_eq!(n.store.list().len(), 1_001, "kept until the GC runs");
+        let gc_at = ALERT_GC_INTERVAL.num_milliseconds();
+        n.advance(at(gc_at - 1), &mut |_| true);
+        assert_eq!(n.store.list().len(), 1_001);
+        // Still firing (re-sent within its resolve timeout).
+        post(
+            &mut n,
+            at(gc_at - 1),
+            &[("alertname", "live"), ("severity", "critical")],
+            None,
+        );
+        n.advance(at(gc_at), &mut |_| true);
+        let left: Vec<&str> = n
+            .store
+            .list()
+            .iter()
+            .map(|a| a.labels.get("alertname").unwrap())
+            .collect();
+        assert_eq!(left, ["live"]);
+        assert_eq!(n.inhibitor.rules[0].sources_len(), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `startsAt`, active until `endsAt` (inclusive), expired after. An active silence whose
 //! matchers all match an alert mutes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 
@@ -114,16 +114,133 @@ pub enum SilenceError {
     AlreadyExpired(String),
 }
 
-/// The silences, by id.
+/// The silences, by id, indexed by matcher: [`Silences::mutes`] looks at the silences one of
+/// whose equality matchers an alert's labels hold (and those without one), not at all of them.
 #[derive(Clone, Debug, Default)]
 pub struct Silences {
     by_id: BTreeMap<String, Silence>,
     next_id: u64,
+    /// name → value → the silences anchored on the matcher `name="value"` (each silence on its
+    /// first equality matcher with a non-empty value).
+    anchored: HashMap<String, HashMap<String, BTreeSet<String>>>,
+    /// The silences without such a matcher: looked at for every alert.
+    unanchored: BTreeSet<String>,
+    /// While recording ([`Silences::begin`]): each change as (id, version before), oldest
+    /// first, and the id counter before.
+    journal: Option<(Journal, u64)>,
+}
+
+/// Changes as (id, the silence before: none if it was created).
+type Journal = Vec<(String, Option<Silence>)>;
+
+/// The matcher a silence is indexed by.
+fn anchor(s: &Silence) -> Option<(&str, &str)> {
+    s.matchers
+        .iter()
+        .find(|m| m.is_equal && !m.is_regex && !m.value.is_empty())
+        .map(|m| (m.name.as_str(), m.value.as_str()))
 }
 
 impl Silences {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Stores `s` (replacing the silence of its id), indexed and journaled.
+    fn insert(&mut self, s: Silence) {
+        // `remove` journals the old version, if any; an insert over nothing is undone by
+        // removing it.
+        if self.remove(&s.id).is_none() {
+            if let Some((journal, _)) = &mut self.journal {
+                journal.push((s.id.clone(), None));
+            }
+        }
+        match anchor(&s) {
+            Some((n, v)) => {
+                self.anchored
+                    .entry(n.to_string())
+                    .or_default()
+                    .entry(v.to_string())
+                    .or_default()
+                    .insert(s.id.clone());
+            }
+            None => {
+                self.unanchored.insert(s.id.clone());
+            }
+        }
+        self.by_id.insert(s.id.clone(), s);
+    }
+
+    /// Takes a silence out, index and all, journaled.
+    fn remove(&mut self, id: &str) -> Option<Silence> {
+        let s = self.by_id.remove(id)?;
+        match anchor(&s) {
+            Some((n, v)) => {
+                if let Some(values) = self.anchored.get_mut(n) {
+                    if let Some(ids) = values.get_mut(v) {
+                        ids.remove(id);
+                        if ids.is_empty() {
+                            values.remove(v);
+                        }
+                    }
+                    if values.is_empty() {
+                        self.anchored.remove(n);
+                    }
+                }
+            }
+            None => {
+                self.unanchored.remove(id);
+            }
+        }
+        if let Some((journal, _)) = &mut self.journal {
+            journal.push((id.to_string(), Some(s.clone())));
+        }
+        Some(s)
+    }
+
+    /// Starts recording changes, for [`Silences::commit`] or [`Silences::rollback`].
+    pub fn begin(&mut self) {
+        self.journal = Some((Vec::new(), self.next_id));
+    }
+
+    /// The ids changed since [`Silences::begin`] (created, updated or dropped), each once, in
+    /// order.
+    pub fn changed(&self) -> Vec<String> {
+        let ids: BTreeSet<&String> = self
+            .journal
+            .iter()
+            .flat_map(|(j, _)| j.iter().map(|(id, _)| id))
+            .collect();
+        ids.into_iter().cloned().collect()
+    }
+
+    /// Stops recording, keeping the changes.
+    pub fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes every change since [`Silences::begin`].
+    pub fn rollback(&mut self) {
+        let Some((journal, next_id)) = self.journal.take() else {
+            return;
+        };
+        for (id, before) in journal.into_iter().rev() {
+            self.remove(&id);
+            if let Some(s) = before {
+                self.insert(s);
+            }
+        }
+        self.next_id = next_id;
+    }
+
+    /// Makes the silence `id` here what it is in `other` (present or not): how a copy follows
+    /// the changes [`Silences::changed`] named.
+    pub fn copy_from(&mut self, other: &Silences, id: &str) {
+        self.remove(id);
+        if let Some(s) = other.by_id.get(id) {
+            self.insert(s.clone());
+        }
+        self.next_id = self.next_id.max(other.next_id);
     }
 
     fn validate(s: &Silence) -> Result<Vec<Matcher>, SilenceError> {
@@ -173,8 +290,9 @@ impl Silences {
                 if s.starts_at < now && prev.state(now) == SilenceState::Pending {
                     s.starts_at = now;
                 }
-                self.by_id.insert(s.id.clone(), s.clone());
-                return Ok(s.id);
+                let id = s.id.clone();
+                self.insert(s);
+                return Ok(id);
             } else {
                 s.id.clear();
             }
@@ -186,7 +304,7 @@ impl Silences {
         self.next_id += 1;
         s.id = format!("{:08x}-wf", self.next_id);
         let id = s.id.clone();
-        self.by_id.insert(id.clone(), s);
+        self.insert(s);
         Ok(id)
     }
 
@@ -195,9 +313,10 @@ impl Silences {
     /// milliseconds, would otherwise keep the silence active for the rest of this millisecond,
     /// since the end is inclusive).
     pub fn expire(&mut self, id: &str, now: DateTime<Utc>) -> Result<(), SilenceError> {
-        let s = self
+        let mut s = self
             .by_id
-            .get_mut(id)
+            .get(id)
+            .cloned()
             .ok_or_else(|| SilenceError::NotFound(id.into()))?;
         let end = now - chrono::Duration::milliseconds(1);
         match s.state(now) {
@@ -213,6 +332,7 @@ impl Silences {
             }
         }
         s.updated_at = now;
+        self.insert(s);
         Ok(())
     }
 
@@ -227,16 +347,36 @@ impl Silences {
 
     /// The ids of the silences active at `now` that match the labels (empty: not silenced).
     pub fn mutes(&self, labels: &Labels, now: DateTime<Utc>) -> Vec<String> {
-        self.by_id
-            .values()
+        let mut candidates: Vec<&String> = self.unanchored.iter().collect();
+        if !self.anchored.is_empty() {
+            for l in labels.iter() {
+                if let Some(ids) = self.anchored.get(&*l.name).and_then(|values| values.get(&*l.value)) {
+                    candidates.extend(ids);
+                }
+            }
+        }
+        let mut out: Vec<String> = candidates
+            .into_iter()
+            .filter_map(|id| self.by_id.get(id))
             .filter(|s| s.state(now) == SilenceState::Active && s.matches(labels))
             .map(|s| s.id.clone())
-            .collect()
+            .collect();
+        // In id order, as listed.
+        out.sort();
+        out
     }
 
     /// Drops silences expired before `now - retention`.
     pub fn gc(&mut self, now: DateTime<Utc>, retention: chrono::Duration) {
-        self.by_id.retain(|_, s| s.ends_at + retention > now);
+        let old: Vec<String> = self
+            .by_id
+            .values()
+            .filter(|s| s.ends_at + retention <= now)
+            .map(|s| s.id.clone())
+            .collect();
+        for id in old {
+            self.remove(&id);
+        }
     }
 
     /// Puts back a silence saved earlier (persisted state), as it was: id, times and all.
@@ -246,7 +386,7 @@ impl Silences {
         if let Some(n) = s.id.strip_suffix("-wf").and_then(|h| u64::from_str_radix(h, 16).ok()) {
             self.next_id = self.next_id.max(n);
         }
-        self.by_id.insert(s.id.clone(), s);
+        self.insert(s);
         Ok(())
     }
 
@@ -446,6 +586,85 @@ mod tests {
             s.expire(&id, t("2024-01-01T11:45:00Z")),
             Err(SilenceError::AlreadyExpired(id))
         );
+    }
+
+    /// What `mutes` answers without the index: every silence looked at.
+    fn mutes_by_scan(s: &Silences, ls: &Labels, now: DateTime<Utc>) -> Vec<String> {
+        s.list()
+            .filter(|x| x.state(now) == SilenceState::Active && x.matches(ls))
+            .map(|x| x.id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn the_matcher_index_answers_as_a_scan_and_follows_every_change() {
+        let now = t("2024-01-01T10:00:00Z");
+        let end = t("2024-01-02T10:00:00Z");
+        let mut s = Silences::new();
+        let mut ids = Vec::new();
+        for i in 0..60 {
+            let ms = match i % 4 {
+                0 => vec![m("alertname", &format!("A{}", i % 7), false, true)],
+                1 => vec![
+                    m("alertname", "A1", false, true),
+                    m("job", &format!("j{}", i % 3), false, true),
+                ],
+                2 => vec![m("job", "j.*", true, true)],
+                _ => vec![m("job", "j1", false, false), m("alertname", "", false, false)],
+            };
+            ids.push(s.set(Silence::new(ms, now, end, "me", "c"), now).unwrap());
+        }
+        let label_sets: Vec<Labels> = (0..20)
+            .map(|i| Labels::from_pairs([("alertname", format!("A{}", i % 8)), ("job", format!("j{}", i % 4))]))
+            .collect();
+        let check = |s: &Silences, at: DateTime<Utc>| {
+            for ls in &label_sets {
+                assert_eq!(s.mutes(ls, at), mutes_by_scan(s, ls, at), "{ls:?}");
+            }
+        };
+        check(&s, now);
+        // An update that changes the matchers of an active silence expires it and makes a new one.
+        let mut changed = s.get(&ids[0]).unwrap().clone();
+        changed.matchers = vec![m("job", "j2", false, true)];
+        s.set(changed, now).unwrap();
+        s.expire(&ids[1], now).unwrap();
+        check(&s, now + chrono::Duration::seconds(1));
+        // A journaled change undone leaves the index as it was; one kept names its silences.
+        s.begin();
+        let new = s
+            .set(
+                Silence::new(vec![m("alertname", "A3", false, true)], now, end, "me", "c"),
+                now,
+            )
+            .unwrap();
+        s.expire(&ids[2], now).unwrap();
+        assert_eq!(s.changed(), {
+            let mut v = vec![new.clone(), ids[2].clone()];
+            v.sort();
+            v
+        });
+        s.rollback();
+        assert!(s.get(&new).is_none());
+        assert_eq!(s.get(&ids[2]).unwrap().state(now), SilenceState::Active);
+        check(&s, now);
+        // The id counter is rolled back too: the next silence gets the id the undone one had.
+        assert_eq!(
+            s.set(Silence::new(vec![m("a", "b", false, true)], now, end, "me", "c"), now)
+                .unwrap(),
+            new
+        );
+        // A copy that follows the changed ids matches the original.
+        let mut copy = s.clone();
+        s.begin();
+        s.expire(&ids[3], now).unwrap();
+        s.gc(end + chrono::Duration::days(10), chrono::Duration::hours(1));
+        for id in s.changed() {
+            copy.copy_from(&s, &id);
+        }
+        s.commit();
+        assert_eq!(copy.list().count(), s.list().count());
+        assert_eq!(s.list().count(), 0);
+        check(&copy, now);
     }
 
     #[test]

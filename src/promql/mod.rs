@@ -4,6 +4,7 @@ mod aggregate;
 mod annotations;
 mod binary;
 mod call;
+mod depth;
 mod error;
 mod eval;
 mod extended;
@@ -25,6 +26,7 @@ mod trim;
 mod value;
 mod walk;
 
+pub use depth::{MAX_DEPTH, QUERY_STACK_KB};
 pub use error::Error;
 pub use features::{flagged_syntax, FlaggedUse};
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
@@ -362,6 +364,15 @@ pub fn parse(expr: &str) -> Result<Expr, Error> {
 /// syntax (duration expressions, `step()`, ...) is first rewritten by the front pass
 /// ([`preparse`]); errors point into `expr` as written.
 pub fn parse_for(expr: &str, times: &QueryTimes) -> Result<Expr, Error> {
+    // Before anything recurses over it.
+    if let Some((offset, _)) = depth::too_deep(expr, MAX_DEPTH) {
+        let (line, col) = line_col(expr, offset);
+        return Err(Error::Parse {
+            message: depth::message(MAX_DEPTH),
+            line,
+            col,
+        });
+    }
     let rw = preparse::preparse(expr, times).map_err(|e| {
         let (line, col) = line_col(expr, e.offset);
         Error::Parse {
@@ -509,10 +520,25 @@ fn named_offset(expr: &str, message: &str) -> Option<usize> {
     if let Some(rest) = message.strip_prefix("bad number or duration syntax: ") {
         return expr.find(rest.trim());
     }
+    if let Some(re) = message.strip_prefix("illegal regex for ") {
+        // The string literal holding it, else the first regex matcher.
+        return expr
+            .find(re)
+            .map(|at| at.saturating_sub(1))
+            .or_else(|| expr.find("=~").or_else(|| expr.find("!~")));
+    }
     None
 }
 
-/// The byte offset just past the longest prefix that parses, then on to the next token.
+/// Prefixes [`longest_valid_prefix_end`] parses at most, and the bytes they may hold in all
+/// beyond a multiple of the text's length: the search stays linear in the text (each parse is),
+/// so an invalid query of 20 KB costs a few parses, not 20,000 (it once ran for minutes after its
+/// query's timeout, holding a query slot). A short text is searched in full.
+const PREFIX_PARSES: usize = 64;
+const PREFIX_BYTES: usize = 16 * 1024;
+
+/// The byte offset just past the longest prefix that parses, then on to the next token; the
+/// start of the text when none is found within the bound.
 fn longest_valid_prefix_end(expr: &str) -> usize {
     let bounds: Vec<usize> = expr
         .char_indices()
@@ -521,7 +547,16 @@ fn longest_valid_prefix_end(expr: &str) -> usize {
         .chain([expr.len()])
         .collect();
     let mut best = 0;
-    for &k in bounds.iter().rev() {
+    let mut budget = PREFIX_BYTES + 4 * expr.len();
+    for &k in bounds
+        .iter()
+        .rev()
+        .take(PREFIX_PARSES.max(PREFIX_BYTES / expr.len().max(1)))
+    {
+        if k > budget {
+            break;
+        }
+        budget -= k;
         if raw_parse(&expr[..k]).is_ok() {
             best = k;
             break;

@@ -90,7 +90,7 @@ pub fn effective_max_connections(configured: usize) -> usize {
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, within `limits`; then waits for the
-/// open connections to finish their requests.
+/// open connections to finish their requests, at most [`SHUTDOWN_GRACE`].
 pub async fn serve_with_limits(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -158,10 +158,20 @@ pub async fn serve_with_limits(
         });
     }
     drop(stop_tx);
-    // Every connection holds a slot until it ends.
-    let _ = slots.acquire_many(u32::try_from(max).unwrap_or(u32::MAX)).await;
+    // Every connection holds a slot until it ends; one still busy after the grace period (a
+    // long query, a slow client) does not hold the process.
+    let all = slots.acquire_many(u32::try_from(max).unwrap_or(u32::MAX));
+    if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+        tracing::warn!(
+            "shutting down with requests still in flight after {}s",
+            SHUTDOWN_GRACE.as_secs()
+        );
+    }
     Ok(())
 }
+
+/// How long a shutdown waits for the requests in flight to finish.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Connections over the cap being answered 503 at once; beyond these they are closed unanswered.
 const REFUSING_AT_ONCE: usize = 256;

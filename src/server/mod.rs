@@ -99,7 +99,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v2/alerts/groups", get(get_v2_alert_groups))
         .route("/api/v2/receivers", get(v2_receivers))
         .route("/api/v2/status", get(v2_status))
-        .route("/metrics", get(metrics))
+        .route("/metrics", {
+            let api = api.clone();
+            get(move |st: State<AppState>| metrics(st, api))
+        })
         .route("/api/v1/write", post(remote_write))
         .route("/-/healthy", get(|| async { "Watchfire is Healthy.\n" }))
         .route("/-/ready", get(|| async { "Watchfire is Ready.\n" }))
@@ -361,7 +364,9 @@ fn silence_error(e: crate::notify::silence::SilenceError) -> Response {
     match e {
         E::Invalid(_) => am_error(StatusCode::BAD_REQUEST, &e.to_string()),
         E::NotFound(_) => am_error(StatusCode::NOT_FOUND, &e.to_string()),
-        E::AlreadyExpired(_) => am_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        // Alertmanager answers 500, though the request is at fault and nothing failed: 400, as
+        // the status page's form answers.
+        E::AlreadyExpired(_) => am_error(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
 
@@ -485,7 +490,7 @@ fn selected_alerts(st: &AppState, q: Option<&str>) -> Result<Vec<NotifierAlert>,
     let now = ms_to_time(st.svc.clock.now_ms());
     Ok(st
         .svc
-        .notifier_alerts()
+        .unresolved_notifier_alerts()
         .into_iter()
         .filter(|a| !a.alert.resolved_at(now))
         .filter(|a| {
@@ -864,7 +869,7 @@ pub fn render_metrics(svc: &Service) -> String {
     x.0
 }
 
-async fn metrics(State(st): State<AppState>) -> Response {
+async fn metrics(State(st): State<AppState>, api: QueryApi) -> Response {
     let svc = Arc::clone(&st.svc);
     let mirror = st.mirror.get();
     let body = tokio::task::spawn_blocking(move || {
@@ -872,6 +877,21 @@ async fn metrics(State(st): State<AppState>) -> Response {
         if let Some(m) = mirror {
             text.push_str(&render_mirror_metrics(&m));
         }
+        let (running, max) = api.slots();
+        let mut x = Exposition::default();
+        x.family(
+            "prometheus_engine_queries",
+            "gauge",
+            "The current number of queries being executed (each holds one of the query API's slots).",
+        )
+        .sample("prometheus_engine_queries", &[], running)
+        .family(
+            "prometheus_engine_queries_concurrent_max",
+            "gauge",
+            "The max number of concurrent queries (http.query_max_concurrency).",
+        )
+        .sample("prometheus_engine_queries_concurrent_max", &[], max);
+        text.push_str(&x.0);
         text
     })
     .await

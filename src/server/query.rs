@@ -7,7 +7,7 @@
 //! concurrent evaluations (over it, a request waits up to its timeout, then gets a 503), and a
 //! limit of samples, counted both as read from the source and as returned.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,13 @@ impl QueryApi {
             limits,
             permits,
         }
+    }
+
+    /// The slots held by queries running now (a query keeps its slot until its thread stops),
+    /// and how many there are.
+    pub fn slots(&self) -> (usize, usize) {
+        let max = self.limits.max_concurrent.max(1);
+        (max.saturating_sub(self.permits.available_permits()), max)
     }
 
     /// The query API over one fixed source, with the default engine options.
@@ -282,9 +289,10 @@ impl QueryApi {
     }
 
     /// Runs `f` on a blocking thread (sources block) once a permit is free, within `timeout`.
-    /// A query over its timeout is answered at once; its thread stops at its next read of the
-    /// source or subquery step, and keeps its permit until then, so the limit counts what really
-    /// runs.
+    /// A query over its timeout, or whose client went away (the request's future dropped), is
+    /// answered at once (or not at all); its thread stops at its next read of the source or
+    /// subquery step, and keeps its permit until then, so the limit counts what really runs.
+    /// Parsing, which reads no source, is linear in the text (`promql::parse_for`).
     async fn evaluate<T: Send + 'static>(
         &self,
         timeout: Duration,
@@ -297,17 +305,23 @@ impl QueryApi {
             .map_err(|_| ApiError::internal("query queue closed"))?;
         let (engine, source) = (self.target)();
         let max_samples = self.limits.max_samples;
+        // Set when this future ends, answered or dropped (a client that disconnects).
+        let cancel = Cancel(Arc::new(AtomicBool::new(false)));
+        let cancelled = Arc::clone(&cancel.0);
         let task = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let bounded = Bounded {
                 inner: &*source,
                 deadline: deadline.into_std(),
+                cancelled,
                 samples: AtomicU64::new(0),
                 max_samples,
             };
             f(&engine, &bounded)
         });
-        match tokio::time::timeout_at(deadline, task).await {
+        let answer = tokio::time::timeout_at(deadline, task).await;
+        drop(cancel);
+        match answer {
             Err(_) => Err(ApiError::timeout("query timed out in expression evaluation")),
             Ok(Err(e)) => Err(ApiError::internal(format!("query evaluation failed: {e}"))),
             Ok(Ok(r)) => r,
@@ -344,18 +358,29 @@ impl QueryApi {
 /// The message of [`Bounded`]'s deadline error.
 const DEADLINE_PASSED: &str = "query timed out";
 
+/// Tells a query's thread, when dropped, that nobody waits for its answer any more.
+struct Cancel(Arc<AtomicBool>);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The source as one query sees it: refused past the query's deadline, and counting the
 /// samples read against the limit.
 struct Bounded<'a> {
     inner: &'a dyn Queryable,
     deadline: Instant,
+    /// The request ended (timed out or its client went away).
+    cancelled: Arc<AtomicBool>,
     samples: AtomicU64,
     max_samples: u64,
 }
 
 impl Bounded<'_> {
     fn check_deadline(&self) -> Result<(), SourceError> {
-        if Instant::now() > self.deadline {
+        if self.cancelled.load(Ordering::Relaxed) || Instant::now() > self.deadline {
             return Err(SourceError::Limit(DEADLINE_PASSED.into()));
         }
         Ok(())

@@ -811,6 +811,23 @@ impl StateStore {
         Ok(())
     }
 
+    /// Saves the silences that changed (id, API JSON) and forgets those dropped, in one
+    /// transaction: a new silence is one row, whatever the number of others.
+    pub fn save_silence_changes(&mut self, upserts: &[(String, String)], deletes: &[String]) -> Result<(), StateError> {
+        let tx = self.conn.transaction()?;
+        for (id, payload) in upserts {
+            tx.execute(
+                "INSERT OR REPLACE INTO silences (id, payload) VALUES (?1, ?2)",
+                params![id, payload],
+            )?;
+        }
+        for id in deletes {
+            tx.execute("DELETE FROM silences WHERE id = ?1", params![id])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The saved silences' API JSON.
     pub fn load_silences(&self) -> Result<Vec<String>, StateError> {
         let mut stmt = self.conn.prepare("SELECT payload FROM silences ORDER BY id")?;

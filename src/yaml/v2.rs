@@ -252,7 +252,9 @@ fn short_tag_of(s: &Scalar) -> Option<Cow<'_, str>> {
 
 const OPTIONS: Options = Options {
     documents: Documents::FirstOnly,
-    depth: Depth::Unlimited,
+    // As the other readers: no file nests deep enough to overflow a recursive clone, drop or
+    // decoder of the tree.
+    depth: Depth::Events(256),
     max_alias_nodes: None,
     fit_positions: true,
     maps: Maps::Raw,

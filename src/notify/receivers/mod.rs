@@ -611,7 +611,13 @@ fn build_client(key: &ClientKey) -> Result<reqwest::Client, DeliveryError> {
         b = b.redirect(reqwest::redirect::Policy::none());
     }
     if let Some(p) = &key.proxy_url {
-        let proxy = reqwest::Proxy::all(p).map_err(|e| DeliveryError::Config(format!("proxy_url: {e}")))?;
+        // reqwest's error may quote the URL, credentials and all.
+        let proxy = reqwest::Proxy::all(p).map_err(|e| {
+            DeliveryError::Config(format!(
+                "proxy_url: {}",
+                crate::notify::integrations::redact_url_error(&e.to_string(), p)
+            ))
+        })?;
         b = b.proxy(proxy);
     }
     if let Some((file, pem)) = &key.ca {

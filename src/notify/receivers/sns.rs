@@ -443,8 +443,13 @@ pub async fn send(d: &Deliverer, cfg: &Config, ic: &IntegrationConfig, n: &Notif
                 templates: &templates,
                 data: template_data(&n.receiver, &n.group_labels, &n.alerts, n.at, &d.ctx.external_url),
             };
-            td.render(u)
-                .map_err(|e| DeliveryError::Config(format!("api_url: {e}")))?
+            // The endpoint may carry credentials: never in a message.
+            td.render(u).map_err(|e| {
+                DeliveryError::Config(format!(
+                    "api_url: {}",
+                    crate::notify::integrations::redact_url_error(&e.to_string(), u)
+                ))
+            })?
         }
     };
     // Without a configured region, the ARN's (arn:aws:sns:REGION:ACCOUNT:NAME): a topic lives in

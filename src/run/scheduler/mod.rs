@@ -536,13 +536,22 @@ impl Service {
     /// The alerts the notification pipeline holds, with the silences and inhibitions muting
     /// each and the receivers its routes pick (`GET /api/v2/alerts`).
     pub fn notifier_alerts(&self) -> Vec<NotifierAlert> {
+        self.notifier_alerts_where(false)
+    }
+
+    /// [`Service::notifier_alerts`] without those already resolved (`GET /api/v2/alerts`).
+    pub fn unresolved_notifier_alerts(&self) -> Vec<NotifierAlert> {
+        self.notifier_alerts_where(true)
+    }
+
+    fn notifier_alerts_where(&self, unresolved_only: bool) -> Vec<NotifierAlert> {
         let now = ms_to_time(self.clock.now_ms());
         let Some(silences) = self.silence_book.lock() else {
             return Vec::new();
         };
         let Some(hub) = self.hub() else { return Vec::new() };
         match hub.as_ref() {
-            Some(n) => NotifierAlert::list(n, &silences, now),
+            Some(n) => NotifierAlert::list(n, &silences, now, unresolved_only),
             None => Vec::new(),
         }
     }

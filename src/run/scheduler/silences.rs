@@ -36,8 +36,9 @@ impl SilenceBook {
         self.current.lock().ok()
     }
 
-    /// Applies `f` to a copy at `now`, drops silences expired past the retention, saves the
-    /// result and only then makes it current, here and in the notifier.
+    /// Applies `f` at `now`, drops silences expired past the retention, saves what changed (one
+    /// row a silence) and only then keeps the change, here and in the notifier; a refused or
+    /// unsaved change is undone. The work is in proportion to the change, not to all silences.
     pub(super) fn change<T>(
         &self,
         now: DateTime<Utc>,
@@ -49,32 +50,46 @@ impl SilenceBook {
             .current
             .lock()
             .map_err(|_| SilenceError::Invalid("internal error".into()))?;
-        let mut notifier = notifier
-            .lock()
-            .map_err(|_| SilenceError::Invalid("internal error".into()))?;
-        let mut next = current.clone();
-        let out = f(&mut next, now)?;
-        next.gc(now, chrono::Duration::hours(SILENCE_RETENTION_HOURS));
-        let rows: Vec<(String, String)> = next
-            .list()
-            .map(|s| (s.id.clone(), s.to_json(now).to_string()))
-            .collect();
+        current.begin();
+        let out = match f(&mut current, now) {
+            Ok(out) => out,
+            Err(e) => {
+                current.rollback();
+                return Err(e);
+            }
+        };
+        current.gc(now, chrono::Duration::hours(SILENCE_RETENTION_HOURS));
+        let changed = current.changed();
+        let mut upserts = Vec::new();
+        let mut deletes = Vec::new();
+        for id in &changed {
+            match current.get(id) {
+                Some(s) => upserts.push((id.clone(), s.to_json(now).to_string())),
+                None => deletes.push(id.clone()),
+            }
+        }
         // Saved first: a silence the API acknowledged survives a crash.
         let saved = state
             .lock()
             .map_err(|_| SilenceError::Invalid("internal error".into()))
             .and_then(|mut st| {
-                st.save_silences(&rows)
+                st.save_silence_changes(&upserts, &deletes)
                     .map_err(|e| SilenceError::Invalid(format!("saving silences: {e}")))
             });
         if let Err(e) = saved {
             tracing::error!("{e}");
+            current.rollback();
             return Err(e);
         }
+        current.commit();
+        let mut notifier = notifier
+            .lock()
+            .map_err(|_| SilenceError::Invalid("internal error".into()))?;
         if let Some(n) = notifier.as_mut() {
-            n.silences = next.clone();
+            for id in &changed {
+                n.silences.copy_from(&current, id);
+            }
         }
-        *current = next;
         Ok(out)
     }
 }

@@ -154,10 +154,17 @@ impl NotifierAlert {
 
     /// Every alert `n` holds, with the silences and inhibitions muting each at `now` and the
     /// receivers its routes pick.
-    pub(super) fn list(n: &Notifier, silences: &Silences, now: DateTime<Utc>) -> Vec<NotifierAlert> {
+    /// With `unresolved_only`, the alerts resolved at `now` are left out before anything is
+    /// matched, so the work follows the answer.
+    pub(super) fn list(
+        n: &Notifier,
+        silences: &Silences,
+        now: DateTime<Utc>,
+        unresolved_only: bool,
+    ) -> Vec<NotifierAlert> {
         let route = crate::notify::route::Route::new(&n.config().route);
         n.store
-            .list()
+            .list_where(|a| !unresolved_only || !a.resolved_at(now))
             .into_iter()
             .map(|a| NotifierAlert {
                 alert: a.clone(),

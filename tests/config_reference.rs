@@ -133,7 +133,7 @@ fn rulecheck_yaml_reference_matches_the_loader() {
         let err = watchfire::check::Config::parse(yaml, dir).expect_err("an unknown key is refused");
         assert_eq!(
             documented(&text, section),
-            listed(&err, "known: "),
+            listed(&err, "(known: "),
             "rulecheck.yaml `{section}`: the page's keys (left) and the loader's (right) differ"
         );
     }

@@ -834,14 +834,10 @@ fn lint_rule(
             // A selector without a job: the exporter the catalogue names for the metric is the
             // job an `up{job="node-exporter"} == 0` guard watches.
             if job_of(vs).is_none()
-                && cfg.catalogue.lookup(&m).is_some_and(|l| {
-                    let exporter = l.metric.source.to_ascii_lowercase();
-                    facts
-                        .up_jobs
-                        .iter()
-                        .flatten()
-                        .any(|j| j.to_ascii_lowercase() == exporter)
-                })
+                && cfg
+                    .catalogue
+                    .exporter_of(&m)
+                    .is_some_and(|exporter| facts.up_jobs.iter().flatten().any(|j| j.eq_ignore_ascii_case(exporter)))
             {
                 continue;
             }

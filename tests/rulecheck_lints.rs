@@ -513,6 +513,26 @@ fn inputs_that_can_vanish() {
         alert("M", "absent(gpu_util_ratio)", "")
     ));
     assert!(!has(&recorded, "alerts/absent"));
+    // `absent_over_time(up[10m])` only says that nothing at all is scraped: no job's guard.
+    let no_scrapes = rules(&format!(
+        "{}{}",
+        alert("A", r#"avg(gpu_util_ratio{job="dcgm"}) < 0.1"#, ""),
+        alert("NothingScraped", "absent_over_time(up[10m])", "")
+    ));
+    assert!(has(&no_scrapes, "alerts/absent"));
+    // A per-job guard covers the metrics the catalogue gives to that exporter, also through a
+    // selector that names no job.
+    let node = alert(
+        "HostOutOfMemory",
+        "node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes < 0.1",
+        "",
+    );
+    assert!(has(&rules(&node), "alerts/absent"));
+    let node_guard = rules(&format!(
+        "{node}{}",
+        alert("NodeExporterDown", r#"up{job="node-exporter"} == 0"#, "")
+    ));
+    assert!(!has(&node_guard, "alerts/absent"), "{:?}", diags(&node_guard));
 }
 
 #[test]

@@ -350,6 +350,32 @@ impl Catalogue {
         None
     }
 
+    /// The exporter (catalogue source) that writes `name`: its own entry's, else its family's,
+    /// else that of the known metrics sharing its first two words (`node_memory_`: a meminfo
+    /// field the fixture did not list is still node-exporter's).
+    pub fn exporter_of(&self, name: &str) -> Option<&str> {
+        if let Some(l) = self.lookup(name) {
+            return Some(l.metric.source.as_str());
+        }
+        if let Some(f) = self
+            .families
+            .iter()
+            .filter(|f| name.starts_with(&f.prefix))
+            .max_by_key(|f| f.prefix.len())
+        {
+            return Some(f.source.as_str());
+        }
+        let mut words = name.splitn(3, '_');
+        let (Some(a), Some(b), Some(_)) = (words.next(), words.next(), words.next()) else {
+            return None;
+        };
+        let prefix = format!("{a}_{b}_");
+        self.metrics
+            .values()
+            .find(|m| m.name.starts_with(&prefix))
+            .map(|m| m.source.as_str())
+    }
+
     /// The catalogue whose complete family `name` belongs to, when `name` is not in it.
     pub fn unknown_in_family(&self, name: &str) -> Option<&str> {
         if self.lookup(name).is_some() {

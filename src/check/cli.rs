@@ -25,7 +25,12 @@ pub enum Format {
 /// the repository root, or what `rulecheck.yaml` there (or --config) names.
 /// Exit status: 0 clean, 1 problems (errors; warnings too with --strict), 2 usage or I/O error.
 #[derive(Parser, Debug, Clone)]
-#[command(name = "rulecheck", version)]
+#[command(
+    name = "rulecheck",
+    version,
+    after_help = "rulecheck.yaml, every key, and suppressions in the file (`# rulecheck disable CODE`): \
+                  docs/reference/rulecheck.yaml.md in watchfire's repository."
+)]
 pub struct Args {
     /// Rule files or directories (directories named `slos` hold SLO specs).
     pub paths: Vec<PathBuf>,

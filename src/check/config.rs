@@ -26,6 +26,12 @@
 //! high_cardinality_labels: [run_id, pod_uid, ...]   # replaces the default deny-list
 //! high_cardinality_patterns: ['^hparam_']            # regexes, added to the deny-list
 //! disable: [naming/recording]     # codes or code prefixes (`policy/`) not to report
+//! page_severities: [page, critical]   # severities that page: routes/intent follows them to a paging receiver
+//! paging_receivers: [ops-webhook]     # receivers that page besides PagerDuty/Opsgenie and owners' page receivers
+//! overrides:                      # per path: vendor rules keep the universal checks without the policy
+//!   - paths: [rules/vendor/]
+//!     policy: none                # the policy's findings (policy/, naming/recording) are not reported there
+//!     disable: [catalogue/]       # nor these codes
 //! strict: false                   # warnings fail too
 //! ```
 
@@ -100,6 +106,50 @@ pub struct Config {
     pub metadata_from: Option<String>,
     /// Labels scraping adds to every series ([`SCRAPE_LABELS`] unless configured).
     pub scrape_labels: Vec<String>,
+    /// `severity` values that mean "page someone" (`routes/intent`).
+    pub page_severities: Vec<String>,
+    /// Receivers that page besides PagerDuty and Opsgenie ones and the owners' page receivers.
+    pub paging_receivers: Vec<String>,
+    /// Per-path settings (`overrides:`), the last matching entry of each winning.
+    pub overrides: Vec<Override>,
+}
+
+/// `overrides:` entry: files under `paths` get `policy` and `disable` of their own (vendor rules
+/// keep the universal checks without the house policy).
+#[derive(Clone, Debug, Default)]
+pub struct Override {
+    /// Directories or files (relative to rulecheck.yaml), or globs.
+    pub paths: Vec<PathBuf>,
+    /// `none`: the policy's findings (`policy/`, `naming/recording`) are not reported there.
+    pub policy: Option<String>,
+    /// Codes or code prefixes not reported there.
+    pub disable: Vec<String>,
+}
+
+impl Override {
+    /// Whether `file` is one of `paths` (under a directory, the file itself, or a glob match).
+    pub fn covers(&self, file: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let f = canon(file);
+        self.paths.iter().any(|p| {
+            let c = canon(p);
+            f.starts_with(&c)
+                || glob::Pattern::new(&p.to_string_lossy()).is_ok_and(|g| g.matches_path(file) || g.matches_path(&f))
+        })
+    }
+
+    /// Whether a finding with `code` is kept in a file this entry covers.
+    pub fn keeps(&self, code: &str) -> bool {
+        let policy_off = self.policy.as_deref() == Some("none");
+        let policy_code = code.starts_with("policy/") || code == "naming/recording";
+        !(policy_off && policy_code) && !matches_any(&self.disable, code)
+    }
+}
+
+/// Whether `code` is one of `list` (codes, or prefixes ending in `/`).
+pub(crate) fn matches_any(list: &[String], code: &str) -> bool {
+    list.iter()
+        .any(|d| code == d || (d.ends_with('/') && code.starts_with(d.as_str())))
 }
 
 impl Default for Config {
@@ -144,6 +194,9 @@ impl Default for Config {
             catalogue_files: Vec::new(),
             metadata_from: None,
             scrape_labels: s(SCRAPE_LABELS),
+            page_severities: s(&["page", "critical"]),
+            paging_receivers: Vec::new(),
+            overrides: Vec::new(),
         }
     }
 }
@@ -200,10 +253,19 @@ impl Config {
 
     /// Whether `code` is reported.
     pub fn enabled(&self, code: &str) -> bool {
-        !self
-            .disable
-            .iter()
-            .any(|d| code == d || (d.ends_with('/') && code.starts_with(d.as_str())))
+        !matches_any(&self.disable, code)
+    }
+
+    /// Whether `code` is reported in `file`: enabled, and kept by the last `overrides` entry
+    /// covering the file.
+    pub fn enabled_in(&self, code: &str, file: &Path) -> bool {
+        self.enabled(code)
+            && self
+                .overrides
+                .iter()
+                .rev()
+                .find(|o| o.covers(file))
+                .is_none_or(|o| o.keeps(code))
     }
 
     /// Whether a label name is on the high-cardinality deny-list.
@@ -274,6 +336,16 @@ impl Config {
                     cfg.recording_rule_naming = matches!(one()?.as_str(), "true" | "True" | "yes")
                 }
                 "strict" => cfg.strict = matches!(one()?.as_str(), "true" | "True" | "yes"),
+                "page_severities" => cfg.page_severities = list()?,
+                "paging_receivers" => cfg.paging_receivers = list()?,
+                "overrides" => {
+                    let Node::Seq(items, _) = v else {
+                        return Err(at("expected a list of {paths, policy, disable} entries"));
+                    };
+                    for item in items {
+                        cfg.overrides.push(parse_override(item, dir)?);
+                    }
+                }
                 "label_values" => {
                     let Node::Map(m, _) = v else {
                         return Err(at("expected a mapping of label to allowed values"));
@@ -284,11 +356,78 @@ impl Config {
                         cfg.label_values.insert(lk.value.clone(), vals);
                     }
                 }
-                _ => return Err(at("unknown key")),
+                _ => return Err(at(&format!("unknown key (known: {})", KEYS.join(", ")))),
             }
         }
         Ok(cfg)
     }
+}
+
+/// The keys of rulecheck.yaml (docs/reference/rulecheck.yaml.md is tested against them).
+pub(crate) const KEYS: &[&str] = &[
+    "policy",
+    "catalogue",
+    "metadata_from",
+    "scrape_labels",
+    "rules",
+    "paths",
+    "slos",
+    "routes",
+    "owners",
+    "scrape_interval",
+    "evaluation_interval",
+    "recording_rule_naming",
+    "required_labels",
+    "label_values",
+    "required_annotations",
+    "high_cardinality_labels",
+    "high_cardinality_patterns",
+    "disable",
+    "strict",
+    "page_severities",
+    "paging_receivers",
+    "overrides",
+];
+
+/// The keys of an `overrides` entry.
+pub(crate) const OVERRIDE_KEYS: &[&str] = &["paths", "policy", "disable"];
+
+fn parse_override(item: &Node, dir: &Path) -> Result<Override, String> {
+    let Node::Map(entries, pos) = item else {
+        return Err(format!(
+            "{}: overrides: each entry is a mapping with paths, policy, disable",
+            item.pos()
+        ));
+    };
+    let mut o = Override::default();
+    for (k, v) in entries {
+        let at = |m: &str| format!("{}: overrides.{}: {m}", k.pos, k.value);
+        match k.value.as_str() {
+            "paths" => {
+                o.paths = strings(v)
+                    .ok_or_else(|| at("expected a list of strings"))?
+                    .iter()
+                    .map(|p| dir.join(p))
+                    .collect()
+            }
+            "policy" => {
+                let p = v
+                    .as_scalar()
+                    .map(|s| s.value.clone())
+                    .ok_or_else(|| at("expected a string"))?;
+                if p != "none" && p != ML_ON_EKS {
+                    return Err(at(&format!("unknown policy {p:?} (known: {ML_ON_EKS}, none)")));
+                }
+                o.policy = Some(p);
+            }
+            "disable" => o.disable = strings(v).ok_or_else(|| at("expected a list of strings"))?,
+            _ => return Err(at(&format!("unknown key (known: {})", OVERRIDE_KEYS.join(", ")))),
+        }
+    }
+    if o.paths.is_empty() {
+        return Err(format!("{pos}: overrides: an entry needs `paths`"));
+    }
+    Ok(o)
 }
 
 fn strings(n: &Node) -> Option<Vec<String>> {

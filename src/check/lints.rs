@@ -272,7 +272,9 @@ fn facts(files: &[RuleFile]) -> Facts {
                             if *abs {
                                 f.absent_guarded.insert(name.clone());
                             }
-                            if name == "up" {
+                            // `up` watched for failing scrapes; inside absent() it only says
+                            // that nothing is scraped at all, which guards no one job's metrics.
+                            if name == "up" && !*abs {
                                 f.up_jobs.insert(job_of(vs));
                             }
                         }
@@ -917,6 +919,16 @@ fn lint_rule(
                 continue;
             }
             if facts.up_jobs.contains(&None) || job_of(vs).is_some_and(|j| facts.up_jobs.contains(&Some(j))) {
+                continue;
+            }
+            // A selector without a job: the exporter the catalogue names for the metric is the
+            // job an `up{job="node-exporter"} == 0` guard watches.
+            if job_of(vs).is_none()
+                && cfg
+                    .catalogue
+                    .exporter_of(&m)
+                    .is_some_and(|exporter| facts.up_jobs.iter().flatten().any(|j| j.eq_ignore_ascii_case(exporter)))
+            {
                 continue;
             }
             let mut bases = Vec::new();

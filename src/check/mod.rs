@@ -16,9 +16,11 @@ pub mod cli;
 pub(crate) mod config;
 pub(crate) mod duplicates;
 pub(crate) mod git;
+pub(crate) mod intent;
 pub(crate) mod labelflow;
 pub(crate) mod lints;
 pub(crate) mod output;
+pub(crate) mod suppress;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +31,48 @@ pub use catalogue::{Catalogue, CatalogueError, Lookup, Metric, MetricType};
 pub use config::{Config, ML_ON_EKS, SCRAPE_LABELS};
 
 use crate::rules::file::{self as rfile, LoadError, LoadOptions, RuleFile};
+
+/// Every code rulecheck reports (SLO findings are `slo/...` besides): what suppressions and
+/// `disable` may name. A test keeps it in step with the codes the checks write.
+pub const KNOWN_CODES: &[&str] = &[
+    "alerts/absent",
+    "alerts/comparison",
+    "alerts/for",
+    "alerts/template",
+    "catalogue/label",
+    "catalogue/unknown-metric",
+    "compat/feature-flag",
+    "config/invalid",
+    "config/mapping",
+    "config/missing",
+    "config/rule-files",
+    "io",
+    "labels/cardinality",
+    "labels/flow",
+    "naming/recording",
+    "owners/config",
+    "owners/receiver",
+    "owners/unknown-team",
+    "policy/annotation",
+    "policy/label",
+    "policy/severity",
+    "promql/counter",
+    "promql/nan",
+    "promql/range",
+    "promql/rate-gauge",
+    "promql/regexp",
+    "promql/syntax",
+    "routes/config",
+    "routes/intent",
+    "rulecheck/suppression",
+    "rules/duplicate",
+    "rules/field",
+    "rules/group",
+    "rules/policy",
+    "rules/rule",
+    "template/syntax",
+    "yaml/syntax",
+];
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -176,44 +220,38 @@ pub fn discover(root: &Path) -> Targets {
             break;
         }
     }
+    // The routes and owners `run` uses, where its configuration names them: the checks follow
+    // alerts through what is deployed.
+    if let Some(cfg) = t
+        .run_config
+        .as_deref()
+        .and_then(|c| crate::run::config::check_file(c).ok())
+    {
+        if let Some(r) = cfg.routes_file.filter(|r| r.is_file()) {
+            t.routes = Some(r);
+        }
+        if let Some(o) = cfg.owners_file.filter(|o| o.is_file()) {
+            t.owners = Some(o);
+        }
+    }
     if root.join("causes").is_dir() {
         t.causes.push(root.join("causes"));
     }
     t
 }
 
-fn is_yaml(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml"))
-}
-
-/// Unit-test files (`promtool test rules` format) live beside rules; they are not rule files.
+/// Unit-test files (`promtool test rules` format) live beside rules; they are not rule files
+/// (the one definition: [`crate::rules::paths`]).
 fn is_test_file(p: &Path, text: &str) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name.contains("_test.y") || name.contains(".test.y") || text.lines().any(|l| l.starts_with("rule_files:"))
+    crate::rules::paths::is_unit_test_file(p, text)
 }
 
-/// Expands directories into their YAML files, sorted; files are kept as given.
+/// Expands directories into their rule files as every command does ([`crate::rules::paths`]);
+/// files are kept as given.
 fn expand(paths: &[PathBuf], out: &mut Vec<PathBuf>, missing: &mut Vec<PathBuf>) {
     for p in paths {
         if p.is_dir() {
-            let mut stack = vec![p.clone()];
-            let mut found = Vec::new();
-            while let Some(d) = stack.pop() {
-                let Ok(rd) = std::fs::read_dir(&d) else {
-                    missing.push(d);
-                    continue;
-                };
-                for e in rd.flatten() {
-                    let path = e.path();
-                    if path.is_dir() {
-                        stack.push(path);
-                    } else if is_yaml(&path) {
-                        found.push(path);
-                    }
-                }
-            }
-            found.sort();
-            out.extend(found);
+            out.extend(crate::rules::paths::rule_files_under(p));
         } else if p.exists() {
             out.push(p.clone());
         } else {
@@ -265,6 +303,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
     let mut files = Vec::new();
     expand(&targets.rules, &mut files, &mut missing);
     let mut loaded: Vec<RuleFile> = Vec::new();
+    let mut checked_rule_files: Vec<PathBuf> = Vec::new();
     for f in &files {
         let name = f.display().to_string();
         let text = match std::fs::read(f) {
@@ -295,6 +334,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
             continue;
         }
         report.files_checked += 1;
+        checked_rule_files.push(f.clone());
         let parsed = rfile::parse(&text, f, LoadOptions::default());
         for e in &parsed.errors {
             report.diagnostics.push(load_error_diag(e));
@@ -398,8 +438,16 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
         }
     }
 
+    if let (false, Some(r)) = (cfg.promtool_only, routes.as_ref()) {
+        let owners = targets
+            .owners
+            .as_ref()
+            .and_then(|p| crate::notify::Owners::load_file(p).ok());
+        intent::check(&loaded, r, owners.as_ref(), cfg, &mut report.diagnostics);
+    }
+
     if let Some(c) = &targets.run_config {
-        check_run_config(c, &mut report);
+        check_run_config(c, &checked_rule_files, &mut report);
     }
 
     // Cause rules: those of the repository and those watchfire.yaml names.
@@ -417,7 +465,10 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
         causes::check(&cause_files, &names, &mut report);
     }
 
-    report.diagnostics.retain(|d| cfg.enabled(&d.code));
+    suppress::apply(&mut report.diagnostics, &report.sources, &loaded);
+    report
+        .diagnostics
+        .retain(|d| cfg.enabled_in(&d.code, Path::new(&d.file)));
     report.diagnostics.sort_by(|a, b| {
         (&a.file, a.line, a.col, a.severity, &a.code).cmp(&(&b.file, b.line, b.col, b.severity, &b.code))
     });
@@ -498,8 +549,9 @@ fn check_owners(
 
 /// `watchfire run`'s configuration: everything `watchfire run --check` checks but the secrets
 /// (token files and variables exist only where watchfire runs), plus that every file it names
-/// exists and every CloudWatch mapping file loads.
-fn check_run_config(path: &Path, report: &mut Report) {
+/// exists, every CloudWatch mapping file loads, and every rule file rulecheck checked is one
+/// `run` loads (`config/rule-files`): a file checked here but never evaluated loses its pages.
+fn check_run_config(path: &Path, checked: &[PathBuf], report: &mut Report) {
     let name = path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -523,10 +575,39 @@ fn check_run_config(path: &Path, report: &mut Report) {
             .diagnostics
             .push(Diagnostic::new(&name, line, col, Severity::Error, code, msg));
     };
+    let mut unloaded = Vec::new();
     match crate::run::config::check_file(path) {
         Err(e) => diag((e.pos.line.max(1), e.pos.col.max(1)), "config/invalid", e.message),
         Ok(cfg) => {
-            for pattern in cfg.rule_files.iter().chain(&cfg.slo_files) {
+            let loaded = crate::rules::paths::expand(path.parent().unwrap_or(Path::new("")), &cfg.rule_files);
+            for pattern in &loaded.unmatched {
+                diag(
+                    at(pattern),
+                    "config/missing",
+                    format!("{pattern:?} matches no rule file"),
+                );
+            }
+            let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            let run_loads: std::collections::HashSet<PathBuf> = loaded.files.iter().map(|p| canon(p)).collect();
+            for f in checked.iter().filter(|f| !run_loads.contains(&canon(f))) {
+                unloaded.push(
+                    Diagnostic::new(
+                        &f.display().to_string(),
+                        1,
+                        1,
+                        Severity::Error,
+                        "config/rule-files",
+                        format!(
+                            "rulecheck checks this rule file but `watchfire run` does not load it: rule_files in {name} is {:?}",
+                            cfg.rule_files
+                        ),
+                    )
+                    .with_suggestion(
+                        "name its directory in rule_files (a directory loads every *.yaml and *.yml under it), or add a pattern that matches it",
+                    ),
+                );
+            }
+            for pattern in &cfg.slo_files {
                 let base = path.parent().unwrap_or(Path::new(""));
                 let full = base.join(pattern).to_string_lossy().into_owned();
                 let found = glob::glob(&full).map(|g| g.filter_map(Result::ok).count()).unwrap_or(0);
@@ -558,5 +639,6 @@ fn check_run_config(path: &Path, report: &mut Report) {
             }
         }
     }
+    report.diagnostics.extend(unloaded);
     report.sources.insert(name, text);
 }

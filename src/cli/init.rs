@@ -44,6 +44,15 @@ pub struct Args {
     /// A plain Prometheus-compatible query API instead of AMP (http://prometheus:9090).
     #[arg(long, value_name = "URL")]
     source_url: Option<String>,
+    /// How the severities of imported rules (kube-prometheus, awesome-prometheus-alerts) map onto
+    /// the policy's classes page, notify and info: the routes written match both.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "critical=page,warning=notify",
+        value_name = "SEV=CLASS,..."
+    )]
+    severity_map: Vec<String>,
     /// Overwrite files that exist.
     #[arg(long)]
     force: bool,
@@ -176,6 +185,38 @@ struct Plan {
     region: String,
     account_id: String,
     source: Source,
+    /// Severity values other rule collections use, by the class (page, notify, info) they route as.
+    severity_map: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// The matcher of a class's route: the class and every severity mapped to it.
+    fn severity_matcher(&self, class: &str) -> String {
+        let mut values = vec![class.to_string()];
+        values.extend(
+            self.severity_map
+                .iter()
+                .filter(|(_, c)| c == class)
+                .map(|(s, _)| s.clone()),
+        );
+        if values.len() == 1 {
+            format!("severity=\"{class}\"")
+        } else {
+            format!("'severity=~\"{}\"'", values.join("|"))
+        }
+    }
+
+    /// The severities that page (rulecheck's `page_severities`).
+    fn page_severities(&self) -> Vec<String> {
+        let mut v = vec!["page".to_string()];
+        v.extend(
+            self.severity_map
+                .iter()
+                .filter(|(_, c)| c == "page")
+                .map(|(s, _)| s.clone()),
+        );
+        v
+    }
 }
 
 enum Source {
@@ -343,7 +384,21 @@ fn plan(args: &Args) -> Result<Plan> {
         .or(amp_region)
         .unwrap_or_else(|| DEFAULT_REGION.to_string());
     plain(&region, "--region")?;
+    let mut severity_map = Vec::new();
+    for m in args.severity_map.iter().map(|m| m.trim()).filter(|m| !m.is_empty()) {
+        let Some((sev, class)) = m.split_once('=') else {
+            bail!("--severity-map: {m:?} must look like critical=page");
+        };
+        if !matches!(class, "page" | "notify" | "info") {
+            bail!("--severity-map: {m:?}: the class must be page, notify or info");
+        }
+        if sev.is_empty() || !sev.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            bail!("--severity-map: {sev:?} is not a plain severity value");
+        }
+        severity_map.push((sev.to_string(), class.to_string()));
+    }
     Ok(Plan {
+        severity_map,
         teams,
         platform,
         serving,
@@ -426,7 +481,7 @@ fn render(p: &Plan) -> Vec<(String, String)> {
     if p.telemetry == Telemetry::DcgmExporter {
         files.push(("deploy/dcgm-exporter/counters.csv".into(), DCGM_COUNTERS.into()));
     }
-    files.push(("rulecheck.yaml".into(), RULECHECK_YAML.into()));
+    files.push(("rulecheck.yaml".into(), rulecheck_yaml(p)));
     files.push((
         ".github/workflows/rulecheck.yml".into(),
         RULECHECK_WORKFLOW.replace("@INSTALL@\n", INSTALL_STEPS),
@@ -476,13 +531,27 @@ DCGM_EXP_CLOCK_EVENTS_COUNT,     gauge, Count of clock events within the user-sp
 DCGM_EXP_XID_ERRORS_COUNT,       gauge, Count of XID Errors within user-specified time window (see xid-count-window-size param).
 ";
 
-const RULECHECK_YAML: &str = "\
-# rulecheck's configuration (keys: `rulecheck --help`, watchfire's src/check/config.rs). The rules under
-# rules/ and slos/ come from watchfire's ML-on-EKS policy pack (rules/METRICS.md): every alert carries
-# severity and layer from the policy's values and the summary, description and runbook_url annotations;
-# recording rules are named level:metric:operations. rulecheck finds rules/, slos/ and deploy/ itself.
-policy: ml-on-eks
-";
+fn rulecheck_yaml(p: &Plan) -> String {
+    format!(
+        "# rulecheck's configuration (every key: docs/reference/rulecheck.yaml.md in watchfire's repository,\n\
+         # `rulecheck --help`). The rules under rules/ and slos/ come from watchfire's ML-on-EKS policy pack\n\
+         # (rules/METRICS.md): every alert carries severity and layer from the policy's values and the summary,\n\
+         # description and runbook_url annotations; recording rules are named level:metric:operations.\n\
+         # rulecheck finds rules/, slos/ and deploy/ itself.\n\
+         policy: ml-on-eks\n\
+         # Severities that page: routes/intent follows each such alert through owners.yaml and the routes\n\
+         # and reports it when no paging receiver gets it (the routes map these too: --severity-map).\n\
+         page_severities: [{}]\n\
+         # Rules imported from other collections (kube-prometheus, awesome-prometheus-alerts) go under\n\
+         # rules/vendor/: they keep every universal check, without the ML-on-EKS policy's labels and names.\n\
+         # One finding is silenced in the file: `# rulecheck disable CODE` above a rule or a group,\n\
+         # `# rulecheck file/disable CODE` for the whole file.\n\
+         overrides:\n  \
+           - paths: [rules/vendor/]\n    \
+             policy: none\n",
+        p.page_severities().join(", ")
+    )
+}
 
 fn watchfire_yaml(p: &Plan) -> String {
     let mut s = String::from(
@@ -549,7 +618,7 @@ fn watchfire_yaml(p: &Plan) -> String {
         }
     }
     s.push_str(
-        "rule_files: [../rules/*.yaml]       # unit tests live in rules/tests/ and are not matched\n\
+        "rule_files: [../rules]              # every *.yaml and *.yml under rules/ (as rulecheck reads them); unit tests are skipped\n\
          slo_files: [../slos/*.yaml]         # Sloth specs, generated to rules at load\n\
          routes_file: routes.yaml            # Alertmanager 0.25 format\n\
          owners_file: owners.yaml            # owners, diagnostic links, label deny-list\n\
@@ -620,6 +689,8 @@ fn routes_yaml(p: &Plan) -> String {
         "# Alertmanager 0.25 configuration (written by `watchfire init`; `amtool check-config` accepts it).\n\
          # watchfire stamps each alert's owner (owners.yaml) into `owner` before routing: pages go to the\n\
          # owner's PagerDuty service, notifications to its SNS topic, info to the digest topic.\n\
+         # Severities of imported rules route as the class they map to (`watchfire init --severity-map`):\n\
+         # {map}.\n\
          global:\n  \
            resolve_timeout: 5m\n\
          \n\
@@ -640,7 +711,7 @@ fn routes_yaml(p: &Plan) -> String {
          \n    \
              # Pages: one PagerDuty incident per cause (alert, cluster, namespace); a threshold page and\n    \
              # its SLO's burn-rate page join through the `slo` label both carry.\n    \
-             - matchers: [severity=\"page\"]\n      \
+             - matchers: [{page}]\n      \
                group_by: [alertname, cluster, namespace]\n      \
                group_wait: 30s\n      \
                group_interval: 5m\n      \
@@ -650,7 +721,17 @@ fn routes_yaml(p: &Plan) -> String {
                  - matchers: ['slo=~\".+\"']\n          \
                    group_by: [slo, cluster, namespace]\n          \
                    routes: &page_owners\n",
-        platform = p.platform
+        platform = p.platform,
+        page = p.severity_matcher("page"),
+        map = if p.severity_map.is_empty() {
+            "none mapped".to_string()
+        } else {
+            p.severity_map
+                .iter()
+                .map(|(s, c)| format!("{s} -> {c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
     );
     for t in &p.teams {
         let _ = write!(
@@ -663,7 +744,7 @@ fn routes_yaml(p: &Plan) -> String {
            routes: *page_owners\n\
          \n    \
            # Notifications: the owning team's SNS topic.\n    \
-           - matchers: [severity=\"notify\"]\n      \
+           - matchers: [@NOTIFY@]\n      \
              group_by: [owner, cluster, namespace, alertname]\n      \
              group_wait: 1m\n      \
              group_interval: 15m\n      \
@@ -673,7 +754,13 @@ fn routes_yaml(p: &Plan) -> String {
     for t in &p.teams {
         let _ = write!(s, "        - matchers: [owner=\"{t}\"]\n          receiver: {t}-sns\n");
     }
-    s.push_str(INHIBIT_AND_INFO);
+    s = s.replace("@NOTIFY@", &p.severity_matcher("notify"));
+    s.push_str(
+        &INHIBIT_AND_INFO
+            .replace("[severity=\"info\"]", &format!("[{}]", p.severity_matcher("info")))
+            .replace("[severity=\"page\"]", &format!("[{}]", p.severity_matcher("page")))
+            .replace("[severity=\"notify\"]", &format!("[{}]", p.severity_matcher("notify"))),
+    );
     s.push_str("\nreceivers:\n");
     for t in &p.teams {
         let _ = write!(
@@ -775,8 +862,11 @@ jobs:
 @INSTALL@
       - name: Static checks (annotations on the PR, only problems in changed rules)
         run: rulecheck --format github --base origin/${{ github.base_ref }}
-      - name: Rule unit tests
-        run: watchfire test rules/tests/*_test.yaml
+      - name: Rule unit tests and notification tests
+        # Both kinds: promtool's rule tests (*_test.yaml) and notification tests (*.test.yaml).
+        run: |
+          shopt -s nullglob globstar
+          watchfire test rules/**/*_test.yaml rules/**/*_test.yml rules/**/*.test.yaml rules/**/*.test.yml
 ";
 
 fn replay_diff_workflow(p: &Plan) -> String {
@@ -838,6 +928,7 @@ mod tests {
             account_id: None,
             amp_workspace: None,
             source_url: None,
+            severity_map: vec!["critical=page".into(), "warning=notify".into()],
             force: false,
         };
         plan(&args).expect("plan")
@@ -897,6 +988,7 @@ mod tests {
                 account_id: None,
                 amp_workspace: None,
                 source_url: None,
+                severity_map: Vec::new(),
                 force: false,
             };
             assert!(plan(&args).is_err(), "{t:?} accepted");

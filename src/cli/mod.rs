@@ -16,7 +16,13 @@ use tracing_subscriber::EnvFilter;
 
 /// Alerting and SLO rule engine for ML training and serving.
 #[derive(Parser, Debug)]
-#[command(name = "watchfire", version, about)]
+#[command(
+    name = "watchfire",
+    version,
+    about,
+    after_help = "Configuration reference (every key, its type, default and an example): docs/reference/ in \
+                  watchfire's repository: watchfire.yaml.md, rulecheck.yaml.md, owners.yaml.md, causes.md."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -76,9 +82,12 @@ pub fn main() -> i32 {
 
 fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Colours only on a terminal: a log file or a collector would keep the escape codes.
+    use std::io::IsTerminal as _;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 

@@ -368,6 +368,10 @@ fn run_inner(args: Args) -> Result<i32, String> {
             _ => format!("stdout: {e}"),
         })
     };
+    // Said first too, so that the timeline is read as the stock cluster's, not the user's.
+    if is_demo && !demo_teams && args.format == Format::Text {
+        eprintln!("{STOCK_DEMO_NOTE}");
+    }
     // With --compare, JSON lines and markdown carry only the diff.
     let timeline = args.format == Format::Text || (args.format == Format::Json && compare.is_none());
     for d in outcome.deliveries.iter().filter(|_| timeline) {
@@ -378,7 +382,7 @@ fn run_inner(args: Args) -> Result<i32, String> {
         }
     }
     if is_demo && !demo_teams && args.format == Format::Text {
-        eprintln!("note: the demo's incident checks are skipped: they expect the example teams of watchfire's deploy/owners.yaml");
+        eprintln!("{STOCK_DEMO_NOTE}");
     }
     let checks = (is_demo && demo_teams).then(|| output::check_demo(&outcome, &incidents, demo::quiet_day()));
     let report = match &scenario {
@@ -683,3 +687,11 @@ fn fetch_summary(h: &History) -> String {
     }
     out
 }
+
+/// What `replay --demo` says where the owners are not watchfire's example teams (an `init`
+/// repository): the cluster is the stock one, so its alerts mostly reach the default owner.
+const STOCK_DEMO_NOTE: &str =
+    "note: this is watchfire's STOCK demo cluster, not yours: its namespaces (training, training-llm, \
+evaluation, serving, inference, kube-system, monitoring) belong to none of the teams in your owners.yaml, so most of \
+its alerts route to your default owner; the demo's incident checks (written for watchfire's example teams) are \
+skipped. Replay your own cluster with --from/--to against your sources, or a scenario (scenarios/).";

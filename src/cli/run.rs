@@ -67,6 +67,20 @@ pub fn run(args: Args) -> i32 {
         );
         return 0;
     }
+    if !loaded.missing_secrets.is_empty() {
+        if args.check {
+            return super::fail(format!(
+                "{}: the receivers need secret files that cannot be read:\n  {}",
+                args.config.display(),
+                loaded.missing_secrets.join("\n  ")
+            ));
+        }
+        // A mounted Secret can arrive after the pod starts: deliveries that need it are retried
+        // with backoff until it does, and WatchfireNotificationsFailing pages elsewhere meanwhile.
+        for m in &loaded.missing_secrets {
+            tracing::error!("secret file missing (deliveries that need it are retried until it appears): {m}");
+        }
+    }
     if args.check {
         println!(
             "{}: OK ({} groups for shard {}/{})",
@@ -132,6 +146,9 @@ pub fn run(args: Args) -> i32 {
             };
             let cfg = load_config(&a)?;
             let l = watchfire::run::load_keeping(&cfg, &handle, &mirror)?;
+            for m in &l.missing_secrets {
+                tracing::error!("secret file missing (deliveries that need it are retried until it appears): {m}");
+            }
             mirror.set(l.mirror.clone());
             svc.reload(l.setup, l.groups, l.notify);
             if let Ok(mut au) = auth.write() {

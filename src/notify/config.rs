@@ -277,7 +277,28 @@ pub struct Config {
     pub path: Option<PathBuf>,
 }
 
+/// The label the built-in alerts about failing notifications carry to name the receiver they
+/// go to (see [`Config::pin_receivers`]).
+pub const PINNED_RECEIVER_LABEL: &str = "watchfire_receiver";
+
 impl Config {
+    /// Puts one route per receiver at the head of the root's children: an alert whose
+    /// [`PINNED_RECEIVER_LABEL`] names one of `receivers` goes to that receiver and nowhere
+    /// else (grouped by `alertname`, no `group_wait`). `run` pins the built-in alerts about
+    /// failing notifications to a receiver that is not failing, whatever the tree says.
+    pub fn pin_receivers(&mut self, receivers: &[String]) {
+        let pinned = receivers.iter().map(|r| {
+            let mut route = RouteConfig::empty(self.route.pos);
+            route.receiver = r.clone();
+            route.matchers = vec![Matcher::equal(PINNED_RECEIVER_LABEL, r)];
+            route.group_by = Some(vec!["alertname".to_string()]);
+            route.group_wait = Some(Duration::ZERO);
+            route
+        });
+        let rest = std::mem::take(&mut self.route.routes);
+        self.route.routes = pinned.chain(rest).collect();
+    }
+
     /// The receiver named `name`.
     pub fn receiver(&self, name: &str) -> Option<&ReceiverConfig> {
         self.receivers.iter().find(|r| r.name == name)

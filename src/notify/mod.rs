@@ -23,16 +23,19 @@ pub(crate) mod owners;
 pub mod receivers;
 pub(crate) mod route;
 pub(crate) mod routes_cli;
+pub mod secrets;
 pub(crate) mod silence;
 pub(crate) mod timeinterval;
 
 pub(crate) use crate::alert::Alert;
 pub use alert::{decode_ingest_body, PostableAlert};
 pub(crate) use config::ConfigError;
-pub use config::{load_delivery_file, load_delivery_str, load_file, load_str, notify_templates, Config};
+pub use config::{
+    load_delivery_file, load_delivery_str, load_file, load_str, notify_templates, Config, PINNED_RECEIVER_LABEL,
+};
 pub use history::{HistoryEvent, Outcome};
 pub(crate) use notifier::flushes;
 pub use notifier::{Notification, Notifier};
 pub use owners::Owners;
 pub use route::Route;
-pub use routes_cli::{parse_label_args, routes_show, routes_test};
+pub use routes_cli::{parse_label_args, routes_show, routes_test, routes_test_owned};

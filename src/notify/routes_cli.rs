@@ -156,6 +156,37 @@ pub fn routes_test(
     Ok(render_routes_test(&cfg, labels, tree, verify_receivers, at))
 }
 
+/// [`routes_test`] with the owners file applied first, exactly as `watchfire run` applies it
+/// before routing: the resolved team is stamped into the team label. Returns the output, the
+/// exit code and the stamped owner (team label and team) when stamping changed the labels.
+pub fn routes_test_owned(
+    config_path: &Path,
+    owners: Option<&super::Owners>,
+    labels: &[(String, String)],
+    tree: bool,
+    verify_receivers: Option<Vec<String>>,
+    at: Option<DateTime<Utc>>,
+) -> Result<(String, i32, Option<(String, String)>), RoutesError> {
+    let cfg = load_file(config_path)?;
+    let ls = Labels::from_pairs(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let (stamped, owner) = match owners {
+        Some(o) => {
+            let s = o.stamp(&ls);
+            let owner = (s != ls)
+                .then(|| s.get(&o.team_label).map(|t| (o.team_label.clone(), t.to_string())))
+                .flatten();
+            (s, owner)
+        }
+        None => (ls, None),
+    };
+    let pairs: Vec<(String, String)> = stamped
+        .iter()
+        .map(|l| (l.name.to_string(), l.value.to_string()))
+        .collect();
+    let (out, code) = render_routes_test(&cfg, &pairs, tree, verify_receivers, at);
+    Ok((out, code, owner))
+}
+
 /// [`routes_test`] on an already loaded configuration.
 pub(crate) fn render_routes_test(
     cfg: &Config,

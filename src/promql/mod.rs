@@ -478,8 +478,12 @@ fn named_offset(expr: &str, message: &str) -> Option<usize> {
         let c = quoted(message)?;
         return code.iter().find(|(_, ch)| c.starts_with(*ch)).map(|(i, _)| *i);
     }
-    if message.starts_with("unclosed left")
-        || message.starts_with("unexpected right")
+    // Prometheus' lexer finds an unclosed bracket at the end of the input and says so there
+    // (promtool: `1:LEN+1: parse error: unclosed left parenthesis`), not at the bracket.
+    if message.starts_with("unclosed left") {
+        return Some(expr.len());
+    }
+    if message.starts_with("unexpected right")
         || message.contains("inside braces")
     {
         // Find the unbalanced bracket.
@@ -585,6 +589,19 @@ mod tests {
     use super::*;
     use crate::labels::Labels;
     use crate::tsdb::Store;
+
+    /// Where promtool 2.42 puts the error: the end of the input for an unclosed bracket.
+    #[test]
+    fn an_unclosed_parenthesis_is_reported_where_the_input_ends() {
+        let e = "sum by (job) (rate(x{job=\"api\"}[5m])) / sum by (job) (rate(x[5m] offset 1h) > 0.5";
+        match parse(e) {
+            Err(Error::Parse { message, line, col }) => {
+                assert!(message.contains("unclosed left parenthesis"), "{message}");
+                assert_eq!((line, col), (1, e.len() + 1));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     fn store() -> Store {
         let mut s = Store::new();

@@ -227,66 +227,21 @@ impl FileConfig {
     }
 }
 
-/// Files, directories and globs to rule files, sorted within each entry.
+/// Files, directories and globs to rule files, as `run` expands them ([`crate::rules::paths`]).
 fn expand_rule_paths(paths: &[PathBuf], errors: &mut Vec<String>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut found = Vec::new();
-            collect_yaml(p, &mut found);
-            found.sort();
-            out.extend(found.into_iter().filter(|f| !is_test_file(f)));
-        } else if p.exists() {
-            out.push(p.clone());
-        } else {
-            let pat = p.display().to_string();
-            match glob::glob(&pat) {
-                Ok(it) => {
-                    let mut m: Vec<PathBuf> = it.filter_map(Result::ok).filter(|f| !is_test_file(f)).collect();
-                    m.sort();
-                    if m.is_empty() {
-                        errors.push(format!("{pat}: no such rule file or directory"));
-                    }
-                    out.extend(m);
-                }
-                Err(e) => errors.push(format!("{pat}: bad pattern: {e}")),
-            }
-        }
+    let e = crate::rules::paths::expand_paths(paths);
+    for pat in e.unmatched {
+        errors.push(format!("{pat}: no such rule file or directory"));
     }
-    out
+    for (pat, why) in e.bad {
+        errors.push(format!("{pat}: bad pattern: {why}"));
+    }
+    e.files
 }
 
 /// Whether `dir` holds rule files (YAML with a top-level `groups:`), at any depth.
 pub(crate) fn has_rule_files(dir: &Path) -> bool {
-    let mut found = Vec::new();
-    collect_yaml(dir, &mut found);
-    found
+    crate::rules::paths::rule_files_under(dir)
         .iter()
         .any(|f| std::fs::read_to_string(f).is_ok_and(|text| text.lines().any(|l| l.starts_with("groups:"))))
-}
-
-fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect_yaml(&p, out);
-        } else if matches!(p.extension().and_then(|x| x.to_str()), Some("yaml" | "yml")) {
-            out.push(p);
-        }
-    }
-}
-
-/// A promtool unit-test file rather than a rule file.
-fn is_test_file(p: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(p) else {
-        return false;
-    };
-    let has_groups = text.lines().any(|l| l.starts_with("groups:"));
-    !has_groups
-        && text
-            .lines()
-            .any(|l| l.starts_with("rule_files:") || l.starts_with("tests:") || l.starts_with("evaluation_interval:"))
 }

@@ -11,6 +11,7 @@ pub(crate) mod deps;
 pub(crate) mod eval;
 pub(crate) mod file;
 pub(crate) mod group;
+pub mod paths;
 pub(crate) mod recording;
 pub(crate) mod storage;
 pub(crate) mod template;

@@ -51,6 +51,9 @@
 //!   max_connections: 16384      # open client connections (also kept below the fd limit)
 //! shard: 0/1                    # this replica evaluates the groups whose hash % M == N (groups
 //!                               #   reading each other's outputs go together: run/shard.rs)
+//! notification_failures:       # where WatchfireNotificationsFailing / ...DeadLettered go:
+//!   receivers: [platform-sns]   #   the first of these not failing itself (default: the default
+//!                               #   owner's page and notify receivers, the root route's, the rest)
 //! shard_by: group               # or `file`: a rule file's groups all go to one shard (a file
 //!                               #   per cluster: a shard reads some clusters, and its mirror's
 //!                               #   agents send only theirs)
@@ -168,6 +171,10 @@ pub struct RunConfig {
     pub shard: Shard,
     /// `shard_by: file`: the unit placed on a shard is a rule file, not a group.
     pub shard_by_file: bool,
+    /// `notification_failures.receivers`: where `WatchfireNotificationsFailing` and
+    /// `WatchfireNotificationsDeadLettered` go, the first of them not failing itself; empty: the
+    /// default owner's page and notify receivers, the root route's, then every other receiver.
+    pub notification_failure_receivers: Vec<String>,
 }
 
 impl Default for RunConfig {
@@ -190,14 +197,20 @@ impl Default for RunConfig {
             http: HttpConfig::default(),
             shard: Shard::default(),
             shard_by_file: false,
+            notification_failure_receivers: Vec::new(),
         }
     }
 }
 
 impl RunConfig {
-    /// Expands `rule_files` globs (sorted, relative to the config file).
+    /// Expands `rule_files` (files, directories, globs, relative to the config file) to rule
+    /// files as every command does ([`crate::rules::paths`]).
     pub fn rule_paths(&self) -> Result<Vec<PathBuf>, String> {
-        expand_globs(&self.base_dir(), &self.rule_files)
+        let e = crate::rules::paths::expand(&self.base_dir(), &self.rule_files);
+        match e.bad.first() {
+            Some((p, why)) => Err(format!("rule_files: bad pattern {p:?}: {why}")),
+            None => Ok(e.files),
+        }
     }
 
     /// Expands `slo_files` globs.
@@ -232,7 +245,25 @@ fn expand_globs(base: &Path, patterns: &[String]) -> Result<Vec<PathBuf>, String
     Ok(out)
 }
 
-const TOP_KEYS: &[&str] = &[
+/// The keys of `http`.
+pub const HTTP_KEYS: &[&str] = &[
+    "listen",
+    "bearer_token_file",
+    "bearer_token_env",
+    "open",
+    "query_timeout",
+    "query_max_concurrency",
+    "query_max_samples",
+    "read_timeout",
+    "idle_timeout",
+    "max_connections",
+];
+
+/// The keys of `notification_failures`.
+pub const NOTIFICATION_FAILURES_KEYS: &[&str] = &["receivers"];
+
+/// The top-level keys of watchfire.yaml (docs/reference/watchfire.yaml.md is tested against them).
+pub const TOP_KEYS: &[&str] = &[
     "sources",
     "rule_files",
     "slo_files",
@@ -249,6 +280,7 @@ const TOP_KEYS: &[&str] = &[
     "http",
     "shard",
     "shard_by",
+    "notification_failures",
 ];
 
 /// Loads and validates a configuration file.
@@ -365,6 +397,11 @@ fn load_str_with(
             "state_dir" => cfg.state_dir = Some(PathBuf::from(r.string(v, "state_dir")?)),
             "http" => cfg.http = http(&r, v, env, read_secret_files)?,
             "shard" => cfg.shard = Shard::parse(&r.string(v, "shard")?).map_err(|e| r.err(v.pos(), e))?,
+            "notification_failures" => {
+                for (_, _, nv) in r.map(v, "notification_failures", NOTIFICATION_FAILURES_KEYS)? {
+                    cfg.notification_failure_receivers = r.strings(nv, "notification_failures.receivers")?;
+                }
+            }
             "shard_by" => {
                 cfg.shard_by_file = match r.string(v, "shard_by")?.as_str() {
                     "group" => false,
@@ -392,22 +429,7 @@ fn http(
 ) -> Result<HttpConfig, FileError> {
     let mut h = HttpConfig::default();
     let mut token_pos = None;
-    for (k, kp, v) in r.map(
-        node,
-        "http",
-        &[
-            "listen",
-            "bearer_token_file",
-            "bearer_token_env",
-            "open",
-            "query_timeout",
-            "query_max_concurrency",
-            "query_max_samples",
-            "read_timeout",
-            "idle_timeout",
-            "max_connections",
-        ],
-    )? {
+    for (k, kp, v) in r.map(node, "http", HTTP_KEYS)? {
         match k.as_str() {
             "listen" => {
                 let l = r.string(v, "http listen")?;

@@ -26,6 +26,10 @@ pub struct Loaded {
     pub notify: Option<crate::notify::Config>,
     /// The mirror the rules read through, for the caller to put in its slot once applied.
     pub mirror: Option<Arc<Mirror>>,
+    /// Secret files the receivers read that cannot be read now, one line each naming the file:
+    /// `run --check` refuses them; `run` says so at start-up and retries deliveries until they
+    /// appear (a mounted Secret can arrive late).
+    pub missing_secrets: Vec<String>,
 }
 
 /// Loads rule files, SLO specs, routes and owners, and builds the sources, for this shard.
@@ -130,6 +134,19 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
             crate::cause::Causes::default()
         }
     };
+    // Where the alerts about failing notifications go: receivers that exist, pinned ahead of
+    // the tree so that they never share the failing receiver's route.
+    let mut notify = notify;
+    let mut fallback_receivers = Vec::new();
+    let mut missing_secrets = Vec::new();
+    if let Some(n) = notify.as_mut() {
+        match notification_failure_receivers(cfg, n, owners.as_ref()) {
+            Ok(r) => fallback_receivers = r,
+            Err(e) => errors.push(e),
+        }
+        n.pin_receivers(&fallback_receivers);
+        missing_secrets = crate::notify::secrets::missing(n);
+    }
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
@@ -166,11 +183,51 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
             external_url: external_url(cfg),
             resend_delay_ms: cfg.resend_delay_ms,
             interval_ms: cfg.evaluation_interval_ms,
+            fallback_receivers,
         },
         groups,
         notify,
         mirror,
+        missing_secrets,
     })
+}
+
+/// `notification_failures.receivers` (each must exist), else the default: the default owner's
+/// page and notify receivers, the root route's receiver, then every other receiver in file order;
+/// receivers without an integration (nothing would arrive) are left out of the default.
+fn notification_failure_receivers(
+    cfg: &RunConfig,
+    notify: &crate::notify::Config,
+    owners: Option<&Owners>,
+) -> Result<Vec<String>, String> {
+    if !cfg.notification_failure_receivers.is_empty() {
+        for r in &cfg.notification_failure_receivers {
+            if notify.receiver(r).is_none() {
+                return Err(format!(
+                    "{}: notification_failures: receiver {r:?} is not defined in the routes file",
+                    cfg.path.display()
+                ));
+            }
+        }
+        return Ok(cfg.notification_failure_receivers.clone());
+    }
+    let mut order: Vec<String> = Vec::new();
+    if let Some(team) = owners.and_then(|o| o.default.as_deref().and_then(|d| o.team(d))) {
+        order.extend(team.receivers.page.iter().cloned());
+        order.extend(team.receivers.notify.iter().cloned());
+    }
+    order.push(notify.route.receiver.clone());
+    order.extend(notify.receivers.iter().map(|r| r.name.clone()));
+    let mut out: Vec<String> = Vec::new();
+    for r in order {
+        let delivers = notify
+            .receiver(&r)
+            .is_some_and(|rc| !rc.integrations.is_empty() || !rc.alertmanager_configs.is_empty());
+        if delivers && !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
 }
 
 /// The mirror of the one source with a `mirror:` block: the slot's when its source and

@@ -179,9 +179,23 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn error(status: StatusCode, msg: &str) -> Response {
     (
         status,
-        axum::Json(json!({"status": "error", "errorType": "bad_data", "error": msg})),
+        axum::Json(json!({"status": "error", "errorType": error_type(status), "error": msg})),
     )
         .into_response()
+}
+
+/// The `errorType` of an error answer: Prometheus' names where it has one for the status
+/// (`bad_data`, `not_found`, `unavailable`, `internal`); a refused token is no bad data.
+fn error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        406 => "not_acceptable",
+        503 => "unavailable",
+        s if s >= 500 => "internal",
+        _ => "bad_data",
+    }
 }
 
 fn go_time(ms: Option<i64>) -> String {
@@ -574,6 +588,11 @@ async fn v2_receivers(State(st): State<AppState>) -> Response {
 }
 
 /// `GET /api/v2/status`: what amtool and Grafana read (`alertmanagerStatus`).
+/// The version `/api/v2/status` reports: the Alertmanager release whose API and semantics
+/// watchfire implements, with watchfire's own version as semver build metadata. amtool compares
+/// the major and minor version with its own and warns on every call when they differ.
+pub const AM_API_VERSION: &str = concat!("0.25.0+watchfire.", env!("CARGO_PKG_VERSION"));
+
 async fn v2_status(State(st): State<AppState>) -> Response {
     // The routing configuration is not echoed back: it may carry receiver secrets.
     axum::Json(json!({
@@ -582,7 +601,7 @@ async fn v2_status(State(st): State<AppState>) -> Response {
         "uptime": go_time(Some(st.svc.started_ms)),
         "versionInfo": {
             "branch": "", "buildDate": "", "buildUser": "", "goVersion": "",
-            "revision": "", "version": env!("CARGO_PKG_VERSION"),
+            "revision": "", "version": AM_API_VERSION,
         },
     }))
     .into_response()

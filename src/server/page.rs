@@ -52,6 +52,7 @@ pub(super) fn router(app: AppState, api: QueryApi) -> Router {
     Router::new()
         .route("/", get(status_page))
         .route("/chart", get(chart))
+        .route("/graph", get(graph))
         .route("/silences", post(create_silence))
         .route("/silences/expire", post(expire_silence))
         .with_state(PageState { app, api })
@@ -821,8 +822,16 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
         group
             .and_then(|g| snaps.get(&g).cloned())
             .and_then(|g| index.and_then(|i| g.rules.get(i).cloned()).map(|r| (r, g.interval_s)))
+            .map(|(r, i)| ((r.name, r.query, r.alerting), i))
     };
-    let Some((rule, interval_s)) = rule else {
+    // `expr=` (the generator URLs' page, `/graph`): any expression, at the default interval.
+    let rule = rule.or_else(|| {
+        query_values(q.as_deref(), "expr")
+            .into_iter()
+            .next_back()
+            .map(|e| (("expression".to_string(), e, true), 60.0))
+    });
+    let Some(((rule_name, rule_query, rule_alerting), interval_s)) = rule else {
         return (
             StatusCode::NOT_FOUND,
             "no such rule: pass group=KEY&rule=INDEX as the status page does\n",
@@ -835,18 +844,18 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
         .max(CHART_WINDOW_MS / CHART_POINTS)
         .max(1000);
     // An alert's condition (`x > 0.9`) is drawn as what it compares, with its threshold.
-    let compared = if rule.alerting {
-        crate::rules::compared_side(&rule.query)
+    let compared = if rule_alerting {
+        crate::rules::compared_side(&rule_query)
     } else {
         None
     };
     let (expr, title, threshold) = match &compared {
         Some(c) => (
             c.side.clone(),
-            format!("{}: {} (the alert's condition: {})", rule.name, c.side, c.test),
+            format!("{}: {} (the alert's condition: {})", rule_name, c.side, c.test),
             c.threshold,
         ),
-        None => (rule.query.clone(), format!("{}: {}", rule.name, rule.query), None),
+        None => (rule_query.clone(), format!("{}: {}", rule_name, rule_query), None),
     };
     let result = st.api.range_series(expr, start, end, step, CHART_TIMEOUT).await;
     let svg = match result {
@@ -896,6 +905,22 @@ async fn chart(State(st): State<PageState>, RawQuery(q): RawQuery) -> Response {
         svg,
     )
         .into_response()
+}
+
+/// `GET /graph?g0.expr=EXPR`: where an alert's `generatorURL` points (Prometheus' shape, which
+/// Grafana and Alertmanager's UI link to): the expression and its chart over the last 30 minutes.
+async fn graph(RawQuery(q): RawQuery) -> Response {
+    let Some(expr) = query_values(q.as_deref(), "g0.expr").into_iter().next_back() else {
+        return (StatusCode::BAD_REQUEST, "pass the expression as g0.expr=EXPR\n").into_response();
+    };
+    Html(format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>watchfire: {e}</title></head>\
+         <body style=\"font-family:sans-serif\"><p><a href=\"./\">watchfire</a></p><pre>{e}</pre>\
+         <img src=\"chart?expr={q}\" alt=\"{e}\"></body></html>",
+        e = esc(&expr),
+        q = enc(&expr)
+    ))
+    .into_response()
 }
 
 /// A chart-sized SVG that says `msg` (wrapped).

@@ -173,29 +173,24 @@ fn is_slo_spec(text: &str) -> bool {
 }
 
 fn resolve_rule_files(base: &Path, tf: &TestFile, result: &mut FileResult) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for rf in &tf.rule_files {
-        let pattern = if rf.value.is_empty() || Path::new(&rf.value).is_absolute() {
-            PathBuf::from(&rf.value)
+    // Globs as promtool reads them, and directories, as every other command reads rule files
+    // (`crate::rules::paths`).
+    let entries: Vec<String> = tf.rule_files.iter().map(|rf| rf.value.clone()).collect();
+    let e = crate::rules::paths::expand(base, &entries);
+    for pattern in e.unmatched {
+        let shown = if Path::new(&pattern).is_absolute() {
+            pattern
         } else {
-            base.join(&rf.value)
+            base.join(&pattern).to_string_lossy().into_owned()
         };
-        let pattern_str = pattern.to_string_lossy().into_owned();
-        match glob::glob(&pattern_str) {
-            Ok(paths) => {
-                let mut matched: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
-                matched.sort();
-                if matched.is_empty() {
-                    result.warnings.push(format!("no file match pattern {pattern_str}"));
-                }
-                out.extend(matched);
-            }
-            Err(e) => result
-                .errors
-                .push(format!("rule_files: bad pattern {:?}: {e}", rf.value)),
-        }
+        result.warnings.push(format!("no file match pattern {shown}"));
     }
-    out
+    for (pattern, why) in e.bad {
+        result
+            .errors
+            .push(format!("rule_files: bad pattern {pattern:?}: {why}"));
+    }
+    e.files
 }
 
 struct FileCtx<'a> {

@@ -92,6 +92,10 @@ pub enum DeliveryError {
     Transport(String),
     #[error("{0}")]
     Config(String),
+    /// A secret file that cannot be read (yet): retried like a transient failure, because a
+    /// mounted Kubernetes Secret can arrive after the pod starts.
+    #[error("{0}")]
+    Secret(String),
     #[error("gave up after {attempts} attempts: {last}")]
     GaveUp { attempts: u32, last: Box<DeliveryError> },
 }
@@ -100,7 +104,7 @@ impl DeliveryError {
     pub fn retryable(&self) -> bool {
         match self {
             DeliveryError::Status { retryable, .. } => *retryable,
-            DeliveryError::Transport(_) => true,
+            DeliveryError::Transport(_) | DeliveryError::Secret(_) => true,
             _ => false,
         }
     }
@@ -394,6 +398,15 @@ impl Deliverer {
         }
     }
 
+    /// The same deliverer (and its cached clients) linking back to `external_url`.
+    pub fn with_external_url(&self, external_url: &str) -> Deliverer {
+        let mut d = self.clone();
+        if !external_url.is_empty() {
+            d.ctx.external_url = external_url.to_string();
+        }
+        d
+    }
+
     /// The cached client for these settings, built on first use.
     fn client(&self, http: Option<&HttpClientConfig>) -> Result<reqwest::Client, DeliveryError> {
         let ca = match http.map(|h| h.tls_config.ca_file.as_str()).filter(|f| !f.is_empty()) {
@@ -631,7 +644,14 @@ fn build_client(key: &ClientKey) -> Result<reqwest::Client, DeliveryError> {
 fn read_secret_file(path: &str) -> Result<String, DeliveryError> {
     crate::secret::read_secret_file(path)
         .map(|s| s.trim().to_string())
-        .map_err(|e| DeliveryError::Config(format!("reading {path}: {e}")))
+        .map_err(|e| DeliveryError::Secret(format!("reading secret file {path}: {e}")))
+        .and_then(|s| {
+            if s.is_empty() {
+                Err(DeliveryError::Secret(format!("secret file {path} is empty")))
+            } else {
+                Ok(s)
+            }
+        })
 }
 
 async fn send_once(client: &reqwest::Client, r: &Request<'_>) -> Result<String, (DeliveryError, Option<StdDuration>)> {

@@ -25,10 +25,21 @@ pub(super) struct Inputs<'a> {
     pub(super) rule_failures: &'a BTreeMap<(String, String), String>,
     /// Whether the last two deliveries or more failed.
     pub(super) delivery_failing: bool,
-    /// The annotations of `WatchfireNotificationsDeadLettered`, while it is due.
-    pub(super) dead_letters: Option<Annotations>,
+    /// Receivers whose last delivery failed, with the error.
+    pub(super) failing_receivers: &'a BTreeMap<String, String>,
+    /// The annotations of `WatchfireNotificationsDeadLettered` and the receivers of the recent
+    /// dead letters, while it is due.
+    pub(super) dead_letters: Option<(Annotations, Vec<String>)>,
     /// The last failed write to the state database, while it is recent.
     pub(super) state_failing: Option<String>,
+}
+
+/// What the delivery side tells the built-in alerts.
+pub(super) struct Delivery<'a> {
+    /// The last two deliveries or more failed.
+    pub(super) failing: bool,
+    pub(super) failing_receivers: &'a BTreeMap<String, String>,
+    pub(super) dead_letters: Option<(Annotations, Vec<String>)>,
 }
 
 /// The built-in alert conditions at one time, in the order they are sent.
@@ -77,17 +88,58 @@ pub(super) fn conditions(setup: &Setup, inputs: Inputs<'_>) -> Vec<Condition> {
             ]),
         ));
     }
+    // The alerts about failing notifications go to a receiver that is not failing (the first of
+    // `notification_failures.receivers`, or of the default order, that is not): through the
+    // failing receiver's own route they would never arrive.
+    let mut failing: Vec<&str> = inputs.failing_receivers.keys().map(String::as_str).collect();
+    if let Some((_, dead)) = &inputs.dead_letters {
+        failing.extend(dead.iter().map(String::as_str));
+    }
+    let fallback = setup
+        .fallback_receivers
+        .iter()
+        .find(|r| !failing.contains(&r.as_str()))
+        .or(setup.fallback_receivers.first());
+    let pinned: Vec<(&str, &str)> = fallback
+        .map(|r| vec![(crate::notify::PINNED_RECEIVER_LABEL, r.as_str())])
+        .unwrap_or_default();
+    let sent_to = match fallback {
+        Some(r) if !failing.contains(&r.as_str()) => {
+            format!(" This alert goes to receiver {r}, which is not failing.")
+        }
+        Some(r) => format!(" Every fallback receiver is failing; this alert goes to {r} all the same."),
+        None => String::new(),
+    };
     if inputs.delivery_failing {
+        let receivers: Vec<&str> = inputs.failing_receivers.keys().map(String::as_str).collect();
+        let errors: Vec<String> = inputs
+            .failing_receivers
+            .iter()
+            .map(|(r, e)| format!("{r}: {e}"))
+            .collect();
         conds.push((
-            base("WatchfireNotificationsFailing", "page", &[]),
-            BTreeMap::from([(
-                "summary".to_string(),
-                "Notifications fail to deliver; they wait in the outbox and are retried".to_string(),
-            )]),
+            base("WatchfireNotificationsFailing", "page", &pinned),
+            BTreeMap::from([
+                (
+                    "summary".to_string(),
+                    format!(
+                        "Notifications to {} fail to deliver. Transient failures (network, 5xx, 429, a secret file not \
+                         there yet) are retried with backoff for up to {} attempts (about an hour), then dead-lettered; \
+                         a final error (another 4xx, a bad configuration) is dead-lettered at once.",
+                        if receivers.is_empty() { "a receiver".to_string() } else { receivers.join(", ") },
+                        crate::state::OUTBOX_MAX_ATTEMPTS
+                    ),
+                ),
+                ("description".to_string(), format!("Last errors: {}.{sent_to}", errors.join("; "))),
+            ]),
         ));
     }
-    if let Some(c) = inputs.dead_letters {
-        conds.push((base("WatchfireNotificationsDeadLettered", "page", &[]), c));
+    if let Some((mut c, _)) = inputs.dead_letters {
+        if let Some(d) = c.get_mut("description") {
+            d.push_str(" Dead letters are not retried: redeliver them by hand once the receiver works.");
+            d.push_str(&sent_to);
+        }
+        conds.push((base("WatchfireNotificationsDeadLettered", "page", &pinned), c));
     }
     if let Some(err) = inputs.state_failing {
         conds.push((

@@ -201,11 +201,15 @@ impl Delivery {
     pub(super) async fn deliver_due(
         &self,
         cfg: &NotifyConfig,
+        external_url: &str,
         state: &Mutex<StateStore>,
         clock: &dyn Clock,
         metrics: &Mutex<Metrics>,
         now: i64,
     ) -> (usize, usize) {
+        // Payloads link back to watchfire's configured external URL (the webhook's
+        // `externalURL`, Alertmanager's `--web.external-url`).
+        let deliverer = &self.deliverer.with_external_url(external_url);
         // Every waiting entry, oldest first, so that a lane's due entries are sent only when
         // nothing older in the same lane is still waiting for its retry.
         let mut due = match state.lock() {
@@ -259,7 +263,7 @@ impl Delivery {
                 if e.next_attempt_at > now {
                     break;
                 }
-                let res = self.deliverer.deliver(cfg, &e.notification).await;
+                let res = deliverer.deliver(cfg, &e.notification).await;
                 let stop = res.is_err();
                 out.push((e, res));
                 if stop {
@@ -273,6 +277,14 @@ impl Delivery {
         .await;
         let (mut ok, mut failed, mut dead) = (0, 0, 0u64);
         let mut latencies = Vec::new();
+        // Each receiver's outcome in this round, the last attempt's winning.
+        let mut outcomes: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for (e, res) in results.iter().flatten() {
+            outcomes.insert(
+                e.notification.receiver.clone(),
+                res.as_ref().err().map(|err| err.to_string()),
+            );
+        }
         let (results, in_memory): (Vec<_>, Vec<_>) = results.into_iter().flatten().partition(|(e, _)| e.id >= 0);
         let Ok(mut st) = state.lock() else { return (0, 0) };
         let mut state_errors: Vec<String> = Vec::new();
@@ -407,6 +419,12 @@ impl Delivery {
             m.notifications_dead_lettered += dead;
             for l in latencies {
                 m.delivery_latency.observe(l);
+            }
+            for (receiver, outcome) in outcomes {
+                match outcome {
+                    Some(err) => m.failing_receivers.insert(receiver, err),
+                    None => m.failing_receivers.remove(&receiver),
+                };
             }
             if ok > 0 {
                 m.delivery_failures_in_a_row = 0;
@@ -556,7 +574,7 @@ pub(super) fn dead_letter_condition(
     state: &Mutex<StateStore>,
     metrics: &Mutex<Metrics>,
     now: i64,
-) -> Option<BTreeMap<String, String>> {
+) -> Option<(BTreeMap<String, String>, Vec<String>)> {
     let mut st = state.lock().ok()?;
     if let Err(e) = st.dead_letters_prune(now - DEAD_LETTER_RETENTION_MS) {
         tracing::error!("dead letters: {e}");
@@ -569,20 +587,24 @@ pub(super) fn dead_letter_condition(
     let mut receivers: Vec<&str> = recent.iter().map(|d| d.receiver.as_str()).collect();
     receivers.sort_unstable();
     receivers.dedup();
-    Some(BTreeMap::from([
-        (
-            "summary".to_string(),
-            format!(
-                "{} notification(s) could not be delivered and were dead-lettered (receivers: {})",
-                recent.len(),
-                receivers.join(", ")
+    let names = receivers.iter().map(|r| r.to_string()).collect();
+    Some((
+        BTreeMap::from([
+            (
+                "summary".to_string(),
+                format!(
+                    "{} notification(s) could not be delivered and were dead-lettered (receivers: {})",
+                    recent.len(),
+                    receivers.join(", ")
+                ),
             ),
-        ),
-        (
-            "description".to_string(),
-            format!("Last error ({}): {}", newest.receiver, newest.last_error),
-        ),
-    ]))
+            (
+                "description".to_string(),
+                format!("Last error ({}): {}.", newest.receiver, newest.last_error),
+            ),
+        ]),
+        names,
+    ))
 }
 
 /// Whether a delivery error is final (the one attempt the outbox makes wraps it in `GaveUp`).

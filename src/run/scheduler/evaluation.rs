@@ -660,8 +660,7 @@ impl Evaluation {
         &self,
         setup: &Setup,
         sources: &Mutex<BTreeMap<String, SourceHealth>>,
-        delivery_failing: bool,
-        dead_letters: Option<BTreeMap<String, String>>,
+        delivery: builtins::Delivery<'_>,
         state_failing: Option<String>,
     ) -> Vec<Condition> {
         let (no_sources, no_failures) = (BTreeMap::new(), BTreeMap::new());
@@ -672,8 +671,9 @@ impl Evaluation {
             builtins::Inputs {
                 sources: sources.as_deref().unwrap_or(&no_sources),
                 rule_failures: rule_failures.as_deref().unwrap_or(&no_failures),
-                delivery_failing,
-                dead_letters,
+                delivery_failing: delivery.failing,
+                failing_receivers: delivery.failing_receivers,
+                dead_letters: delivery.dead_letters,
                 state_failing,
             },
         )

@@ -138,6 +138,9 @@ pub struct Setup {
     pub resend_delay_ms: i64,
     /// The default evaluation interval: built-in alerts' validity derives from it.
     pub interval_ms: i64,
+    /// Where the alerts about failing notifications go: the first of these not failing itself
+    /// (pinned in the routes, `notify::Config::pin_receivers`). Empty: routed by the tree.
+    pub fallback_receivers: Vec<String>,
 }
 
 /// The evaluator service: its parts, and what they share.
@@ -334,12 +337,13 @@ impl Service {
         // A failed state write pages while one happened in the last two intervals (at least
         // a minute): writes happen every evaluation, so it resolves soon after they succeed.
         let state_window = 2 * setup.interval_ms.max(30_000);
-        let (delivery_failing, state_failing) = self
+        let (delivery_failing, failing_receivers, state_failing) = self
             .metrics
             .lock()
             .map(|m| {
                 (
                     m.delivery_failures_in_a_row >= 2,
+                    m.failing_receivers.clone(),
                     m.state_unusable.clone().or_else(|| {
                         m.state_last_error
                             .as_ref()
@@ -348,11 +352,18 @@ impl Service {
                     }),
                 )
             })
-            .unwrap_or((false, None));
+            .unwrap_or((false, BTreeMap::new(), None));
         let dead_letters = delivery::dead_letter_condition(&self.state, &self.metrics, now);
-        let conds =
-            self.evaluation
-                .builtin_conditions(&setup, &self.sources, delivery_failing, dead_letters, state_failing);
+        let conds = self.evaluation.builtin_conditions(
+            &setup,
+            &self.sources,
+            builtins::Delivery {
+                failing: delivery_failing,
+                failing_receivers: &failing_receivers,
+                dead_letters,
+            },
+            state_failing,
+        );
         // The notifier is held while the built-ins change, so concurrent rounds hand them over
         // in the order they saw them; from here on, the notifier's time.
         let Some((mut hub, now)) = self.hub_at() else { return };
@@ -448,8 +459,9 @@ impl Service {
             (cfg, now)
         };
         let Some(cfg) = cfg else { return (0, 0) };
+        let external_url = self.current_setup().map(|s| s.external_url.clone()).unwrap_or_default();
         self.delivery
-            .deliver_due(&cfg, &self.state, &*self.clock, &self.metrics, now)
+            .deliver_due(&cfg, &external_url, &self.state, &*self.clock, &self.metrics, now)
             .await
     }
 
@@ -594,6 +606,7 @@ mod testing {
             external_url: String::new(),
             resend_delay_ms: 60_000,
             interval_ms: 60_000,
+            fallback_receivers: Vec::new(),
         }
     }
 

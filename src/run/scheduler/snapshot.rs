@@ -30,6 +30,9 @@ pub struct Metrics {
     pub notifications_failed: u64,
     /// Consecutive failed deliveries (0 after a success).
     pub delivery_failures_in_a_row: u64,
+    /// Receivers whose last delivery failed, with its error (removed by their next success):
+    /// the alerts about failing notifications are sent elsewhere.
+    pub failing_receivers: BTreeMap<String, String>,
     pub rule_failures: u64,
     /// Rule evaluations held after the start until the rules they read had run once.
     pub rule_evaluations_held: u64,

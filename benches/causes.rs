@@ -74,23 +74,90 @@ fn alert(pairs: &[(&str, &str)], now_ms: i64) -> Alert {
 fn alerts(nodes: &[String], now_ms: i64) -> Vec<Alert> {
     let mut out = Vec::new();
     for n in nodes.iter().take(20) {
-        out.push(alert(&[("alertname", "GPUHardwareFailure"), ("cluster", "eks-bench"), ("node", n), ("gpu", "3"), ("xid", "79"), ("owner", "ml-platform"), ("severity", "page")], now_ms));
-        out.push(alert(&[("alertname", "NodeNotReady"), ("cluster", "eks-bench"), ("node", n), ("owner", "ml-platform"), ("severity", "page")], now_ms));
-        out.push(alert(&[("alertname", "TelemetryPathDown"), ("cluster", "eks-bench"), ("node", n), ("job", "dcgm-exporter"), ("owner", "ml-platform"), ("severity", "page")], now_ms));
+        out.push(alert(
+            &[
+                ("alertname", "GPUHardwareFailure"),
+                ("cluster", "eks-bench"),
+                ("node", n),
+                ("gpu", "3"),
+                ("xid", "79"),
+                ("owner", "ml-platform"),
+                ("severity", "page"),
+            ],
+            now_ms,
+        ));
+        out.push(alert(
+            &[
+                ("alertname", "NodeNotReady"),
+                ("cluster", "eks-bench"),
+                ("node", n),
+                ("owner", "ml-platform"),
+                ("severity", "page"),
+            ],
+            now_ms,
+        ));
+        out.push(alert(
+            &[
+                ("alertname", "TelemetryPathDown"),
+                ("cluster", "eks-bench"),
+                ("node", n),
+                ("job", "dcgm-exporter"),
+                ("owner", "ml-platform"),
+                ("severity", "page"),
+            ],
+            now_ms,
+        ));
     }
     for i in 0..16 {
         let s = format!("serve-{i}");
         let t = format!("train-{i}");
-        out.push(alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "eks-bench"), ("namespace", &s), ("owner", "ml-serving"), ("severity", "page")], now_ms));
-        out.push(alert(&[("alertname", "PriorityWorkloadStarved"), ("cluster", "eks-bench"), ("namespace", &t), ("owner", "ml-training"), ("severity", "page")], now_ms));
+        out.push(alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "eks-bench"),
+                ("namespace", &s),
+                ("owner", "ml-serving"),
+                ("severity", "page"),
+            ],
+            now_ms,
+        ));
+        out.push(alert(
+            &[
+                ("alertname", "PriorityWorkloadStarved"),
+                ("cluster", "eks-bench"),
+                ("namespace", &t),
+                ("owner", "ml-training"),
+                ("severity", "page"),
+            ],
+            now_ms,
+        ));
     }
     let mut i = 0usize;
     while out.len() < 10_000 {
         let n = &nodes[(20 + i) % nodes.len()];
-        let ns = if i % 2 == 0 { format!("serve-{}", i % 16) } else { format!("train-{}", i % 16) };
-        let name = ["GPULowPowerVsTDP", "NodePressure", "ServingLatencyAboveObjective", "GPUThrottling"][i % 4];
+        let ns = if i % 2 == 0 {
+            format!("serve-{}", i % 16)
+        } else {
+            format!("train-{}", i % 16)
+        };
+        let name = [
+            "GPULowPowerVsTDP",
+            "NodePressure",
+            "ServingLatencyAboveObjective",
+            "GPUThrottling",
+        ][i % 4];
         let id = i.to_string();
-        out.push(alert(&[("alertname", name), ("cluster", "eks-bench"), ("node", n), ("namespace", &ns), ("gpu", &id), ("severity", "notify")], now_ms));
+        out.push(alert(
+            &[
+                ("alertname", name),
+                ("cluster", "eks-bench"),
+                ("node", n),
+                ("namespace", &ns),
+                ("gpu", &id),
+                ("severity", "notify"),
+            ],
+            now_ms,
+        ));
         i += 1;
     }
     out
@@ -113,7 +180,10 @@ fn main() -> Result<()> {
     let with = cfg.build(None).map_err(|e| anyhow!(e.join("\n")))?;
     cfg.cause_files.clear();
     let without = cfg.build(None).map_err(|e| anyhow!(e.join("\n")))?;
-    assert!(!with.causes.is_empty(), "the shipped cause rules (causes/) did not load");
+    assert!(
+        !with.causes.is_empty(),
+        "the shipped cause rules (causes/) did not load"
+    );
     let mut opts = scenario::options(&s);
     opts.from_ms = s.start_ms + 3_600_000;
     let minutes = ((opts.to_ms - opts.from_ms) / 60_000 + 1) as f64;
@@ -166,7 +236,10 @@ fn main() -> Result<()> {
         let t = Instant::now();
         let out = c.process(input, now);
         process_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        explained = out.iter().filter(|a| a.annotations.contains_key("watchfire_cause")).count();
+        explained = out
+            .iter()
+            .filter(|a| a.annotations.contains_key("watchfire_cause"))
+            .count();
     }
     process_ms.sort_by(f64::total_cmp);
     let refresh = refresh_ms[refresh_ms.len() / 2];

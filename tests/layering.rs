@@ -29,15 +29,29 @@ fn allowed() -> BTreeMap<&'static str, &'static [&'static str]> {
     m.insert("state", &["rules", "notify"]);
     m.insert("promqltest", &["tsdb", "promql", "source"]);
     // Checks beside the flow read every configuration file, watchfire.yaml included.
-    m.insert("check", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"]);
+    m.insert(
+        "check",
+        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"],
+    );
     // Drivers wire the stages; replay reuses run's configuration loader, never its scheduler.
-    m.insert("unittest", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify"]);
-    m.insert("run", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state"]);
-    m.insert("replay", &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"]);
+    m.insert(
+        "unittest",
+        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify"],
+    );
+    m.insert(
+        "run",
+        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state"],
+    );
+    m.insert(
+        "replay",
+        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "run"],
+    );
     // The HTTP face sees everything but the other drivers.
     m.insert(
         "server",
-        &["tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state", "run"],
+        &[
+            "tsdb", "promql", "source", "rules", "slo", "cause", "notify", "state", "run",
+        ],
     );
     m
 }

@@ -17,13 +17,16 @@ fn root() -> &'static Path {
 /// until the cause stage stamps causes on alerts, their cause expectations fail by design, so
 /// `every_scenario_meets_its_expectations` leaves them to `cause_scenarios_replay`, which runs
 /// them and checks everything else. Empty this list once the cause stage is merged.
-const CAUSE_SCENARIOS: &[&str] = &[
-    "scenarios/gpu-node-cascade.yaml",
-    "scenarios/spot-interruption.yaml",
-    "scenarios/registry-outage.yaml",
-    "scenarios/quota-exhausted.yaml",
-    "scenarios/two-causes.yaml",
-];
+/// Cause scenarios the cause stage does not fully meet yet, each for a reason it names (the
+/// others, gpu-node-cascade, spot-interruption and two-causes, run with every expectation in
+/// `every_scenario_meets_its_expectations`):
+/// - registry-outage: the registry cause's own page goes out before its consequences exist, and
+///   its group is not notified again when they do (an annotation change alone does not
+///   re-notify, as in Alertmanager), so the impact list reaches only the status page and the
+///   replay report, not the platform's incident;
+/// - quota-exhausted: the serving pages fire before GPUQuotaExhausted does (its `for: 5m` over
+///   AWS/Usage's 5-minute periods), so they stay their own incidents (identities are sticky).
+const CAUSE_SCENARIOS: &[&str] = &["scenarios/registry-outage.yaml", "scenarios/quota-exhausted.yaml"];
 
 /// The failed checks of a report that only the cause stage can meet: `cause:`, `impact:` and
 /// `incidents` checks, and page checks whose page came in time but as more than one incident

@@ -51,7 +51,10 @@ fn payload_links_errors_amtool_and_log_are_as_a_new_user_needs() {
     );
     let (body, alert) = wait_for("A at the webhook", 60, || {
         got.lock().unwrap().iter().find_map(|b| {
-            let a = b["alerts"].as_array()?.iter().find(|a| a["labels"]["alertname"] == "A")?;
+            let a = b["alerts"]
+                .as_array()?
+                .iter()
+                .find(|a| a["labels"]["alertname"] == "A")?;
             Some((b.clone(), a.clone()))
         })
     });
@@ -62,8 +65,14 @@ fn payload_links_errors_amtool_and_log_are_as_a_new_user_needs() {
         .unwrap_or_else(|| panic!("{generator}"));
     assert!(path.starts_with("/graph?g0.expr="), "{generator}");
     let page = common::get_raw(port, path).unwrap();
-    assert!(page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"), "{page}");
-    assert!(page.contains("vector(1) &gt; 0") && page.contains("<img src=\"chart?expr="), "{page}");
+    assert!(
+        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
+        "{page}"
+    );
+    assert!(
+        page.contains("vector(1) &gt; 0") && page.contains("<img src=\"chart?expr="),
+        "{page}"
+    );
 
     let rt = common::runtime();
     let refused: serde_json::Value = rt.block_on(async {
@@ -92,5 +101,8 @@ fn payload_links_errors_amtool_and_log_are_as_a_new_user_needs() {
 
     let logged = std::fs::read_to_string(root.join("log")).unwrap();
     assert!(!logged.is_empty(), "nothing logged at info");
-    assert!(!logged.contains('\u{1b}'), "terminal escape codes in a log file: {logged:?}");
+    assert!(
+        !logged.contains('\u{1b}'),
+        "terminal escape codes in a log file: {logged:?}"
+    );
 }

@@ -177,18 +177,27 @@ fn active_at(a: &Alert, now: DateTime<Utc>) -> bool {
 
 /// The object a consequence is about, for impact lists.
 fn object_text(labels: &Labels) -> String {
-    let ns = labels.get("namespace").or_else(|| labels.get("exported_namespace")).filter(|s| !s.is_empty());
+    let ns = labels
+        .get("namespace")
+        .or_else(|| labels.get("exported_namespace"))
+        .filter(|s| !s.is_empty());
     let name = topology::WORKLOAD_LABELS
         .iter()
         .find_map(|n| labels.get(n).filter(|v| !v.is_empty()))
         .or_else(|| labels.get("model_name").filter(|v| !v.is_empty()));
-    let node = topology::NODE_LABELS.iter().find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
+    let node = topology::NODE_LABELS
+        .iter()
+        .find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
     match (ns, name, node) {
         (Some(ns), Some(n), _) => format!("{ns}/{n}"),
         (Some(ns), None, _) => ns.to_string(),
         (None, _, Some(node)) => format!("node {node}"),
         (None, Some(n), None) => n.to_string(),
-        _ => labels.get("instance").or_else(|| labels.get("cluster")).unwrap_or("").to_string(),
+        _ => labels
+            .get("instance")
+            .or_else(|| labels.get("cluster"))
+            .unwrap_or("")
+            .to_string(),
     }
 }
 
@@ -307,7 +316,12 @@ impl Causes {
         if !inner.selectable(a.name()).0 {
             return None;
         }
-        let (ri, rule) = inner.rules.rules.iter().enumerate().find(|(_, r)| matches_all(&r.when, &a.labels))?;
+        let (ri, rule) = inner
+            .rules
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(_, r)| matches_all(&r.when, &a.labels))?;
         let cluster = a.labels.get("cluster").unwrap_or("").to_string();
         let object = match rule.object {
             Object::Node => inner.topology.node_of(&a.labels).ok()?,
@@ -379,8 +393,7 @@ impl Causes {
                 let text: Vec<String> = by_team.iter().map(|(t, v)| format!("{t}: {}", v.join(", "))).collect();
                 a.annotations.insert("watchfire_impact".into(), text.join("; "));
             }
-            a.annotations
-                .insert("watchfire_cause_url".into(), self.cause_url(id));
+            a.annotations.insert("watchfire_cause_url".into(), self.cause_url(id));
         }
         a
     }
@@ -488,14 +501,23 @@ impl Causes {
     /// The annotations naming cause `id` (and the summary and description carrying it).
     fn annotate_cause(&self, inner: &Inner, mut a: Alert, id: &str) -> Alert {
         let Some(c) = inner.active.get(id) else { return a };
-        let lead = c.alerts.values().min_by_key(|x| (x.starts_ms, x.name.clone()));
-        let alertname = lead.map(|x| x.name.clone()).unwrap_or_default();
+        // The alert that opened it (its alerts may have ended while it lingers).
+        let alertname = c
+            .names
+            .iter()
+            .min_by_key(|(n, t)| (**t, (*n).clone()))
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
         let owner = c.owner.clone().unwrap_or_else(|| "no owner".into());
         let rule = &inner.rules.rules[c.rule];
         let what = self.object_description(inner, c, rule);
         let line = format!(
             "{alertname} on {what} in {} since {}, owned by {owner}",
-            if c.cluster.is_empty() { "the cluster" } else { &c.cluster },
+            if c.cluster.is_empty() {
+                "the cluster"
+            } else {
+                &c.cluster
+            },
             rfc3339(c.since_ms)
         );
         let short = format!("probable cause: {alertname} on {} {}", rule.object.as_str(), c.object);
@@ -511,7 +533,8 @@ impl Causes {
         a.annotations.insert("watchfire_cause_alert".into(), alertname);
         a.annotations.insert("watchfire_cause_object".into(), id.to_string());
         a.annotations.insert("watchfire_cause_owner".into(), owner);
-        a.annotations.insert("watchfire_cause_since".into(), rfc3339(c.since_ms));
+        a.annotations
+            .insert("watchfire_cause_since".into(), rfc3339(c.since_ms));
         a.annotations.insert("watchfire_cause_url".into(), self.cause_url(id));
         a
     }
@@ -634,6 +657,11 @@ impl Inner {
             match rule.object {
                 Object::Cluster => ix.by_cluster.entry(c.cluster.clone()).or_default().push(id.clone()),
                 Object::Node => {
+                    // A node cause that also explains by cluster (a cluster-wide objective
+                    // burning after the loss) is looked up by cluster too.
+                    if rule.explains.iter().any(|e| e.via == Via::Cluster) {
+                        ix.by_cluster.entry(c.cluster.clone()).or_default().push(id.clone());
+                    }
                     ix.by_node
                         .entry(c.cluster.clone())
                         .or_default()
@@ -644,9 +672,15 @@ impl Inner {
                     if !rules.contains(&c.rule) {
                         rules.push(c.rule);
                     }
-                    let within = rule.explains.iter().map(|e| e.within_ms).max().unwrap_or(spec::DEFAULT_WITHIN_MS);
+                    let within = rule
+                        .explains
+                        .iter()
+                        .map(|e| e.within_ms)
+                        .max()
+                        .unwrap_or(spec::DEFAULT_WITHIN_MS);
                     // The pods on the node, or on the failing GPUs when every alert names one.
-                    let gpus: Vec<Option<&str>> = if !c.alerts.is_empty() && c.alerts.values().all(|x| x.gpu.is_some()) {
+                    let gpus: Vec<Option<&str>> = if !c.alerts.is_empty() && c.alerts.values().all(|x| x.gpu.is_some())
+                    {
                         c.alerts.values().map(|x| x.gpu.as_deref()).collect()
                     } else {
                         vec![None]
@@ -688,10 +722,22 @@ impl Inner {
         // Only the causes that can reach it: of its node, of its namespace, of its cluster.
         let mut ids: Vec<&String> = Vec::new();
         if let Ok(n) = &node {
-            ids.extend(ix.by_node.get(cluster).and_then(|m| m.get(n.as_str())).into_iter().flatten());
+            ids.extend(
+                ix.by_node
+                    .get(cluster)
+                    .and_then(|m| m.get(n.as_str()))
+                    .into_iter()
+                    .flatten(),
+            );
         }
         if let Some(ns) = ns {
-            ids.extend(ix.by_namespace.get(cluster).and_then(|m| m.get(ns)).into_iter().flatten());
+            ids.extend(
+                ix.by_namespace
+                    .get(cluster)
+                    .and_then(|m| m.get(ns))
+                    .into_iter()
+                    .flatten(),
+            );
         }
         ids.extend(ix.by_cluster.get(cluster).into_iter().flatten());
         let mut candidates: Vec<(&String, &Active)> = ids
@@ -699,7 +745,13 @@ impl Inner {
             .filter_map(|id| self.active.get_key_value(id.as_str()))
             .collect();
         // Node causes before cluster ones (the narrower explanation), then the earliest.
-        candidates.sort_by_key(|(id, c)| (self.rules.rules[c.rule].object == Object::Cluster, c.since_ms, (*id).clone()));
+        candidates.sort_by_key(|(id, c)| {
+            (
+                self.rules.rules[c.rule].object == Object::Cluster,
+                c.since_ms,
+                (*id).clone(),
+            )
+        });
         candidates.dedup_by_key(|(id, _)| (*id).clone());
         let names: Vec<&str> = topology::WORKLOAD_LABELS
             .iter()
@@ -764,7 +816,14 @@ impl Inner {
     /// Why no cause could be told for `a` while a node cause is active in its cluster and one of
     /// its rules could explain `a`: the topology does not know the cluster, or `a` names no
     /// object it knows.
-    fn unknown(&self, ix: &Index, a: &Alert, cluster: &str, node: &Result<String, Unknown>, ns: Option<&str>) -> Option<String> {
+    fn unknown(
+        &self,
+        ix: &Index,
+        a: &Alert,
+        cluster: &str,
+        node: &Result<String, Unknown>,
+        ns: Option<&str>,
+    ) -> Option<String> {
         for ri in ix.node_rules.get(cluster).into_iter().flatten() {
             let rule = &self.rules.rules[*ri];
             for e in rule.explains.iter().filter(|e| matches_all(&e.when, &a.labels)) {
@@ -846,9 +905,28 @@ mod tests {
         c.refresh(0, |q| {
             let rows = match q {
                 "kube_pod_info" => vec![
-                    l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-1"), ("node", "n1"), ("created_by_kind", "ReplicaSet"), ("created_by_name", "chat-rs")]),
-                    l(&[("cluster", "c"), ("namespace", "research"), ("pod", "pre-0"), ("node", "n1"), ("created_by_kind", "Job"), ("created_by_name", "pre")]),
-                    l(&[("cluster", "c"), ("namespace", "other"), ("pod", "web-1"), ("node", "n2")]),
+                    l(&[
+                        ("cluster", "c"),
+                        ("namespace", "llm"),
+                        ("pod", "chat-1"),
+                        ("node", "n1"),
+                        ("created_by_kind", "ReplicaSet"),
+                        ("created_by_name", "chat-rs"),
+                    ]),
+                    l(&[
+                        ("cluster", "c"),
+                        ("namespace", "research"),
+                        ("pod", "pre-0"),
+                        ("node", "n1"),
+                        ("created_by_kind", "Job"),
+                        ("created_by_name", "pre"),
+                    ]),
+                    l(&[
+                        ("cluster", "c"),
+                        ("namespace", "other"),
+                        ("pod", "web-1"),
+                        ("node", "n2"),
+                    ]),
                 ],
                 "kube_node_info" => vec![l(&[("cluster", "c"), ("node", "n1"), ("internal_ip", "10.1.0.1")])],
                 _ => vec![],
@@ -860,7 +938,16 @@ mod tests {
 
     /// The cause alert as Prometheus re-sends it every minute (valid 4 minutes each time).
     fn gpu_failure_from(start: i64, now: i64) -> Alert {
-        alert(&[("alertname", "GPUHardwareFailure"), ("cluster", "c"), ("node", "n1"), ("owner", "ml-platform")], start, now)
+        alert(
+            &[
+                ("alertname", "GPUHardwareFailure"),
+                ("cluster", "c"),
+                ("node", "n1"),
+                ("owner", "ml-platform"),
+            ],
+            start,
+            now,
+        )
     }
 
     fn gpu_failure(now: i64) -> Alert {
@@ -872,10 +959,47 @@ mod tests {
         let c = stage();
         let out = c.process(vec![gpu_failure(10)], t(10));
         assert_eq!(out[0].labels.get("cause"), Some("node/n1"));
-        let burn = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 14, 15);
-        let starved = alert(&[("alertname", "PriorityWorkloadStarved"), ("cluster", "c"), ("namespace", "research"), ("pod", "pre-0"), ("owner", "ml-training")], 14, 15);
-        let scrape = alert(&[("alertname", "TelemetryPathDown"), ("cluster", "c"), ("instance", "10.1.0.1:9100"), ("owner", "ml-platform")], 12, 15);
-        let unrelated = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "other"), ("owner", "ml-serving")], 14, 15);
+        let burn = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("owner", "ml-serving"),
+            ],
+            14,
+            15,
+        );
+        let starved = alert(
+            &[
+                ("alertname", "PriorityWorkloadStarved"),
+                ("cluster", "c"),
+                ("namespace", "research"),
+                ("pod", "pre-0"),
+                ("owner", "ml-training"),
+            ],
+            14,
+            15,
+        );
+        let scrape = alert(
+            &[
+                ("alertname", "TelemetryPathDown"),
+                ("cluster", "c"),
+                ("instance", "10.1.0.1:9100"),
+                ("owner", "ml-platform"),
+            ],
+            12,
+            15,
+        );
+        let unrelated = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "other"),
+                ("owner", "ml-serving"),
+            ],
+            14,
+            15,
+        );
         let out = c.process(vec![gpu_failure(15), burn, starved, scrape, unrelated], t(15));
         let out = &out[1..];
         for a in &out[..3] {
@@ -884,7 +1008,10 @@ mod tests {
             assert!(line.starts_with("GPUHardwareFailure on node n1 in c since "), "{line}");
             assert!(line.ends_with("owned by ml-platform"), "{line}");
             assert!(a.annotations["summary"].contains("probable cause: GPUHardwareFailure on node n1"));
-            assert_eq!(a.annotations["watchfire_cause_url"], "https://wf.example.com/#cause-node%2Fn1");
+            assert_eq!(
+                a.annotations["watchfire_cause_url"],
+                "https://wf.example.com/#cause-node%2Fn1"
+            );
         }
         assert_eq!(out[3].labels.get("cause"), None, "a namespace with no pod on the node");
         assert!(!out[3].annotations.contains_key("watchfire_cause"));
@@ -903,8 +1030,22 @@ mod tests {
     fn a_consequence_keeps_its_identity_and_outlives_its_cause_as_its_own_incident() {
         let c = stage();
         c.process(vec![gpu_failure(10)], t(10));
-        let burn = |now| alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 14, now);
-        assert_eq!(c.process(vec![burn(15), gpu_failure(15)], t(15))[0].labels.get("cause"), Some("node/n1"));
+        let burn = |now| {
+            alert(
+                &[
+                    ("alertname", "ServingAvailabilitySLOBurn"),
+                    ("cluster", "c"),
+                    ("namespace", "llm"),
+                    ("owner", "ml-serving"),
+                ],
+                14,
+                now,
+            )
+        };
+        assert_eq!(
+            c.process(vec![burn(15), gpu_failure(15)], t(15))[0].labels.get("cause"),
+            Some("node/n1")
+        );
         // The cause resolves; the burn goes on: resolved under the cause, sent on its own.
         c.process(vec![resolved(gpu_failure(20), 20)], t(20));
         let out = c.process(vec![burn(21)], t(21));
@@ -914,23 +1055,57 @@ mod tests {
         assert_eq!(out[1].labels.get("cause"), None);
         assert!(!out[1].resolved_at(t(21)));
         // And stays on its own when a new cause of the same node starts.
-        let not_ready = |now| alert(&[("alertname", "NodeNotReady"), ("cluster", "c"), ("node", "n1")], 18, now);
+        let not_ready = |now| {
+            alert(
+                &[("alertname", "NodeNotReady"), ("cluster", "c"), ("node", "n1")],
+                18,
+                now,
+            )
+        };
         c.process(vec![not_ready(22)], t(22));
         let out = c.process(vec![burn(23), not_ready(23)], t(23));
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].labels.get("cause"), None);
-        assert!(out[0].annotations["watchfire_cause"].starts_with("NodeNotReady on node n1"), "named, not moved");
+        assert!(
+            out[0].annotations["watchfire_cause"].starts_with("NodeNotReady on node n1"),
+            "named, not moved"
+        );
     }
 
     #[test]
     fn a_consequence_older_than_the_cause_or_without_topology_is_not_explained() {
         let c = stage();
         c.process(vec![gpu_failure_from(30, 30)], t(30));
-        let early = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "llm"), ("owner", "ml-serving")], 10, 31);
-        assert_eq!(c.process(vec![early], t(31))[0].labels.get("cause"), None, "began 20m before the cause");
-        let other_cluster = alert(&[("alertname", "GPUHardwareFailure"), ("cluster", "d"), ("node", "m1")], 30, 31);
+        let early = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("owner", "ml-serving"),
+            ],
+            10,
+            31,
+        );
+        assert_eq!(
+            c.process(vec![early], t(31))[0].labels.get("cause"),
+            None,
+            "began 20m before the cause"
+        );
+        let other_cluster = alert(
+            &[("alertname", "GPUHardwareFailure"), ("cluster", "d"), ("node", "m1")],
+            30,
+            31,
+        );
         c.process(vec![other_cluster], t(31));
-        let burn = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "d"), ("namespace", "llm")], 31, 32);
+        let burn = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "d"),
+                ("namespace", "llm"),
+            ],
+            31,
+            32,
+        );
         let out = c.process(vec![burn], t(32));
         assert_eq!(out[0].labels.get("cause"), None);
         assert_eq!(
@@ -942,13 +1117,47 @@ mod tests {
     #[test]
     fn two_failures_stay_two_causes_and_a_cluster_cause_explains_by_cluster() {
         let c = stage();
-        let n2 = alert(&[("alertname", "NodeNotReady"), ("cluster", "c"), ("node", "n2"), ("owner", "ml-platform")], 10, 10);
-        let reg = alert(&[("alertname", "ImageRegistryUnreachable"), ("cluster", "c"), ("owner", "ml-platform")], 10, 10);
+        let n2 = alert(
+            &[
+                ("alertname", "NodeNotReady"),
+                ("cluster", "c"),
+                ("node", "n2"),
+                ("owner", "ml-platform"),
+            ],
+            10,
+            10,
+        );
+        let reg = alert(
+            &[
+                ("alertname", "ImageRegistryUnreachable"),
+                ("cluster", "c"),
+                ("owner", "ml-platform"),
+            ],
+            10,
+            10,
+        );
         let out = c.process(vec![gpu_failure(10), n2, reg], t(10));
         let ids: Vec<_> = out.iter().map(|a| a.labels.get("cause").unwrap().to_string()).collect();
         assert_eq!(ids, ["node/n1", "node/n2", "registry/c"]);
-        let web = alert(&[("alertname", "ServingAvailabilitySLOBurn"), ("cluster", "c"), ("namespace", "other"), ("owner", "ml-serving")], 12, 12);
-        let pulls = alert(&[("alertname", "ArtifactAccessBlocked"), ("cluster", "c"), ("namespace", "research")], 12, 12);
+        let web = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "other"),
+                ("owner", "ml-serving"),
+            ],
+            12,
+            12,
+        );
+        let pulls = alert(
+            &[
+                ("alertname", "ArtifactAccessBlocked"),
+                ("cluster", "c"),
+                ("namespace", "research"),
+            ],
+            12,
+            12,
+        );
         let out = c.process(vec![web, pulls], t(12));
         assert_eq!(c.active().len(), 3, "each cause valid until 14");
         assert_eq!(out[0].labels.get("cause"), Some("node/n2"));

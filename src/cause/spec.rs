@@ -172,7 +172,16 @@ fn matchers(r: &Reader<'_>, node: &Node, what: &str) -> Result<Vec<Matcher>, Fil
 }
 
 fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
-    let keys = ["name", "description", "when", "object", "kind", "lead", "linger", "explains"];
+    let keys = [
+        "name",
+        "description",
+        "when",
+        "object",
+        "kind",
+        "lead",
+        "linger",
+        "explains",
+    ];
     let mut rule = CauseRule {
         name: String::new(),
         description: String::new(),
@@ -191,7 +200,10 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
             "name" => {
                 rule.name = r.string(v, "name")?;
                 if rule.name.is_empty()
-                    || !rule.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                    || !rule
+                        .name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 {
                     return Err(r.err(v.pos(), format!("name {:?}: letters, digits, - and _ only", rule.name)));
                 }
@@ -228,19 +240,35 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
         return Err(r.err(rule.pos, "a cause rule needs a name"));
     }
     if !has_when {
-        return Err(r.err(rule.pos, format!("cause rule {:?} needs `when` (the cause alerts)", rule.name)));
+        return Err(r.err(
+            rule.pos,
+            format!("cause rule {:?} needs `when` (the cause alerts)", rule.name),
+        ));
     }
     if !has_object {
-        return Err(r.err(rule.pos, format!("cause rule {:?} needs `object` (node or cluster)", rule.name)));
+        return Err(r.err(
+            rule.pos,
+            format!("cause rule {:?} needs `object` (node or cluster)", rule.name),
+        ));
     }
     if rule.explains.is_empty() {
-        return Err(r.err(rule.pos, format!("cause rule {:?} explains nothing (`explains` is empty)", rule.name)));
+        return Err(r.err(
+            rule.pos,
+            format!("cause rule {:?} explains nothing (`explains` is empty)", rule.name),
+        ));
     }
-    if let Some(e) = rule.explains.iter().find(|e| e.via == Via::Node || e.via == Via::Workload) {
+    if let Some(e) = rule
+        .explains
+        .iter()
+        .find(|e| e.via == Via::Node || e.via == Via::Workload)
+    {
         if rule.object == Object::Cluster {
             return Err(r.err(
                 e.pos,
-                format!("via {}: needs a node cause (this rule's object is cluster)", e.via.as_str()),
+                format!(
+                    "via {}: needs a node cause (this rule's object is cluster)",
+                    e.via.as_str()
+                ),
             ));
         }
     }
@@ -270,9 +298,7 @@ fn decode_explains(r: &Reader<'_>, node: &Node) -> Result<Explains, FileError> {
                     "node" => Via::Node,
                     "workload" => Via::Workload,
                     "cluster" => Via::Cluster,
-                    other => {
-                        return Err(r.err(v.pos(), format!("via {other:?}: expected node, workload or cluster")))
-                    }
+                    other => return Err(r.err(v.pos(), format!("via {other:?}: expected node, workload or cluster"))),
                 };
                 has_via = true;
             }
@@ -349,10 +375,16 @@ mod tests {
             "c.yaml:8:17: within: not a valid duration string: \"soon\" (expected a duration such as 1h)"
         );
         assert!(err(&GOOD.replace("object: node", "object: pod")).starts_with("c.yaml:4:13: object \"pod\""));
-        assert!(err(&GOOD.replace("    kind: registry", "    kinds: registry")).starts_with("c.yaml:14:5: unknown key \"kinds\""));
+        assert!(err(&GOOD.replace("    kind: registry", "    kinds: registry"))
+            .starts_with("c.yaml:14:5: unknown key \"kinds\""));
         let e = err(&GOOD.replace("alertname=\"ServingAvailabilitySLOBurn\"", "alertname=~\"(\""));
-        assert!(e.starts_with("c.yaml:6:16: when: error parsing regexp: unclosed group"), "{e}");
-        assert!(err(&GOOD.replace("registry-outage", "gpu-node-failure")).contains("defined twice (first at c.yaml:2:5)"));
+        assert!(
+            e.starts_with("c.yaml:6:16: when: error parsing regexp: unclosed group"),
+            "{e}"
+        );
+        assert!(
+            err(&GOOD.replace("registry-outage", "gpu-node-failure")).contains("defined twice (first at c.yaml:2:5)")
+        );
         assert!(err(&GOOD.replace("via: cluster", "via: node")).contains("needs a node cause"));
         assert!(err("causes:\n  - name: x\n    when: ['alertname=~\".*\"']\n    object: node\n    explains: [{when: 'a=\"b\"', via: node}]\n")
             .contains("select every alert"));

@@ -140,7 +140,14 @@ fn cluster_of(l: &Labels) -> &str {
 }
 
 /// The node label of a series or an alert, by the names exporters give it.
-pub(crate) const NODE_LABELS: &[&str] = &["node", "kubernetes_node", "exported_node", "hostname", "Hostname", "nodename"];
+pub(crate) const NODE_LABELS: &[&str] = &[
+    "node",
+    "kubernetes_node",
+    "exported_node",
+    "hostname",
+    "Hostname",
+    "nodename",
+];
 
 /// The labels that name a workload or pod in an alert.
 pub(crate) const WORKLOAD_LABELS: &[&str] = &[
@@ -182,7 +189,9 @@ impl Topology {
         match part {
             Part::Pods => {
                 for l in rows {
-                    let (Some(ns), Some(pod)) = (l.get("namespace"), l.get("pod")) else { continue };
+                    let (Some(ns), Some(pod)) = (l.get("namespace"), l.get("pod")) else {
+                        continue;
+                    };
                     let node = l.get("node").unwrap_or("");
                     let cluster = self.intern(cluster_of(l));
                     self.clusters.insert(cluster.clone());
@@ -209,7 +218,8 @@ impl Topology {
                             .insert((key.1.clone(), key.2.clone()));
                     }
                     if let Some(ip) = &ip {
-                        self.pod_ips.insert((cluster.clone(), ip.clone()), (key.1.clone(), key.2.clone()));
+                        self.pod_ips
+                            .insert((cluster.clone(), ip.clone()), (key.1.clone(), key.2.clone()));
                     }
                     self.pods.insert(
                         key,
@@ -229,9 +239,12 @@ impl Topology {
                 }
                 let mut owners: HashMap<Key3, Vec<(Arc<str>, Arc<str>)>> = HashMap::new();
                 for l in rows {
-                    let (Some(ns), Some(pod), Some(kind), Some(name)) =
-                        (l.get("namespace"), l.get("pod"), l.get("owner_kind"), l.get("owner_name"))
-                    else {
+                    let (Some(ns), Some(pod), Some(kind), Some(name)) = (
+                        l.get("namespace"),
+                        l.get("pod"),
+                        l.get("owner_kind"),
+                        l.get("owner_name"),
+                    ) else {
                         continue;
                     };
                     // Only controllers: a pod's other owner references do not run it.
@@ -256,11 +269,18 @@ impl Topology {
                 if rows.is_empty() {
                     return;
                 }
-                let name_label = if part == Part::ReplicaSetOwners { "replicaset" } else { "job_name" };
+                let name_label = if part == Part::ReplicaSetOwners {
+                    "replicaset"
+                } else {
+                    "job_name"
+                };
                 for l in rows {
-                    let (Some(ns), Some(name), Some(kind), Some(owner)) =
-                        (l.get("namespace"), l.get(name_label), l.get("owner_kind"), l.get("owner_name"))
-                    else {
+                    let (Some(ns), Some(name), Some(kind), Some(owner)) = (
+                        l.get("namespace"),
+                        l.get(name_label),
+                        l.get("owner_kind"),
+                        l.get("owner_name"),
+                    ) else {
                         continue;
                     };
                     if kind.is_empty() || kind == "<none>" || l.get("owner_is_controller") == Some("false") {
@@ -277,7 +297,9 @@ impl Topology {
             }
             Part::Nodes => {
                 for l in rows {
-                    let Some(node) = l.get("node").filter(|n| !n.is_empty()) else { continue };
+                    let Some(node) = l.get("node").filter(|n| !n.is_empty()) else {
+                        continue;
+                    };
                     let key = (self.intern(cluster_of(l)), self.intern(node));
                     let ip = l.get("internal_ip").filter(|s| !s.is_empty()).map(str::to_string);
                     if let Some(ip) = &ip {
@@ -289,7 +311,9 @@ impl Topology {
             }
             Part::NodeLabels => {
                 for l in rows {
-                    let Some(node) = l.get("node").filter(|n| !n.is_empty()) else { continue };
+                    let Some(node) = l.get("node").filter(|n| !n.is_empty()) else {
+                        continue;
+                    };
                     let key = (self.intern(cluster_of(l)), self.intern(node));
                     let first = |names: &[&str]| {
                         names
@@ -303,12 +327,19 @@ impl Topology {
                         "label_karpenter_sh_nodepool",
                         "label_alpha_eksctl_io_nodegroup_name",
                     ]);
-                    info.zone = first(&["label_topology_kubernetes_io_zone", "label_failure_domain_beta_kubernetes_io_zone"]);
-                    info.instance_type =
-                        first(&["label_node_kubernetes_io_instance_type", "label_beta_kubernetes_io_instance_type"]);
-                    info.capacity_type =
-                        first(&["label_karpenter_sh_capacity_type", "label_eks_amazonaws_com_capacity_type"])
-                            .map(|c| c.to_ascii_lowercase());
+                    info.zone = first(&[
+                        "label_topology_kubernetes_io_zone",
+                        "label_failure_domain_beta_kubernetes_io_zone",
+                    ]);
+                    info.instance_type = first(&[
+                        "label_node_kubernetes_io_instance_type",
+                        "label_beta_kubernetes_io_instance_type",
+                    ]);
+                    info.capacity_type = first(&[
+                        "label_karpenter_sh_capacity_type",
+                        "label_eks_amazonaws_com_capacity_type",
+                    ])
+                    .map(|c| c.to_ascii_lowercase());
                 }
             }
             Part::Gpus => {
@@ -317,7 +348,11 @@ impl Topology {
                 }
                 let mut gpus: HashMap<Key3, HashSet<Key2>> = HashMap::new();
                 for l in rows {
-                    let Some(node) = l.get("Hostname").or_else(|| l.get("hostname")).filter(|n| !n.is_empty()) else {
+                    let Some(node) = l
+                        .get("Hostname")
+                        .or_else(|| l.get("hostname"))
+                        .filter(|n| !n.is_empty())
+                    else {
                         continue;
                     };
                     let Some(gpu) = l.get("gpu") else { continue };
@@ -437,7 +472,9 @@ impl Topology {
             Some(v) if v.len() == 1 => Some(v[0].clone()),
             _ => self.pods.get(&key).and_then(|p| p.created_by.clone()),
         };
-        let Some((mut kind, mut name)) = owner else { return Ok(out) };
+        let Some((mut kind, mut name)) = owner else {
+            return Ok(out);
+        };
         // Up the chain, a few levels at most (ReplicaSet → Deployment; Job → CronJob).
         for _ in 0..4 {
             out.push(name.to_string());
@@ -459,7 +496,14 @@ impl Topology {
 
     /// The pods (namespace, pod) seen on `node` within `within_ms` of `now_ms`; where `gpu` is
     /// given and attributed, only the pods holding that GPU.
-    pub fn pods_on(&self, cluster: &str, node: &str, gpu: Option<&str>, now_ms: i64, within_ms: i64) -> Vec<(String, String)> {
+    pub fn pods_on(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpu: Option<&str>,
+        now_ms: i64,
+        within_ms: i64,
+    ) -> Vec<(String, String)> {
         let c: Arc<str> = Arc::from(cluster);
         let nd: Arc<str> = Arc::from(node);
         if let Some(g) = gpu {
@@ -469,7 +513,9 @@ impl Topology {
                 return v;
             }
         }
-        let Some(set) = self.by_node.get(&(c.clone(), nd)) else { return Vec::new() };
+        let Some(set) = self.by_node.get(&(c.clone(), nd)) else {
+            return Vec::new();
+        };
         let mut v: Vec<(String, String)> = set
             .iter()
             .filter(|(ns, pod)| {
@@ -484,7 +530,14 @@ impl Topology {
     }
 
     /// [`Topology::pods_on`] with when each pod was last seen (ms).
-    pub fn pods_seen_on(&self, cluster: &str, node: &str, gpu: Option<&str>, now_ms: i64, within_ms: i64) -> Vec<(String, String, i64)> {
+    pub fn pods_seen_on(
+        &self,
+        cluster: &str,
+        node: &str,
+        gpu: Option<&str>,
+        now_ms: i64,
+        within_ms: i64,
+    ) -> Vec<(String, String, i64)> {
         self.pods_on(cluster, node, gpu, now_ms, within_ms)
             .into_iter()
             .map(|(ns, pod)| {
@@ -527,27 +580,75 @@ mod tests {
             Part::Pods,
             0,
             Some(&[
-                l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-abcde"), ("node", "n1"), ("pod_ip", "10.0.0.5"), ("created_by_kind", "ReplicaSet"), ("created_by_name", "chat-7d9f")]),
-                l(&[("cluster", "c"), ("namespace", "train"), ("pod", "pre-0-xyz"), ("node", "n1"), ("created_by_kind", "Job"), ("created_by_name", "pre")]),
-                l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-fghij"), ("node", "n2")]),
-                l(&[("cluster", "c"), ("namespace", "monitoring"), ("pod", "dcgm-exporter-q1"), ("node", "n1"), ("pod_ip", "10.0.0.9")]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "llm"),
+                    ("pod", "chat-7d9f-abcde"),
+                    ("node", "n1"),
+                    ("pod_ip", "10.0.0.5"),
+                    ("created_by_kind", "ReplicaSet"),
+                    ("created_by_name", "chat-7d9f"),
+                ]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "train"),
+                    ("pod", "pre-0-xyz"),
+                    ("node", "n1"),
+                    ("created_by_kind", "Job"),
+                    ("created_by_name", "pre"),
+                ]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "llm"),
+                    ("pod", "chat-7d9f-fghij"),
+                    ("node", "n2"),
+                ]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "monitoring"),
+                    ("pod", "dcgm-exporter-q1"),
+                    ("node", "n1"),
+                    ("pod_ip", "10.0.0.9"),
+                ]),
             ]),
         );
         t.observe(
             Part::PodOwners,
             0,
-            Some(&[l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-fghij"), ("owner_kind", "ReplicaSet"), ("owner_name", "chat-7d9f"), ("owner_is_controller", "true")])]),
+            Some(&[l(&[
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("pod", "chat-7d9f-fghij"),
+                ("owner_kind", "ReplicaSet"),
+                ("owner_name", "chat-7d9f"),
+                ("owner_is_controller", "true"),
+            ])]),
         );
         t.observe(
             Part::ReplicaSetOwners,
             0,
-            Some(&[l(&[("cluster", "c"), ("namespace", "llm"), ("replicaset", "chat-7d9f"), ("owner_kind", "Deployment"), ("owner_name", "chat")])]),
+            Some(&[l(&[
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("replicaset", "chat-7d9f"),
+                ("owner_kind", "Deployment"),
+                ("owner_name", "chat"),
+            ])]),
         );
-        t.observe(Part::Nodes, 0, Some(&[l(&[("cluster", "c"), ("node", "n1"), ("internal_ip", "10.1.0.1")])]));
+        t.observe(
+            Part::Nodes,
+            0,
+            Some(&[l(&[("cluster", "c"), ("node", "n1"), ("internal_ip", "10.1.0.1")])]),
+        );
         t.observe(
             Part::NodeLabels,
             0,
-            Some(&[l(&[("cluster", "c"), ("node", "n1"), ("label_eks_amazonaws_com_nodegroup", "p5"), ("label_topology_kubernetes_io_zone", "us-west-2a")])]),
+            Some(&[l(&[
+                ("cluster", "c"),
+                ("node", "n1"),
+                ("label_eks_amazonaws_com_nodegroup", "p5"),
+                ("label_topology_kubernetes_io_zone", "us-west-2a"),
+            ])]),
         );
         t
     }
@@ -556,20 +657,48 @@ mod tests {
     fn nodes_from_labels_addresses_and_pods() {
         let t = cluster();
         assert_eq!(t.node_of(&l(&[("cluster", "c"), ("Hostname", "n1")])).unwrap(), "n1");
-        assert_eq!(t.node_of(&l(&[("cluster", "c"), ("instance", "10.1.0.1:9100")])).unwrap(), "n1");
-        assert_eq!(t.node_of(&l(&[("cluster", "c"), ("instance", "10.0.0.9:9400")])).unwrap(), "n1");
-        assert_eq!(t.node_of(&l(&[("cluster", "c"), ("namespace", "monitoring"), ("pod", "dcgm-exporter-q1")])).unwrap(), "n1");
-        assert!(matches!(t.node_of(&l(&[("cluster", "c"), ("instance", "10.9.9.9:1")])), Err(Unknown::NoObject(_))));
-        assert!(matches!(t.node_of(&l(&[("cluster", "other"), ("pod", "x")])), Err(Unknown::NoTopology(_))));
+        assert_eq!(
+            t.node_of(&l(&[("cluster", "c"), ("instance", "10.1.0.1:9100")]))
+                .unwrap(),
+            "n1"
+        );
+        assert_eq!(
+            t.node_of(&l(&[("cluster", "c"), ("instance", "10.0.0.9:9400")]))
+                .unwrap(),
+            "n1"
+        );
+        assert_eq!(
+            t.node_of(&l(&[
+                ("cluster", "c"),
+                ("namespace", "monitoring"),
+                ("pod", "dcgm-exporter-q1")
+            ]))
+            .unwrap(),
+            "n1"
+        );
+        assert!(matches!(
+            t.node_of(&l(&[("cluster", "c"), ("instance", "10.9.9.9:1")])),
+            Err(Unknown::NoObject(_))
+        ));
+        assert!(matches!(
+            t.node_of(&l(&[("cluster", "other"), ("pod", "x")])),
+            Err(Unknown::NoTopology(_))
+        ));
         assert_eq!(t.node_info("c", "n1").unwrap().describe(), "node group p5, us-west-2a");
     }
 
     #[test]
     fn owner_chains_from_owner_series_or_created_by() {
         let t = cluster();
-        assert_eq!(t.chain("c", "llm", "chat-7d9f-fghij").unwrap(), ["chat-7d9f-fghij", "chat-7d9f", "chat"]);
+        assert_eq!(
+            t.chain("c", "llm", "chat-7d9f-fghij").unwrap(),
+            ["chat-7d9f-fghij", "chat-7d9f", "chat"]
+        );
         // No kube_pod_owner row: kube_pod_info's created_by.
-        assert_eq!(t.chain("c", "llm", "chat-7d9f-abcde").unwrap(), ["chat-7d9f-abcde", "chat-7d9f", "chat"]);
+        assert_eq!(
+            t.chain("c", "llm", "chat-7d9f-abcde").unwrap(),
+            ["chat-7d9f-abcde", "chat-7d9f", "chat"]
+        );
         assert_eq!(t.chain("c", "train", "pre-0-xyz").unwrap(), ["pre-0-xyz", "pre"]);
     }
 
@@ -580,17 +709,45 @@ mod tests {
             Part::PodOwners,
             0,
             Some(&[
-                l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-fghij"), ("owner_kind", "ReplicaSet"), ("owner_name", "a")]),
-                l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-fghij"), ("owner_kind", "ReplicaSet"), ("owner_name", "b")]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "llm"),
+                    ("pod", "chat-7d9f-fghij"),
+                    ("owner_kind", "ReplicaSet"),
+                    ("owner_name", "a"),
+                ]),
+                l(&[
+                    ("cluster", "c"),
+                    ("namespace", "llm"),
+                    ("pod", "chat-7d9f-fghij"),
+                    ("owner_kind", "ReplicaSet"),
+                    ("owner_name", "b"),
+                ]),
             ]),
         );
-        assert!(matches!(t.chain("c", "llm", "chat-7d9f-fghij"), Err(Unknown::ConflictingOwners(_))));
+        assert!(matches!(
+            t.chain("c", "llm", "chat-7d9f-fghij"),
+            Err(Unknown::ConflictingOwners(_))
+        ));
         // The node's pods vanish (node lost); they still count within the window.
-        t.observe(Part::Pods, 1_800_000, Some(&[l(&[("cluster", "c"), ("namespace", "llm"), ("pod", "chat-7d9f-fghij"), ("node", "n2")])]));
+        t.observe(
+            Part::Pods,
+            1_800_000,
+            Some(&[l(&[
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("pod", "chat-7d9f-fghij"),
+                ("node", "n2"),
+            ])]),
+        );
         assert_eq!(t.pods_on("c", "n1", None, 1_800_000, 3_600_000).len(), 3);
         assert_eq!(t.pods_on("c", "n1", None, 1_800_000, 600_000).len(), 0);
         t.observe(Part::Pods, 3_700_000, Some(&[]));
-        assert_eq!(t.pods_on("c", "n1", None, 3_700_000, 3_600_000).len(), 0, "forgotten after keep_ms");
+        assert_eq!(
+            t.pods_on("c", "n1", None, 3_700_000, 3_600_000).len(),
+            0,
+            "forgotten after keep_ms"
+        );
         // A failed query keeps what was seen.
         t.observe(Part::Pods, 3_800_000, None);
         assert_eq!(t.num_pods(), 1, "the pod seen on n2 at 30m is still remembered");
@@ -602,9 +759,24 @@ mod tests {
         t.observe(
             Part::Gpus,
             0,
-            Some(&[l(&[("cluster", "c"), ("hostname", "n1"), ("gpu", "3"), ("namespace", "monitoring"), ("pod", "dcgm-exporter-q1"), ("exported_namespace", "train"), ("exported_pod", "pre-0-xyz")])]),
+            Some(&[l(&[
+                ("cluster", "c"),
+                ("hostname", "n1"),
+                ("gpu", "3"),
+                ("namespace", "monitoring"),
+                ("pod", "dcgm-exporter-q1"),
+                ("exported_namespace", "train"),
+                ("exported_pod", "pre-0-xyz"),
+            ])]),
         );
-        assert_eq!(t.pods_on("c", "n1", Some("3"), 0, 1), [("train".to_string(), "pre-0-xyz".to_string())]);
-        assert_eq!(t.pods_on("c", "n1", Some("4"), 0, 3_600_000).len(), 3, "an unattributed GPU: the whole node");
+        assert_eq!(
+            t.pods_on("c", "n1", Some("3"), 0, 1),
+            [("train".to_string(), "pre-0-xyz".to_string())]
+        );
+        assert_eq!(
+            t.pods_on("c", "n1", Some("4"), 0, 3_600_000).len(),
+            3,
+            "an unattributed GPU: the whole node"
+        );
     }
 }

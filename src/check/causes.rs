@@ -31,7 +31,10 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     // One file named twice (causes/ and watchfire.yaml's `../causes/*.yaml`) is checked once.
-    let mut out: Vec<PathBuf> = out.into_iter().map(|p| std::fs::canonicalize(&p).unwrap_or(p)).collect();
+    let mut out: Vec<PathBuf> = out
+        .into_iter()
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+        .collect();
     out.sort();
     out.dedup();
     out

@@ -42,9 +42,17 @@ pub struct Link {
 impl Link {
     /// The link kinds [`LinkConfig::render`] makes, by name (for links read back from the outbox).
     pub fn kind_from(name: &str) -> Option<&'static str> {
-        ["runbook", "grafana", "evidence", "cause", "cloudwatch", "kubectl", "run_tracking"]
-            .into_iter()
-            .find(|k| *k == name)
+        [
+            "runbook",
+            "grafana",
+            "evidence",
+            "cause",
+            "cloudwatch",
+            "kubectl",
+            "run_tracking",
+        ]
+        .into_iter()
+        .find(|k| *k == name)
     }
 }
 

@@ -483,9 +483,7 @@ fn named_offset(expr: &str, message: &str) -> Option<usize> {
     if message.starts_with("unclosed left") {
         return Some(expr.len());
     }
-    if message.starts_with("unexpected right")
-        || message.contains("inside braces")
-    {
+    if message.starts_with("unexpected right") || message.contains("inside braces") {
         // Find the unbalanced bracket.
         let mut stack = Vec::new();
         for &(i, c) in &code {

@@ -284,7 +284,11 @@ fn cause_changes(diff: &Diff<'_>) -> Vec<String> {
     use super::output::{cause_rows, CauseRow};
     let fmt = |r: Option<&CauseRow>| {
         r.map(|r| {
-            let v: Vec<String> = r.incidents.iter().map(|(t, (p, n))| format!("{} {}", code(t), p + n)).collect();
+            let v: Vec<String> = r
+                .incidents
+                .iter()
+                .map(|(t, (p, n))| format!("{} {}", code(t), p + n))
+                .collect();
             if v.is_empty() {
                 "none".to_string()
             } else {
@@ -303,7 +307,11 @@ fn cause_changes(diff: &Diff<'_>) -> Vec<String> {
     keys.dedup();
     keys.iter()
         .map(|(id, since)| {
-            let find = |rows: &[CauseRow]| rows.iter().find(|r| &r.cause.id == id && r.cause.since_ms == *since).cloned();
+            let find = |rows: &[CauseRow]| {
+                rows.iter()
+                    .find(|r| &r.cause.id == id && r.cause.since_ms == *since)
+                    .cloned()
+            };
             let (b, h) = (find(&base), find(&head));
             let any = h.as_ref().or(b.as_ref()).map(|r| r.cause.clone());
             let explains: Vec<String> = h

@@ -303,7 +303,11 @@ fn summary(s: &mut String, head: &Side<'_>, base: Option<&Side<'_>>) {
             );
             for r in &causes {
                 let c = &r.cause;
-                let inc: Vec<String> = r.incidents.iter().map(|(t, (p, n))| format!("{} {}", esc(t), p + n)).collect();
+                let inc: Vec<String> = r
+                    .incidents
+                    .iter()
+                    .map(|(t, (p, n))| format!("{} {}", esc(t), p + n))
+                    .collect();
                 let ex: Vec<String> = c
                     .impact
                     .iter()

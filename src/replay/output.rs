@@ -337,12 +337,18 @@ pub fn cause_rows(o: &Outcome) -> Vec<CauseRow> {
         .iter()
         .map(|c| {
             let mut incidents: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-            for d in o.deliveries.iter().filter(|d| d.new_incident && d.cause() == Some(c.id.as_str())) {
+            for d in o
+                .deliveries
+                .iter()
+                .filter(|d| d.new_incident && d.cause() == Some(c.id.as_str()))
+            {
                 let window_end = c.ended_ms.unwrap_or(i64::MAX);
                 if d.at_ms < c.since_ms || d.at_ms > window_end.saturating_add(6 * 3_600_000) {
                     continue;
                 }
-                let e = incidents.entry(d.owner.clone().unwrap_or_else(|| "(no owner)".into())).or_default();
+                let e = incidents
+                    .entry(d.owner.clone().unwrap_or_else(|| "(no owner)".into()))
+                    .or_default();
                 if d.page {
                     e.0 += 1;
                 } else {
@@ -391,7 +397,11 @@ pub fn causes_text(o: &Outcome) -> String {
         let _ = writeln!(
             s,
             "      incidents: {}",
-            if inc.is_empty() { "none".to_string() } else { inc.join(", ") }
+            if inc.is_empty() {
+                "none".to_string()
+            } else {
+                inc.join(", ")
+            }
         );
         for i in &c.impact {
             let _ = writeln!(

@@ -350,7 +350,9 @@ impl AlertingRule {
         if let Some(g) = labels.get("gpu").filter(|g| !g.is_empty()) {
             base.push(format!("gpu={}", q(g)));
         }
-        let node = NODE_ALIASES.iter().find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
+        let node = NODE_ALIASES
+            .iter()
+            .find_map(|n| labels.get(n).filter(|v| !v.is_empty()));
         let sel = |extra: Option<String>| {
             let mut m = base.clone();
             m.extend(extra);

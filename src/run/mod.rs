@@ -120,7 +120,9 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
             Ok(rules) => crate::cause::Causes::new(
                 rules,
                 crate::cause::Settings {
-                    team_label: owners.as_ref().map_or_else(|| "team".to_string(), |o| o.team_label.clone()),
+                    team_label: owners
+                        .as_ref()
+                        .map_or_else(|| "team".to_string(), |o| o.team_label.clone()),
                     external_url: external_url(cfg),
                 },
             ),

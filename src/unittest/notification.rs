@@ -119,7 +119,11 @@ pub(crate) fn load_setup(path: &Path, tf: &TestFile) -> Result<Option<NotifySetu
                 found.sort();
                 cause_paths.extend(found);
             }
-            Err(e) => errors.push(format!("{}:{}: watchfire_cause_files: bad pattern: {e}", path.display(), c.pos)),
+            Err(e) => errors.push(format!(
+                "{}:{}: watchfire_cause_files: bad pattern: {e}",
+                path.display(),
+                c.pos
+            )),
         }
     }
     let causes = match crate::cause::CauseRules::load_files(&cause_paths) {

@@ -411,7 +411,8 @@ fn run_group(ctx: &FileCtx<'_>, index: usize, tg: &TestGroup) -> GroupResult {
         if let Some(sim) = sim.as_mut() {
             // Timers due before this evaluation run first, each at its own time.
             sim.advance(ts);
-            sim.causes().refresh(ts, |q| engine.instant_vector_labels(&input, q, ts).ok());
+            sim.causes()
+                .refresh(ts, |q| engine.instant_vector_labels(&input, q, ts).ok());
         }
         for g in &mut groups {
             let outcome = g.eval(ts, &engine, &input, ts, &mut outputs);

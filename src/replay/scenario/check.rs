@@ -675,6 +675,15 @@ fn incident<'o>(o: &'o Outcome, r: &Resolved<'_>) -> Option<Vec<&'o Delivery>> {
 
 /// `cause: EVENT` on a page: every page alert of the incident (started since the event) carries
 /// `cause="<object>"` and a `watchfire_cause` line.
+/// Whether a cause id names the event's object: a node by its name (`node/<name>`); a cluster-wide
+/// cause by its cluster whatever its kind (`registry/<cluster>`, `gpu-capacity/<cluster>`).
+fn names_object(id: &str, object: &str) -> bool {
+    match object.strip_prefix("cluster/") {
+        Some(cluster) => id.split_once('/').is_some_and(|(_, o)| o == cluster),
+        None => id == object,
+    }
+}
+
 fn check_cause(o: &Outcome, r: &Resolved<'_>, owner: &str, event: &str, object: &str) -> CheckResult {
     let names = r.names.join(" / ");
     let what = format!("cause: the {names} page to {owner} names {object} ({event})");
@@ -695,7 +704,7 @@ fn check_cause(o: &Outcome, r: &Resolved<'_>, owner: &str, event: &str, object: 
             let text = a.annotations.get(CAUSE_ANNOTATION).filter(|t| !t.is_empty());
             let problem = match (label, text) {
                 (None, _) => Some(format!("{} names no cause", alert_id(a))),
-                (Some(c), _) if c != object => Some(format!("{} names {c}", alert_id(a))),
+                (Some(c), _) if !names_object(c, object) => Some(format!("{} names {c}", alert_id(a))),
                 (Some(_), None) => Some(format!("{} has no {CAUSE_ANNOTATION}", alert_id(a))),
                 (Some(_), Some(_)) => None,
             };
@@ -744,7 +753,7 @@ fn check_impact(o: &Outcome, r: &Resolved<'_>, owner: &str, event: &str, object:
     for d in &group {
         for a in firing(d).filter(|a| r.explains(d, a)) {
             match a.labels.get(CAUSE_LABEL) {
-                Some(c) if c == object => {}
+                Some(c) if names_object(c, object) => {}
                 other => {
                     let p = format!("{} has {CAUSE_LABEL}={:?}", alert_id(a), other.unwrap_or(""));
                     if !problems.contains(&p) {

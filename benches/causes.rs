@@ -135,7 +135,7 @@ fn alerts(nodes: &[String], now_ms: i64) -> Vec<Alert> {
     let mut i = 0usize;
     while out.len() < 10_000 {
         let n = &nodes[(20 + i) % nodes.len()];
-        let ns = if i % 2 == 0 {
+        let ns = if i.is_multiple_of(2) {
             format!("serve-{}", i % 16)
         } else {
             format!("train-{}", i % 16)

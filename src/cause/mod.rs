@@ -76,8 +76,6 @@ pub struct CauseView {
 
 #[derive(Clone, Debug)]
 struct CauseAlert {
-    name: String,
-    starts_ms: i64,
     ends: Option<DateTime<Utc>>,
     gpu: Option<String>,
 }
@@ -126,6 +124,10 @@ struct Inner {
     by_name: HashMap<String, (bool, bool)>,
 }
 
+/// Per namespace, the pods a node cause reached: the names each runs under (itself and its
+/// controllers; `None` when its owners conflict) and when it was last seen.
+type Touched = HashMap<String, Vec<(Option<Vec<String>>, i64)>>;
+
 /// Where the active causes reach, for looking a consequence up by its node, namespace or
 /// cluster instead of trying every cause.
 #[derive(Debug, Default)]
@@ -138,10 +140,8 @@ struct Index {
     by_cluster: HashMap<String, Vec<String>>,
     /// cluster → the rules of its active node causes (for saying why a cause is unknown).
     node_rules: HashMap<String, Vec<usize>>,
-    /// Per node cause, per namespace: each pod seen on its node (or failing GPUs), with the names
-    /// it runs under (itself and its controllers; `None` when its owners conflict) and when it
-    /// was last seen.
-    touched: HashMap<String, HashMap<String, Vec<(Option<Vec<String>>, i64)>>>,
+    /// Per node cause, per namespace: each pod seen on its node (or failing GPUs).
+    touched: HashMap<String, Touched>,
 }
 
 /// The cause stage. Clones share their state (the evaluator hands its copy around).
@@ -353,8 +353,6 @@ impl Causes {
             entry.alerts.insert(
                 fp,
                 CauseAlert {
-                    name: a.name().to_string(),
-                    starts_ms,
                     ends: a.ends_at,
                     gpu: a.labels.get("gpu").filter(|g| !g.is_empty()).map(str::to_string),
                 },
@@ -685,7 +683,7 @@ impl Inner {
                     } else {
                         vec![None]
                     };
-                    let mut touched: HashMap<String, Vec<(Option<Vec<String>>, i64)>> = HashMap::new();
+                    let mut touched: Touched = HashMap::new();
                     for gpu in gpus {
                         for (ns, pod, seen) in self.topology.pods_seen_on(&c.cluster, &c.object, gpu, now_ms, within) {
                             let names = self.topology.chain(&c.cluster, &ns, &pod).ok();

@@ -54,6 +54,8 @@ pub const METRICS: &[&str] = &[
 
 type Key2 = (Arc<str>, Arc<str>);
 type Key3 = (Arc<str>, Arc<str>, Arc<str>);
+/// A controller: (kind, name).
+type Owner = (Arc<str>, Arc<str>);
 
 /// A pod as last seen.
 #[derive(Clone, Debug)]
@@ -121,7 +123,7 @@ pub struct Topology {
     by_node: HashMap<Key2, HashSet<Key2>>,
     /// (cluster, ip) → pod, for `instance` addresses.
     pod_ips: HashMap<Key2, Key2>,
-    pod_owners: HashMap<Key3, Vec<(Arc<str>, Arc<str>)>>,
+    pod_owners: HashMap<Key3, Vec<Owner>>,
     rs_owners: HashMap<Key3, (Arc<str>, Arc<str>)>,
     job_owners: HashMap<Key3, (Arc<str>, Arc<str>)>,
     nodes: HashMap<Key2, NodeInfo>,
@@ -237,7 +239,7 @@ impl Topology {
                 if rows.is_empty() {
                     return;
                 }
-                let mut owners: HashMap<Key3, Vec<(Arc<str>, Arc<str>)>> = HashMap::new();
+                let mut owners: HashMap<Key3, Vec<Owner>> = HashMap::new();
                 for l in rows {
                     let (Some(ns), Some(pod), Some(kind), Some(name)) = (
                         l.get("namespace"),

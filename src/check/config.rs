@@ -142,7 +142,7 @@ impl Override {
     pub fn keeps(&self, code: &str) -> bool {
         let policy_off = self.policy.as_deref() == Some("none");
         let policy_code = code.starts_with("policy/") || code == "naming/recording";
-        !(policy_off && policy_code) && !matches_any(&self.disable, code)
+        !(matches_any(&self.disable, code) || policy_off && policy_code)
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Flush {
 pub(crate) type GroupId = (u32, Fingerprint);
 
 /// The dispatcher.
+/// An alert new in a group: its fingerprint, the group's key, the receiver and the next flush.
+pub(crate) type Joined = (Fingerprint, String, String, DateTime<Utc>);
+
 #[derive(Clone, Debug)]
 pub struct Dispatcher {
     route: Route,
@@ -74,7 +77,7 @@ pub struct Dispatcher {
     next_cleanup: DateTime<Utc>,
     /// With the notification history on: each alert new in a group, with the group's key,
     /// receiver and next flush (taken by the notifier).
-    pub(crate) joined: Option<Vec<(Fingerprint, String, String, DateTime<Utc>)>>,
+    pub(crate) joined: Option<Vec<Joined>>,
 }
 
 impl Dispatcher {

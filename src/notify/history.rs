@@ -95,12 +95,15 @@ impl HistoryEvent {
     }
 }
 
+/// A decision's subject: the alert, group key, receiver and integration.
+type LastKey = (Fingerprint, String, String, String);
+
 /// The events recorded and not yet taken, with what was last recorded per alert, group and
 /// integration (to drop unchanged repeats).
 #[derive(Debug, Default)]
 pub struct HistoryJournal {
     events: Vec<HistoryEvent>,
-    last: HashMap<(Fingerprint, String, String, String), (Outcome, &'static str, String)>,
+    last: HashMap<LastKey, (Outcome, &'static str, String)>,
 }
 
 /// Past this many remembered outcomes the memory of repeats starts over (a repeat is then

@@ -325,12 +325,11 @@ impl Notifier {
                 let res = a.resolved_at(now);
                 match m {
                     None => {}
-                    Some(_) if through && told(fp) => {
-                        if !res {
-                            held.insert(fp);
-                            continue;
-                        }
+                    Some(_) if through && told(fp) && !res => {
+                        held.insert(fp);
+                        continue;
                     }
+                    Some(_) if through && told(fp) => {}
                     Some(_) => continue,
                 }
                 if res {
@@ -856,9 +855,6 @@ route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: 
             .take_history()
             .iter()
             .map(|e| (e.outcome.as_str(), e.status))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|(o, s)| (o, s))
             .collect();
         assert_eq!(
             got,

@@ -156,6 +156,9 @@ pub fn routes_test(
     Ok(render_routes_test(&cfg, labels, tree, verify_receivers, at))
 }
 
+/// What `routes test` prints, its exit code, and the owner stamped (team label and team).
+pub(crate) type RoutesTestOutcome = (String, i32, Option<(String, String)>);
+
 /// [`routes_test`] with the owners file applied first, exactly as `watchfire run` applies it
 /// before routing: the resolved team is stamped into the team label. Returns the output, the
 /// exit code and the stamped owner (team label and team) when stamping changed the labels.
@@ -166,7 +169,7 @@ pub fn routes_test_owned(
     tree: bool,
     verify_receivers: Option<Vec<String>>,
     at: Option<DateTime<Utc>>,
-) -> Result<(String, i32, Option<(String, String)>), RoutesError> {
+) -> Result<RoutesTestOutcome, RoutesError> {
     let cfg = load_file(config_path)?;
     let ls = Labels::from_pairs(labels.iter().map(|(n, v)| (n.as_str(), v.as_str())));
     let (stamped, owner) = match owners {

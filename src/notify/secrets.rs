@@ -60,15 +60,17 @@ pub fn required(cfg: &Config) -> Vec<SecretRef> {
             // Global secrets a kind falls back to when it sets none of its own.
             let g = &cfg.global;
             match ic.kind {
-                "slack_configs" if !f.is_set("api_url") && f.str("api_url_file").is_empty() => {
-                    if g.slack_api_url.is_none() {
-                        push("global.slack_api_url_file".into(), &g.slack_api_url_file);
-                    }
+                "slack_configs"
+                    if !f.is_set("api_url") && f.str("api_url_file").is_empty() && g.slack_api_url.is_none() =>
+                {
+                    push("global.slack_api_url_file".into(), &g.slack_api_url_file);
                 }
-                "opsgenie_configs" if f.str("api_key").is_empty() && f.str("api_key_file").is_empty() => {
-                    if g.opsgenie_api_key.is_empty() {
-                        push("global.opsgenie_api_key_file".into(), &g.opsgenie_api_key_file);
-                    }
+                "opsgenie_configs"
+                    if f.str("api_key").is_empty()
+                        && f.str("api_key_file").is_empty()
+                        && g.opsgenie_api_key.is_empty() =>
+                {
+                    push("global.opsgenie_api_key_file".into(), &g.opsgenie_api_key_file);
                 }
                 "email_configs" if f.str("auth_password").is_empty() && f.str("auth_password_file").is_empty() => {
                     let user = if f.str("auth_username").is_empty() {

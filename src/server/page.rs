@@ -583,7 +583,7 @@ fn recent_notifications(s: &mut String, svc: &Service) {
             "<tr class=\"event\" data-alert=\"{a}\" data-outcome=\"{o}\"><td data-label=\"When\"><time datetime=\"{t}\">{t}</time></td><th scope=\"row\" data-label=\"Alert\">{a} <code class=\"muted\">{}</code></th><td data-label=\"Status\">{}</td><td data-label=\"Outcome\"><span class=\"badge outcome outcome-{o}\">{o}</span></td><td data-label=\"Receiver\"><code>{}</code></td><td data-label=\"Why\">{}</td></tr>",
             esc(&r.fingerprint),
             esc(&r.status),
-            esc(&format!("{} {}", r.receiver, r.integration).trim().to_string()),
+            esc(format!("{} {}", r.receiver, r.integration).trim()),
             esc(&r.detail),
             a = esc(&r.alertname),
             o = esc(&r.outcome),

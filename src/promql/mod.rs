@@ -772,7 +772,8 @@ mod tests {
             Err(Error::Parse { line, col, .. }) => (line, col),
             other => panic!("expected a parse error for {q}, got {other:?}"),
         };
-        assert_eq!(pos("sum(foo"), (1, 4));
+        // An unclosed bracket: at the end of the input, where promtool points.
+        assert_eq!(pos("sum(foo"), (1, 8));
         assert_eq!(pos("foo{a=1}"), (1, 7));
         assert_eq!(pos("foo bar"), (1, 5));
         assert_eq!(pos("sum(rate(foo[5m], 1))"), (1, 5));

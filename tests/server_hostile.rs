@@ -323,7 +323,7 @@ fn slow_and_many_clients_do_not_stop_the_service() {
     let rss_before = rss_kb(pid);
 
     // Slowloris: 200 clients sending their headers a byte every 500 ms, 50 sending a body
-    // byte by byte; meanwhile two waves of `n` connections at once that send part of a
+    // byte by byte; meanwhile three waves of `n` connections at once that send part of a
     // request and stall.
     let slow_headers: Vec<_> = (0..200)
         .map(|_| {
@@ -345,8 +345,8 @@ fn slow_and_many_clients_do_not_stop_the_service() {
     let waves: usize = std::env::var("WATCHFIRE_HOSTILE_WAVES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
-        .max(2);
+        .unwrap_or(3)
+        .max(3);
     let mut peaks = Vec::new();
     for wave in 1..=waves {
         let t0 = Instant::now();
@@ -397,12 +397,15 @@ fn slow_and_many_clients_do_not_stop_the_service() {
         drop(held);
         assert_eq!(closed, n, "connections still open after the read timeout");
     }
-    // Later waves mostly reuse what the first one freed: a leak would add about the whole first
-    // wave's growth again each wave; the allocator's spread over threads adds well under half.
+    // A leak adds about the same each wave. The allocator does not: the second wave may still
+    // spread over arenas of threads the first did not use (CI saw +21 MB after +38 MB), but
+    // from the third wave on every worker's arena exists and is reused, so a later wave's peak
+    // stays within half the first wave's growth of the highest peak before it.
     let first = peaks[0].saturating_sub(rss_before);
-    for w in peaks.windows(2) {
+    for w in 2..peaks.len() {
+        let before = peaks[..w].iter().copied().max().unwrap_or(0);
         assert!(
-            w[1] < w[0] + first / 2,
+            peaks[w] < before + first / 2,
             "VmRSS peaks {peaks:?} kB (from {rss_before} kB): grows wave over wave"
         );
     }

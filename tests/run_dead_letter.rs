@@ -283,4 +283,42 @@ fn retries_are_exhausted_then_dead_lettered() {
     let m = watchfire::server::render_metrics(&s.svc);
     assert_eq!(metric(&m, "watchfire_notifications_dead_lettered_total"), 1.0);
     assert_eq!(metric(&m, "watchfire_dead_letters"), 1.0);
+    // The notification history tells the story: queued once, each refused attempt failed
+    // (and retried), then dead-lettered; oldest first here.
+    let mut rows = s
+        .svc
+        .notification_history(&watchfire::state::HistoryFilter {
+            alert: Some("Always".into()),
+            receiver: Some("team".into()),
+            limit: 1_000,
+            ..Default::default()
+        })
+        .unwrap();
+    rows.reverse();
+    // (Between them the group's flushes find the integration already told: `deduplicated`.)
+    let delivery: Vec<&watchfire::state::HistoryRow> = rows
+        .iter()
+        .filter(|r| matches!(r.outcome.as_str(), "queued" | "failed" | "dead-lettered"))
+        .collect();
+    let outcomes: Vec<&str> = delivery.iter().map(|r| r.outcome.as_str()).collect();
+    let mut want = vec!["queued"];
+    want.extend(std::iter::repeat_n("failed", OUTBOX_MAX_ATTEMPTS as usize - 1));
+    want.push("dead-lettered");
+    assert_eq!(outcomes, want, "{rows:#?}");
+    assert_eq!(rows[0].outcome, "grouped");
+    assert!(rows.iter().any(|r| r.outcome == "deduplicated"));
+    for (i, r) in delivery.iter().filter(|r| r.outcome == "failed").enumerate() {
+        assert!(
+            r.detail.starts_with(&format!("attempt {}: ", i + 1))
+                && r.detail.contains("503")
+                && r.detail.contains("retried at"),
+            "{}",
+            r.detail
+        );
+        assert_eq!(r.integration, "webhook[0]");
+    }
+    let last = delivery.last().unwrap();
+    assert_eq!(last.at, t - M, "dead-lettered at the last attempt's time");
+    assert!(last.detail.contains("503"), "{}", last.detail);
+    assert_eq!(last.integration, "webhook[0]");
 }

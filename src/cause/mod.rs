@@ -42,6 +42,8 @@ pub const CAUSE_LABEL: &str = "cause";
 const TOPOLOGY_REFRESH_MS: i64 = 60_000;
 /// How long a consequence's sticky identity is kept after it was last seen.
 const STAMP_KEEP_MS: i64 = 6 * 3_600_000;
+/// How long a cause alert seen pending counts as pending (a few evaluations of its group).
+const PENDING_FRESH_MS: i64 = 5 * 60_000;
 /// How many ended causes are kept for reports.
 const HISTORY_MAX: usize = 10_000;
 
@@ -115,6 +117,10 @@ struct Inner {
     active: BTreeMap<String, Active>,
     ended: Vec<CauseView>,
     stamps: HashMap<Fingerprint, Stamp>,
+    /// New alerts waiting for their cause (a rule's `hold`): when the stage first saw each.
+    held: HashMap<Fingerprint, i64>,
+    /// (rule, cluster) → when a cause alert of that rule was last seen pending there.
+    pending: HashMap<(usize, String), i64>,
     /// Bumped when the topology is read or a cause gains or loses an alert: the index is
     /// rebuilt then, not for every alert.
     generation: u64,
@@ -229,6 +235,8 @@ impl Causes {
                 active: BTreeMap::new(),
                 ended: Vec::new(),
                 stamps: HashMap::new(),
+                held: HashMap::new(),
+                pending: HashMap::new(),
                 generation: 0,
                 index: None,
                 by_name: HashMap::new(),
@@ -282,6 +290,29 @@ impl Causes {
         }
     }
 
+    /// Notes the cause alerts among a group's pending alerts (`external` fills a missing
+    /// `cluster`, as it will be added when they fire): while one is pending in a cluster, the
+    /// new alerts its rule could explain there wait for it, up to the rule's `hold`.
+    pub fn observe_pending<'a>(&self, pending: impl IntoIterator<Item = &'a Labels>, external: &Labels, now_ms: i64) {
+        let mut inner = self.lock();
+        if !inner.rules.rules.iter().any(|r| r.hold_ms > 0) {
+            return;
+        }
+        let inner = &mut *inner;
+        for labels in pending {
+            let name = labels.get("alertname").unwrap_or("");
+            if !inner.selectable(name).0 {
+                continue;
+            }
+            let cluster = labels.get("cluster").or_else(|| external.get("cluster")).unwrap_or("");
+            for (ri, r) in inner.rules.rules.iter().enumerate() {
+                if r.hold_ms > 0 && matches_all(&r.when, labels) {
+                    inner.pending.insert((ri, cluster.to_string()), now_ms);
+                }
+            }
+        }
+    }
+
     /// The stage: this evaluation's alerts in (owners stamped), the alerts to hand to the
     /// notifier out: causes and consequences labelled and annotated, plus a resolved copy of
     /// any consequence whose cause ended under it.
@@ -308,6 +339,10 @@ impl Causes {
         if inner.stamps.len() > 4096 {
             inner.stamps.retain(|_, s| now_ms - s.seen_ms <= STAMP_KEEP_MS);
         }
+        // Alerts that stopped coming while held (their rule removed) are forgotten, and so are
+        // causes no longer seen pending.
+        inner.held.retain(|_, first| now_ms - *first <= 2 * spec::MAX_HOLD_MS);
+        inner.pending.retain(|_, seen| now_ms - *seen <= PENDING_FRESH_MS);
         out
     }
 
@@ -423,6 +458,24 @@ impl Causes {
         inner.ensure_index(now_ms);
         let found = inner.explain(&a, now_ms);
         let prior = inner.stamps.get(&fp).cloned();
+        if prior.is_none() && found.is_err() {
+            // Not sent yet and no cause yet, while a cause alert that could explain it is
+            // pending: a rule's `hold` lets it wait for that cause (slower to fire than its
+            // consequences), so that it joins the cause's incident instead of opening its own.
+            let hold = inner.hold_for(&a.labels, now_ms);
+            if hold > 0 {
+                if firing {
+                    let first = *inner.held.entry(fp).or_insert(now_ms);
+                    if now_ms - first < hold {
+                        return;
+                    }
+                } else if inner.held.remove(&fp).is_some() {
+                    // Ended while it waited: no receiver was told of it.
+                    return;
+                }
+            }
+        }
+        inner.held.remove(&fp);
         let chosen: Option<String> = match &prior {
             // Sent under a cause: stays there while that cause lasts, and its resolve goes there.
             Some(Stamp { cause: Some(id), .. }) => {
@@ -572,6 +625,30 @@ impl Causes {
 }
 
 impl Inner {
+    /// The longest `hold` of the rules that could explain an alert with `labels` and have a
+    /// cause alert pending in its cluster.
+    fn hold_for(&self, labels: &Labels, now_ms: i64) -> i64 {
+        if self.pending.is_empty() {
+            return 0;
+        }
+        let cluster = labels.get("cluster").unwrap_or("");
+        self.rules
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(ri, r)| {
+                r.hold_ms > 0
+                    && self
+                        .pending
+                        .get(&(*ri, cluster.to_string()))
+                        .is_some_and(|seen| now_ms - seen <= PENDING_FRESH_MS)
+                    && r.explains.iter().any(|e| matches_all(&e.when, labels))
+            })
+            .map(|(_, r)| r.hold_ms)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Drops cause alerts past their validity; a cause without alerts has ended, once it has
     /// lingered for its rule's `linger`.
     fn expire(&mut self, now: DateTime<Utc>) {
@@ -1160,6 +1237,81 @@ mod tests {
         assert_eq!(c.active().len(), 3, "each cause valid until 14");
         assert_eq!(out[0].labels.get("cause"), Some("node/n2"));
         assert_eq!(out[1].labels.get("cause"), Some("registry/c"));
+    }
+
+    #[test]
+    fn a_new_consequence_waits_for_a_pending_cause_within_its_hold() {
+        let rules = "causes:\n  - name: quota\n    when: ['alertname=\"GPUQuotaExhausted\"']\n    object: cluster\n    kind: gpu-capacity\n    hold: 3m\n    explains:\n      - when: ['alertname=\"ServingCapacityBelowObjective\"']\n        via: cluster\n";
+        let c = Causes::new(
+            CauseRules::load_str(rules, "c.yaml").unwrap(),
+            Settings {
+                team_label: "owner".into(),
+                external_url: String::new(),
+            },
+        );
+        let quota = l(&[("alertname", "GPUQuotaExhausted"), ("owner", "ml-platform")]);
+        let external = l(&[("cluster", "c")]);
+        let serving = |cluster: &str, now: i64| {
+            alert(
+                &[
+                    ("alertname", "ServingCapacityBelowObjective"),
+                    ("cluster", cluster),
+                    ("namespace", "llm"),
+                    ("owner", "ml-serving"),
+                ],
+                9,
+                now,
+            )
+        };
+        // Nothing pending: sent at once, no cause.
+        assert_eq!(c.process(vec![serving("other", 10)], t(10)).len(), 1);
+        // The quota alert pending in cluster c (its `for` running; cluster from the external
+        // labels): a new consequence there waits ...
+        c.observe_pending([&quota], &external, 10 * 60_000);
+        assert!(c.process(vec![serving("c", 10)], t(10)).is_empty());
+        assert!(c.process(vec![serving("c", 11)], t(11)).is_empty());
+        // ... while one in another cluster does not.
+        assert_eq!(c.process(vec![serving("d", 11)], t(11)).len(), 1);
+        // The cause fires: the waiting consequence goes under it.
+        let fired = alert(
+            &[
+                ("alertname", "GPUQuotaExhausted"),
+                ("cluster", "c"),
+                ("owner", "ml-platform"),
+            ],
+            12,
+            12,
+        );
+        let out = c.process(vec![fired, serving("c", 12)], t(12));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[1].labels.get("cause"), Some("gpu-capacity/c"));
+        // Past its hold without a cause it is sent alone; one that ends while it waits is never
+        // sent at all.
+        let c2 = Causes::new(
+            c.lock().rules.clone(),
+            Settings {
+                team_label: "owner".into(),
+                external_url: String::new(),
+            },
+        );
+        c2.observe_pending([&quota], &external, 10 * 60_000);
+        assert!(c2.process(vec![serving("c", 10)], t(10)).is_empty());
+        c2.observe_pending([&quota], &external, 12 * 60_000);
+        assert!(c2.process(vec![serving("c", 12)], t(12)).is_empty());
+        let out = c2.process(vec![serving("c", 13)], t(13));
+        assert_eq!(out.len(), 1, "3 minutes after it was first held");
+        assert_eq!(out[0].labels.get("cause"), None);
+        let mut other = serving("c", 13);
+        other.labels = l(&[
+            ("alertname", "ServingCapacityBelowObjective"),
+            ("cluster", "c"),
+            ("namespace", "b"),
+        ]);
+        assert!(c2.process(vec![other.clone()], t(13)).is_empty());
+        assert!(
+            c2.process(vec![resolved(other, 14)], t(14)).is_empty(),
+            "ended while held: never sent"
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!     linger: 1h              # after its last alert ends, it still explains new consequences
 //!                             #   this long (a spot node is gone in 2 minutes; its stranded pods
 //!                             #   page later) (default 0s)
+//!     hold: 3m                # a new alert this rule could explain waits up to this long for
+//!                             #   its cause before it is sent on its own (default 0s: never)
 //!     explains:
 //!       - when: ['alertname=~"ServingAvailabilitySLOBurn|PriorityWorkloadStarved"']
 //!         via: workload       # node | workload | cluster
@@ -89,6 +91,9 @@ pub struct CauseRule {
     pub kind: String,
     pub lead_ms: i64,
     pub linger_ms: i64,
+    /// How long a new alert this rule's `explains` select waits for its cause before it goes
+    /// on alone (0: not at all).
+    pub hold_ms: i64,
     pub explains: Vec<Explains>,
     pub file: String,
     pub pos: Pos,
@@ -102,6 +107,8 @@ pub struct CauseRules {
 
 pub(crate) const DEFAULT_WITHIN_MS: i64 = 3_600_000;
 pub(crate) const DEFAULT_LEAD_MS: i64 = 300_000;
+/// The longest `hold`: past it a page waiting for a cause is a page lost to the on-call.
+pub(crate) const MAX_HOLD_MS: i64 = 900_000;
 
 impl CauseRules {
     pub fn is_empty(&self) -> bool {
@@ -180,6 +187,7 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
         "kind",
         "lead",
         "linger",
+        "hold",
         "explains",
     ];
     let mut rule = CauseRule {
@@ -190,6 +198,7 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
         kind: String::new(),
         lead_ms: DEFAULT_LEAD_MS,
         linger_ms: 0,
+        hold_ms: 0,
         explains: Vec::new(),
         file: r.file.to_string(),
         pos: node.pos(),
@@ -229,6 +238,12 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
             }
             "lead" => rule.lead_ms = r.duration_ms(v, "lead", "5m")?,
             "linger" => rule.linger_ms = r.duration_ms(v, "linger", "1h")?,
+            "hold" => {
+                rule.hold_ms = r.duration_ms(v, "hold", "3m")?;
+                if rule.hold_ms > MAX_HOLD_MS {
+                    return Err(r.err(v.pos(), "hold: at most 15m (it delays pages that have no cause)"));
+                }
+            }
             _ => {
                 for e in r.seq(v, "explains")? {
                     rule.explains.push(decode_explains(r, e)?);

@@ -618,9 +618,22 @@ impl AlertStore {
         v.into_iter().map(|(_, a)| a).collect()
     }
 
-    /// Drops alerts resolved at `now` (Alertmanager's periodic GC).
-    pub fn gc(&mut self, now: DateTime<Utc>) {
-        self.alerts.retain(|_, a| !a.resolved_at(now));
+    /// Drops alerts resolved at `now` (Alertmanager's periodic GC); returns their fingerprints.
+    pub fn gc(&mut self, now: DateTime<Utc>) -> std::collections::HashSet<Fingerprint> {
+        let before = self.alerts.len();
+        let mut gone = std::collections::HashSet::new();
+        self.alerts.retain(|fp, a| {
+            let keep = !a.resolved_at(now);
+            if !keep {
+                gone.insert(*fp);
+            }
+            keep
+        });
+        if self.alerts.len() < before / 2 {
+            // A map that held a burst keeps its table: give most of it back.
+            self.alerts.shrink_to_fit();
+        }
+        gone
     }
 }
 

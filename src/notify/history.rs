@@ -135,6 +135,18 @@ impl HistoryJournal {
         self.events.push(e);
     }
 
+    /// Forgets the last outcomes of alerts the store collected: they will not repeat.
+    pub(crate) fn forget(&mut self, gone: &std::collections::HashSet<Fingerprint>) {
+        if gone.is_empty() {
+            return;
+        }
+        let before = self.last.len();
+        self.last.retain(|k, _| !gone.contains(&k.0));
+        if self.last.len() < before / 2 {
+            self.last.shrink_to_fit();
+        }
+    }
+
     /// The events recorded since the last call.
     pub fn take(&mut self) -> Vec<HistoryEvent> {
         std::mem::take(&mut self.events)
@@ -214,6 +226,12 @@ mod tests {
             ]
         );
         assert!(j.take().is_empty());
+        // Once the store collected the alert, its outcomes are forgotten (memory), so the same
+        // decision for a new alert with its labels is recorded again.
+        j.forget(&[a.fingerprint()].into_iter().collect());
+        assert!(j.last.is_empty());
+        j.record(ev(Outcome::Silenced, 6));
+        assert_eq!(j.take().len(), 1);
     }
 
     #[test]

@@ -74,13 +74,17 @@ pub struct Notifier {
     pub history: Option<HistoryJournal>,
     next_maintenance: DateTime<Utc>,
     next_alert_gc: DateTime<Utc>,
+    alert_gc_interval: chrono::Duration,
+    /// Alerts the GC dropped since [`Notifier::take_collected`] last asked.
+    collected: usize,
 }
 
 /// How often expired notification-log entries are dropped (`--data.maintenance-interval`).
 pub(crate) const MAINTENANCE_INTERVAL: chrono::Duration = chrono::Duration::minutes(15);
 
-/// How often resolved alerts leave the store and the inhibitor's sources (`--alerts.gc-interval`):
-/// the aggregation groups keep their own until the resolution is notified.
+/// How often resolved alerts leave the store and the inhibitor's sources by default
+/// (`--alerts.gc-interval`): the aggregation groups keep their own until the resolution is
+/// notified.
 pub(crate) const ALERT_GC_INTERVAL: chrono::Duration = chrono::Duration::minutes(30);
 
 impl Notifier {
@@ -98,7 +102,23 @@ impl Notifier {
             history: None,
             next_maintenance: start + MAINTENANCE_INTERVAL,
             next_alert_gc: start + ALERT_GC_INTERVAL,
+            alert_gc_interval: ALERT_GC_INTERVAL,
+            collected: 0,
         }
+    }
+
+    /// Collects resolved alerts every `every` instead of [`ALERT_GC_INTERVAL`] (the next
+    /// collection moves by the difference). Ignored unless positive.
+    pub fn set_alert_gc_interval(&mut self, every: chrono::Duration) {
+        if every > chrono::Duration::zero() {
+            self.next_alert_gc = self.next_alert_gc - self.alert_gc_interval + every;
+            self.alert_gc_interval = every;
+        }
+    }
+
+    /// How many alerts the GC dropped since the last call: the driver may give the memory back.
+    pub fn take_collected(&mut self) -> usize {
+        std::mem::take(&mut self.collected)
     }
 
     /// Records the notification history from now on, and journals the notification log's
@@ -193,7 +213,7 @@ impl Notifier {
             }
             if self.next_alert_gc <= now && self.next_alert_gc < self.dispatcher.next_timer() {
                 self.gc_alerts(self.next_alert_gc);
-                self.next_alert_gc += ALERT_GC_INTERVAL;
+                self.next_alert_gc += self.alert_gc_interval;
                 continue;
             }
             let Some(flush) = self.dispatcher.fire_next(now) else {
@@ -224,7 +244,11 @@ impl Notifier {
     /// Drops the alerts resolved at `at` from the store and the inhibitor (Alertmanager's alert
     /// GC), so that memory and the API's listings follow the live alerts.
     pub fn gc_alerts(&mut self, at: DateTime<Utc>) {
-        self.store.gc(at);
+        let gone = self.store.gc(at);
+        self.collected += gone.len();
+        if let Some(h) = self.history.as_mut() {
+            h.forget(&gone);
+        }
         self.inhibitor.gc(at);
     }
 
@@ -336,6 +360,7 @@ impl Notifier {
                     resolved.insert(fp);
                 } else {
                     firing.insert(fp);
+                    firing.extend(explanation_digest(a));
                 }
                 payload.push(a);
             }
@@ -473,6 +498,31 @@ pub(crate) fn flushes(notes: &[Notification]) -> Vec<(&Notification, Vec<String>
         i = j;
     }
     out
+}
+
+/// Annotations whose change is news to a receiver already told of the alert: the cause stage's
+/// naming of a consequence's cause and a cause's impact (`src/cause/`). Alertmanager notifies a
+/// group again only when its set of alerts changes; a cause whose impact grows, or a
+/// consequence whose cause becomes known after its page, would otherwise keep the incident's
+/// first text until the repeat interval.
+pub(crate) const EXPLANATION_ANNOTATIONS: [&str; 2] = ["watchfire_cause", "watchfire_impact"];
+
+/// A hash of `a`'s explanation annotations, logged beside its fingerprint among the firing
+/// alerts, so that a new explanation reads as new to the dedup stage (at the next group
+/// interval, as a new alert would) and is remembered across restarts like the rest of the
+/// log. `None` without any (an "unknown: ..." cause is no explanation).
+fn explanation_digest(a: &Alert) -> Option<u64> {
+    let mut pairs: Vec<(&str, &str)> = EXPLANATION_ANNOTATIONS
+        .iter()
+        .filter_map(|k| a.annotations.get(*k).map(|v| (*k, v.as_str())))
+        .filter(|(_, v)| !v.is_empty() && !v.starts_with("unknown:"))
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let fp = a.fingerprint().to_string();
+    pairs.push(("fingerprint", fp.as_str()));
+    Some(crate::alert::fingerprint(&Labels::from_pairs(pairs)).0)
 }
 
 #[cfg(test)]
@@ -911,6 +961,90 @@ route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: 
             .collect();
         assert_eq!(left, ["live"]);
         assert_eq!(n.inhibitor.rules[0].sources_len(), 1);
+        assert_eq!(n.take_collected(), 1_000);
+        assert_eq!(n.take_collected(), 0);
+    }
+
+    #[test]
+    fn a_new_explanation_notifies_the_group_again() {
+        let cfg = load_str(
+            &format!("route: {{receiver: w, group_wait: 1s, group_interval: 1m, repeat_interval: 4h}}\n{CFG}"),
+            "x.yml",
+        )
+        .unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        let send = |n: &mut Notifier, now: DateTime<Utc>, note: &[(&str, &str)]| {
+            let p = PostableAlert {
+                labels: [("alertname", "Cause")]
+                    .iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect(),
+                annotations: note.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+                ..Default::default()
+            };
+            n.put_alerts([p.into_alert(now, Duration::from_secs(300)).unwrap()], now);
+        };
+        let impacts = |n: &mut Notifier, until: DateTime<Utc>| -> Vec<String> {
+            n.advance(until, &mut |_| true)
+                .iter()
+                .map(|x| {
+                    x.alerts[0]
+                        .annotations
+                        .get("watchfire_impact")
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        send(&mut n, at(0), &[("summary", "s")]);
+        assert_eq!(impacts(&mut n, at(1_000)), [""]);
+        // Other annotations changing are not news (Alertmanager's behaviour).
+        send(&mut n, at(30_000), &[("summary", "changed")]);
+        assert!(impacts(&mut n, at(61_000)).is_empty());
+        // The impact appears, then grows: each is sent at the next group interval.
+        send(&mut n, at(70_000), &[("watchfire_impact", "ml-serving: SLOBurn (llm)")]);
+        assert_eq!(impacts(&mut n, at(121_000)), ["ml-serving: SLOBurn (llm)"]);
+        send(
+            &mut n,
+            at(130_000),
+            &[("watchfire_impact", "ml-serving: SLOBurn (llm)")],
+        );
+        assert!(impacts(&mut n, at(181_000)).is_empty(), "unchanged: nothing new");
+        send(
+            &mut n,
+            at(190_000),
+            &[(
+                "watchfire_impact",
+                "ml-serving: SLOBurn (llm); ml-training: Starved (research)",
+            )],
+        );
+        assert_eq!(
+            impacts(&mut n, at(241_000)),
+            ["ml-serving: SLOBurn (llm); ml-training: Starved (research)"]
+        );
+        // An unknown cause is no explanation: its text changing sends nothing.
+        send(&mut n, at(250_000), &[("watchfire_cause", "unknown: no kube_pod_info")]);
+        assert!(impacts(&mut n, at(301_000)).is_empty());
+        send(
+            &mut n,
+            at(310_000),
+            &[("watchfire_cause", "unknown: no kube_node_info")],
+        );
+        assert!(impacts(&mut n, at(361_000)).is_empty());
+    }
+
+    #[test]
+    fn a_shorter_gc_interval_collects_sooner() {
+        let cfg = load_str(&format!("{CFG}route: {{receiver: w, group_wait: 1s}}"), "t.yml").unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        n.set_alert_gc_interval(chrono::Duration::minutes(2));
+        n.set_alert_gc_interval(chrono::Duration::zero());
+        post(&mut n, at(0), &[("alertname", "gone")], Some(at(30_000)));
+        n.advance(at(119_999), &mut |_| true);
+        assert_eq!(n.store.list().len(), 1);
+        n.advance(at(120_000), &mut |_| true);
+        assert_eq!(n.store.list().len(), 0, "collected at the 2 min GC");
+        assert_eq!(n.take_collected(), 1);
     }
 
     #[test]

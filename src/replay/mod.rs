@@ -301,6 +301,7 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
         // The topology is read every minute, alerts or not: a pod lost with its node must be
         // known from before the loss.
         causes.refresh(ts, |q| engine.instant_vector_labels(source, q, ts).ok());
+        causes.observe_pending(g.pending_alert_labels(), &setup.external_labels, ts);
         let mut alerts = Vec::new();
         for (ri, sent) in result.to_send {
             // Links graph the expression of the rule that fired, not of its first namesake.

@@ -280,6 +280,16 @@ impl Group {
         &self.rules
     }
 
+    /// The labels of the group's alerts now pending (their `for` still running).
+    pub fn pending_alert_labels(&self) -> impl Iterator<Item = &Labels> {
+        self.rules
+            .iter()
+            .filter_map(GroupRule::as_alerting)
+            .flat_map(|r| r.active_alerts())
+            .filter(|a| a.state == super::alerting::AlertState::Pending)
+            .map(|a| &a.labels)
+    }
+
     pub fn rules_mut(&mut self) -> &mut [GroupRule] {
         &mut self.rules
     }

@@ -36,6 +36,8 @@
 //! promql_compat: "3"            # "2": Prometheus 2.x's windows and rate extrapolation where
 //!                               #   watchfire evaluates itself, to match a 2.x backend (default "3")
 //! resend_delay: 1m              # --rules.alert.resend-delay (default 1m)
+//! alerts_gc_interval: 30m       # resolved alerts leave the notifier's store (Alertmanager's
+//!                               #   --alerts.gc-interval, default 30m)
 //! external_labels: {cluster: ml-prod, environment: prod}
 //! external_url: https://watchfire.example.com
 //! state_dir: /var/lib/watchfire # SQLite database `watchfire.db` lives here
@@ -164,6 +166,8 @@ pub struct RunConfig {
     /// 2.x backend does.
     pub promql_v2: bool,
     pub resend_delay_ms: i64,
+    /// How often resolved alerts are collected from the notifier (`--alerts.gc-interval`).
+    pub alerts_gc_interval_ms: i64,
     pub external_labels: Labels,
     pub external_url: String,
     pub state_dir: Option<PathBuf>,
@@ -191,6 +195,7 @@ impl Default for RunConfig {
             query_offset_ms: 0,
             promql_v2: false,
             resend_delay_ms: 60_000,
+            alerts_gc_interval_ms: 30 * 60_000,
             external_labels: Labels::empty(),
             external_url: String::new(),
             state_dir: None,
@@ -274,6 +279,7 @@ pub const TOP_KEYS: &[&str] = &[
     "query_offset",
     "promql_compat",
     "resend_delay",
+    "alerts_gc_interval",
     "external_labels",
     "external_url",
     "state_dir",
@@ -377,6 +383,12 @@ fn load_str_with(
                 }
             }
             "resend_delay" => cfg.resend_delay_ms = r.duration_ms(v, "resend_delay", "30s or 1m")?,
+            "alerts_gc_interval" => {
+                cfg.alerts_gc_interval_ms = r.duration_ms(v, "alerts_gc_interval", "30m")?;
+                if cfg.alerts_gc_interval_ms <= 0 {
+                    return Err(r.err(v.pos(), "alerts_gc_interval must be positive".to_string()));
+                }
+            }
             "external_labels" => {
                 let mut pairs = BTreeMap::new();
                 for (k, kp, lv) in r.map(v, "external_labels", &[])? {

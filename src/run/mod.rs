@@ -185,6 +185,7 @@ pub fn load_keeping(cfg: &RunConfig, handle: &tokio::runtime::Handle, slot: &Mir
             external_url: external_url(cfg),
             resend_delay_ms: cfg.resend_delay_ms,
             interval_ms: cfg.evaluation_interval_ms,
+            alerts_gc_interval_ms: cfg.alerts_gc_interval_ms,
             fallback_receivers,
         },
         groups,

@@ -221,6 +221,8 @@ impl<'a> Sim<'a> {
     /// `group_wait: 0s` flush happens at `now_ms`).
     pub(crate) fn put(&mut self, group: &Group, sent: &[(usize, Vec<RuleAlert>)], now_ms: i64) {
         let now = ms_to_time(now_ms);
+        self.causes
+            .observe_pending(group.pending_alert_labels(), &self.external_labels, now_ms);
         let mut alerts = Vec::new();
         for (ri, list) in sent {
             let rule = group.rules()[*ri].as_alerting();

@@ -525,6 +525,9 @@ fn advance_notifier(
         true
     };
     let notes = n.advance(ms_to_time(now), &mut |note| store(&mut st, note));
+    if n.take_collected() >= RELEASE_AFTER_COLLECTING {
+        release_freed_memory();
+    }
     // What the notification log now says each integration was told, refreshes without a send
     // included (an alert muted while it fires stays owed its resolve across a restart).
     let log_entries = n.nflog.take_changed();
@@ -657,6 +660,19 @@ fn is_final(e: &DeliveryError) -> bool {
     match e {
         DeliveryError::GaveUp { last, .. } => !last.retryable(),
         e => !e.retryable(),
+    }
+}
+
+/// Resolved alerts collected at once past which the freed heap is handed back to the system.
+const RELEASE_AFTER_COLLECTING: usize = 1_000;
+
+/// Gives the heap freed by a large alert collection back to the system: glibc otherwise keeps
+/// it in its arenas, and the process's RSS stays at the burst's peak for good.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the heap to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -138,6 +138,8 @@ pub struct Setup {
     pub resend_delay_ms: i64,
     /// The default evaluation interval: built-in alerts' validity derives from it.
     pub interval_ms: i64,
+    /// How often resolved alerts leave the notifier's store (`alerts_gc_interval`).
+    pub alerts_gc_interval_ms: i64,
     /// Where the alerts about failing notifications go: the first of these not failing itself
     /// (pinned in the routes, `notify::Config::pin_receivers`). Empty: routed by the tree.
     pub fallback_receivers: Vec<String>,
@@ -173,7 +175,10 @@ impl Service {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let now = clock.now_ms();
-        let restored = restore::restore(&state, groups, notify, now);
+        let mut restored = restore::restore(&state, groups, notify, now);
+        if let Some(n) = restored.notifier.as_mut() {
+            n.set_alert_gc_interval(chrono::Duration::milliseconds(setup.alerts_gc_interval_ms));
+        }
         let svc = Service {
             setup: RwLock::new(Arc::new(setup)),
             clock,
@@ -206,6 +211,9 @@ impl Service {
         let silences = self.silence_book.lock();
         if let (Some(silences), Some(mut hub)) = (silences.as_deref(), self.hub()) {
             self.delivery.reconfigure(&mut hub, notify, silences, now);
+            if let Some(n) = hub.as_mut() {
+                n.set_alert_gc_interval(chrono::Duration::milliseconds(setup.alerts_gc_interval_ms));
+            }
         }
         drop(silences);
         if let Ok(mut s) = self.setup.write() {
@@ -291,6 +299,9 @@ impl Service {
             setup
                 .causes
                 .refresh(ts, |q| setup.engine.instant_vector_labels(&*setup.source, q, ts).ok());
+            setup
+                .causes
+                .observe_pending(runner.group.pending_alert_labels(), &setup.external_labels, ts);
             if !alerts.is_empty() {
                 alerts = setup.causes.process(alerts, ms_to_time(ts));
             }
@@ -606,6 +617,7 @@ mod testing {
             external_url: String::new(),
             resend_delay_ms: 60_000,
             interval_ms: 60_000,
+            alerts_gc_interval_ms: 30 * 60_000,
             fallback_receivers: Vec::new(),
         }
     }

@@ -595,6 +595,12 @@ impl AlertStore {
         alert
     }
 
+    /// The stored alert itself, for tests that follow who holds it.
+    #[cfg(test)]
+    pub(crate) fn get_shared(&self, fp: Fingerprint) -> Option<Arc<Alert>> {
+        self.alerts.get(&fp).cloned()
+    }
+
     pub fn get(&self, fp: Fingerprint) -> Option<&Alert> {
         self.alerts.get(&fp).map(|a| &**a)
     }
@@ -618,22 +624,15 @@ impl AlertStore {
         v.into_iter().map(|(_, a)| a).collect()
     }
 
-    /// Drops alerts resolved at `now` (Alertmanager's periodic GC); returns their fingerprints.
-    pub fn gc(&mut self, now: DateTime<Utc>) -> std::collections::HashSet<Fingerprint> {
+    /// Drops alerts resolved at `now` (Alertmanager's periodic GC); returns how many.
+    pub fn gc(&mut self, now: DateTime<Utc>) -> usize {
         let before = self.alerts.len();
-        let mut gone = std::collections::HashSet::new();
-        self.alerts.retain(|fp, a| {
-            let keep = !a.resolved_at(now);
-            if !keep {
-                gone.insert(*fp);
-            }
-            keep
-        });
+        self.alerts.retain(|_, a| !a.resolved_at(now));
         if self.alerts.len() < before / 2 {
             // A map that held a burst keeps its table: give most of it back.
             self.alerts.shrink_to_fit();
         }
-        gone
+        before - self.alerts.len()
     }
 }
 

@@ -135,16 +135,21 @@ impl HistoryJournal {
         self.events.push(e);
     }
 
-    /// Forgets the last outcomes of alerts the store collected: they will not repeat.
-    pub(crate) fn forget(&mut self, gone: &std::collections::HashSet<Fingerprint>) {
-        if gone.is_empty() {
-            return;
-        }
+    /// Forgets the last outcomes of alerts no longer held (`held` says which are): the store
+    /// collected them, so they will not repeat. Outcomes recorded after an alert left the store
+    /// (its group flushed it later) go at the next collection.
+    pub(crate) fn keep_only(&mut self, held: impl Fn(Fingerprint) -> bool) {
         let before = self.last.len();
-        self.last.retain(|k, _| !gone.contains(&k.0));
+        self.last.retain(|k, _| held(k.0));
         if self.last.len() < before / 2 {
             self.last.shrink_to_fit();
         }
+    }
+
+    /// How many last outcomes are remembered.
+    #[cfg(test)]
+    pub(crate) fn remembered(&self) -> usize {
+        self.last.len()
     }
 
     /// The events recorded since the last call.
@@ -228,7 +233,7 @@ mod tests {
         assert!(j.take().is_empty());
         // Once the store collected the alert, its outcomes are forgotten (memory), so the same
         // decision for a new alert with its labels is recorded again.
-        j.forget(&[a.fingerprint()].into_iter().collect());
+        j.keep_only(|fp| fp != a.fingerprint());
         assert!(j.last.is_empty());
         j.record(ev(Outcome::Silenced, 6));
         assert_eq!(j.take().len(), 1);

@@ -244,10 +244,10 @@ impl Notifier {
     /// Drops the alerts resolved at `at` from the store and the inhibitor (Alertmanager's alert
     /// GC), so that memory and the API's listings follow the live alerts.
     pub fn gc_alerts(&mut self, at: DateTime<Utc>) {
-        let gone = self.store.gc(at);
-        self.collected += gone.len();
+        self.collected += self.store.gc(at);
         if let Some(h) = self.history.as_mut() {
-            h.forget(&gone);
+            let store = &self.store;
+            h.keep_only(|fp| store.get(fp).is_some());
         }
         self.inhibitor.gc(at);
     }
@@ -1031,6 +1031,43 @@ route: {{receiver: w, group_wait: 1s, group_interval: 10s, routes: [{{receiver: 
             &[("watchfire_cause", "unknown: no kube_node_info")],
         );
         assert!(impacts(&mut n, at(361_000)).is_empty());
+    }
+
+    #[test]
+    fn resolved_alerts_received_in_a_burst_are_all_freed_after_the_flush_and_the_gc() {
+        let cfg = load_str(&format!("route: {{receiver: w}}\n{CFG}"), "t.yml").unwrap();
+        let mut n = Notifier::new(cfg, t0());
+        n.record_history();
+        n.set_alert_gc_interval(chrono::Duration::seconds(20));
+        let mut weak = Vec::new();
+        let count: usize = std::env::var("WF_BURST")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        for i in 0..count {
+            let name = format!("r{i}");
+            post(
+                &mut n,
+                at(0),
+                &[("alertname", "Gone"), ("i", name.as_str())],
+                Some(at(-1000)),
+            );
+        }
+        for a in n.store.list() {
+            let fp = a.fingerprint();
+            weak.push(std::sync::Arc::downgrade(&n.store.get_shared(fp).unwrap()));
+        }
+        for s in (1..=70).map(|s| s * 1000) {
+            n.advance(at(s), &mut |_| true);
+            let _ = n.take_history();
+        }
+        let alive = weak.iter().filter(|w| w.upgrade().is_some()).count();
+        assert_eq!(
+            alive, 0,
+            "alerts still held after the flush at 30s and the GC at 40s and 60s"
+        );
+        let remembered = n.history.as_ref().map_or(0, |h| h.remembered());
+        assert_eq!(remembered, 0, "outcomes remembered for collected alerts");
     }
 
     #[test]

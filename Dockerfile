@@ -37,6 +37,7 @@ RUN apt-get update \
 # (the StatefulSet mounts its own over /etc/watchfire).
 COPY rules /usr/share/watchfire/rules
 COPY slos /usr/share/watchfire/slos
+COPY causes /usr/share/watchfire/causes
 COPY deploy/watchfire.yaml deploy/routes.yaml deploy/owners.yaml deploy/cloudwatch-mapping.yaml /usr/share/watchfire/deploy/
 COPY --from=binary /out/usr/local/bin/watchfire /usr/local/bin/watchfire
 USER 65532:65532

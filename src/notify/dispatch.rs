@@ -236,13 +236,15 @@ impl Dispatcher {
 
     /// After the pipeline handled a flush: on success, removes the resolved alerts that were
     /// not updated since.
-    pub fn flush_done(&mut self, flush: &Flush, success: bool) {
+    /// Returns how many resolved alerts the group let go.
+    pub fn flush_done(&mut self, flush: &Flush, success: bool) -> usize {
         if !success {
-            return;
+            return 0;
         }
         let Some(g) = self.groups.get_mut(&flush.group) else {
-            return;
+            return 0;
         };
+        let mut dropped = 0;
         for a in &flush.alerts {
             if !a.resolved_at(flush.at) {
                 continue;
@@ -250,8 +252,10 @@ impl Dispatcher {
             let fp = a.fingerprint();
             if g.alerts.get(&fp).is_some_and(|cur| cur.updated_at == a.updated_at) {
                 g.alerts.remove(&fp);
+                dropped += 1;
             }
         }
+        dropped
     }
 }
 

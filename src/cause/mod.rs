@@ -167,6 +167,39 @@ pub struct Settings {
     pub external_url: String,
 }
 
+/// Per cause rule, which of its `explains` entries select one alert.
+struct Matched(Vec<Vec<bool>>);
+
+impl Matched {
+    fn of(rules: &CauseRules, labels: &Labels) -> Matched {
+        Matched(
+            rules
+                .rules
+                .iter()
+                .map(|r| r.explains.iter().map(|e| matches_all(&e.when, labels)).collect())
+                .collect(),
+        )
+    }
+
+    fn any(&self) -> bool {
+        self.0.iter().flatten().any(|m| *m)
+    }
+
+    /// Whether some entry of rule `ri` selects the alert.
+    fn rule(&self, ri: usize) -> bool {
+        self.0.get(ri).is_some_and(|m| m.iter().any(|b| *b))
+    }
+
+    /// The entries of rule `ri` (`rule`) that select the alert.
+    fn entries<'r>(&'r self, ri: usize, rule: &'r CauseRule) -> impl Iterator<Item = &'r spec::Explains> + 'r {
+        rule.explains
+            .iter()
+            .zip(self.0.get(ri).map(Vec::as_slice).unwrap_or(&[]))
+            .filter(|(_, m)| **m)
+            .map(|(e, _)| e)
+    }
+}
+
 fn matches_all(ms: &[Matcher], labels: &Labels) -> bool {
     ms.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
 }
@@ -443,26 +476,27 @@ impl Causes {
             out.push(a);
             return;
         }
-        let explains = inner.selectable(a.name()).1
-            && inner
-                .rules
-                .rules
-                .iter()
-                .any(|r| r.explains.iter().any(|e| matches_all(&e.when, &a.labels)));
-        if !explains {
+        if !inner.selectable(a.name()).1 {
+            out.push(a);
+            return;
+        }
+        // Which `explains` entries select it, matched once (their regexes are most of the
+        // stage's cost when every candidate cause would match them again).
+        let matched = Matched::of(&inner.rules, &a.labels);
+        if !matched.any() {
             out.push(a);
             return;
         }
         let fp = a.fingerprint();
         let firing = active_at(&a, now);
         inner.ensure_index(now_ms);
-        let found = inner.explain(&a, now_ms);
+        let found = inner.explain(&a, now_ms, &matched);
         let prior = inner.stamps.get(&fp).cloned();
         if prior.is_none() && found.is_err() {
             // Not sent yet and no cause yet, while a cause alert that could explain it is
             // pending: a rule's `hold` lets it wait for that cause (slower to fire than its
             // consequences), so that it joins the cause's incident instead of opening its own.
-            let hold = inner.hold_for(&a.labels, now_ms);
+            let hold = inner.hold_for(&a.labels, now_ms, &matched);
             if hold > 0 {
                 if firing {
                     let first = *inner.held.entry(fp).or_insert(now_ms);
@@ -627,7 +661,7 @@ impl Causes {
 impl Inner {
     /// The longest `hold` of the rules that could explain an alert with `labels` and have a
     /// cause alert pending in its cluster.
-    fn hold_for(&self, labels: &Labels, now_ms: i64) -> i64 {
+    fn hold_for(&self, labels: &Labels, now_ms: i64, matched: &Matched) -> i64 {
         if self.pending.is_empty() {
             return 0;
         }
@@ -642,7 +676,7 @@ impl Inner {
                         .pending
                         .get(&(*ri, cluster.to_string()))
                         .is_some_and(|seen| now_ms - seen <= PENDING_FRESH_MS)
-                    && r.explains.iter().any(|e| matches_all(&e.when, labels))
+                    && matched.rule(*ri)
             })
             .map(|(_, r)| r.hold_ms)
             .max()
@@ -784,7 +818,7 @@ impl Inner {
 
     /// The cause that explains `a` now: `Ok(id)`, or `Err(Some(why))` when a cause might but
     /// the topology cannot tell, `Err(None)` when none applies. Needs [`Inner::ensure_index`].
-    fn explain(&self, a: &Alert, now_ms: i64) -> Result<String, Option<String>> {
+    fn explain(&self, a: &Alert, now_ms: i64, matched: &Matched) -> Result<String, Option<String>> {
         let Some((_, ix)) = &self.index else { return Err(None) };
         let cluster = a.labels.get("cluster").unwrap_or("");
         let starts_ms = a.starts_at.timestamp_millis();
@@ -820,14 +854,9 @@ impl Inner {
             .filter_map(|id| self.active.get_key_value(id.as_str()))
             .collect();
         // Node causes before cluster ones (the narrower explanation), then the earliest.
-        candidates.sort_by_key(|(id, c)| {
-            (
-                self.rules.rules[c.rule].object == Object::Cluster,
-                c.since_ms,
-                (*id).clone(),
-            )
-        });
-        candidates.dedup_by_key(|(id, _)| (*id).clone());
+        let order = |c: &Active| (self.rules.rules[c.rule].object == Object::Cluster, c.since_ms);
+        candidates.sort_by(|(ia, ca), (ib, cb)| order(ca).cmp(&order(cb)).then_with(|| ia.cmp(ib)));
+        candidates.dedup_by(|(ia, _), (ib, _)| ia == ib);
         let names: Vec<&str> = topology::WORKLOAD_LABELS
             .iter()
             .filter_map(|n| a.labels.get(n).filter(|v| !v.is_empty()))
@@ -838,7 +867,7 @@ impl Inner {
             if starts_ms < c.since_ms - rule.lead_ms {
                 continue;
             }
-            for e in rule.explains.iter().filter(|e| matches_all(&e.when, &a.labels)) {
+            for e in matched.entries(c.rule, rule) {
                 if !e
                     .equal
                     .iter()
@@ -883,7 +912,7 @@ impl Inner {
             }
         }
         if why.is_none() {
-            why = self.unknown(ix, a, cluster, &node, ns);
+            why = self.unknown(ix, cluster, &node, ns, matched);
         }
         Err(why)
     }
@@ -894,14 +923,14 @@ impl Inner {
     fn unknown(
         &self,
         ix: &Index,
-        a: &Alert,
         cluster: &str,
         node: &Result<String, Unknown>,
         ns: Option<&str>,
+        matched: &Matched,
     ) -> Option<String> {
         for ri in ix.node_rules.get(cluster).into_iter().flatten() {
             let rule = &self.rules.rules[*ri];
-            for e in rule.explains.iter().filter(|e| matches_all(&e.when, &a.labels)) {
+            for e in matched.entries(*ri, rule) {
                 match e.via {
                     Via::Workload if !self.topology.knows_cluster(cluster) => {
                         return Some(Unknown::NoTopology(cluster.to_string()).to_string())

@@ -55,10 +55,7 @@ pub(crate) fn check(files: &[PathBuf], alerts: &BTreeSet<String>, report: &mut R
         let text = match std::fs::read_to_string(f) {
             Ok(t) => t,
             Err(e) => {
-                report.io_errors += 1;
-                report
-                    .diagnostics
-                    .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+                report.io_error(&name, e.to_string());
                 continue;
             }
         };

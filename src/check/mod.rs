@@ -153,6 +153,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// A file that could not be read: an `io` error at its first line (exit 2).
+    pub(crate) fn io_error(&mut self, file: &str, message: impl Into<String>) {
+        self.io_errors += 1;
+        self.diagnostics
+            .push(Diagnostic::new(file, 1, 1, Severity::Error, "io", message.into()));
+    }
+
     pub fn errors(&self) -> usize {
         self.diagnostics
             .iter()
@@ -322,10 +329,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
                 }
             },
             Err(e) => {
-                report.io_errors += 1;
-                report
-                    .diagnostics
-                    .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+                report.io_error(&name, e.to_string());
                 continue;
             }
         };
@@ -349,15 +353,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
         }
     }
     for m in &missing {
-        report.io_errors += 1;
-        report.diagnostics.push(Diagnostic::new(
-            &m.display().to_string(),
-            1,
-            1,
-            Severity::Error,
-            "io",
-            "no such file or directory",
-        ));
+        report.io_error(&m.display().to_string(), "no such file or directory");
     }
 
     let routes = targets.routes.as_ref().and_then(|p| {
@@ -393,15 +389,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
             let mut slo_missing = Vec::new();
             expand(&targets.slos, &mut slo_files, &mut slo_missing);
             for m in slo_missing {
-                report.io_errors += 1;
-                report.diagnostics.push(Diagnostic::new(
-                    &m.display().to_string(),
-                    1,
-                    1,
-                    Severity::Error,
-                    "io",
-                    "no such file or directory",
-                ));
+                report.io_error(&m.display().to_string(), "no such file or directory");
             }
             for f in &slo_files {
                 if let Ok(t) = std::fs::read_to_string(f) {
@@ -428,12 +416,7 @@ pub fn check(targets: &Targets, cfg: &Config) -> Report {
                     check_owners(&name, &t, routes.as_ref(), &loaded, &mut report.diagnostics);
                     report.sources.insert(name, t);
                 }
-                Err(e) => {
-                    report.io_errors += 1;
-                    report
-                        .diagnostics
-                        .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
-                }
+                Err(e) => report.io_error(&name, e.to_string()),
             }
         }
     }
@@ -556,10 +539,7 @@ fn check_run_config(path: &Path, checked: &[PathBuf], report: &mut Report) {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
-            report.io_errors += 1;
-            report
-                .diagnostics
-                .push(Diagnostic::new(&name, 1, 1, Severity::Error, "io", e.to_string()));
+            report.io_error(&name, e.to_string());
             return;
         }
     };

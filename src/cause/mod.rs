@@ -24,7 +24,12 @@
 pub mod spec;
 pub mod topology;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Every alert of every evaluation is looked up here: aHash, faster than SipHash and still keyed
+// at random (alerts posted to the API reach these maps).
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, ahash::RandomState>;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -40,6 +45,8 @@ pub const CAUSE_LABEL: &str = "cause";
 
 /// How often the topology is read again (ms).
 const TOPOLOGY_REFRESH_MS: i64 = 60_000;
+/// How far before a GPU-level cause its GPUs' attribution is read.
+const GPU_WINDOW_PAD_MS: i64 = 600_000;
 /// How long a consequence's sticky identity is kept after it was last seen.
 const STAMP_KEEP_MS: i64 = 6 * 3_600_000;
 /// How long a cause alert seen pending counts as pending (a few evaluations of its group).
@@ -121,13 +128,19 @@ struct Inner {
     held: HashMap<Fingerprint, i64>,
     /// (rule, cluster) → when a cause alert of that rule was last seen pending there.
     pending: HashMap<(usize, String), i64>,
+    /// When `stamps` was last swept of alerts no longer seen.
+    stamps_swept_ms: i64,
     /// Bumped when the topology is read or a cause gains or loses an alert: the index is
     /// rebuilt then, not for every alert.
     generation: u64,
     index: Option<(u64, Index)>,
-    /// By alert name: whether some cause rule / some `explains` entry can select it (their
-    /// `alertname` matchers only), so most alerts pass the stage without a regex.
-    by_name: HashMap<String, (bool, bool)>,
+    /// By alert name: what its `alertname` matchers say, so that most alerts pass the stage
+    /// without a regex and the others run only their other matchers.
+    by_name: HashMap<String, Arc<ByName>>,
+    /// Per rule, per via (`VIA_*`): the bits of its entries through it.
+    via_masks: Vec<[u64; 3]>,
+    /// The (cluster, node)s whose GPU attribution was read (for their GPU-level causes).
+    gpu_read: HashSet<(String, String)>,
 }
 
 /// Per namespace, the pods a node cause reached: the names each runs under (itself and its
@@ -138,12 +151,12 @@ type Touched = HashMap<String, Vec<(Option<Vec<String>>, i64)>>;
 /// cluster instead of trying every cause.
 #[derive(Debug, Default)]
 struct Index {
-    /// cluster → node → node causes of that node.
-    by_node: HashMap<String, HashMap<String, Vec<String>>>,
+    /// cluster → node → node causes of that node (rule, id).
+    by_node: HashMap<String, HashMap<String, Vec<(usize, String)>>>,
     /// cluster → namespace → node causes whose node ran pods of that namespace.
-    by_namespace: HashMap<String, HashMap<String, Vec<String>>>,
-    /// cluster → cluster causes.
-    by_cluster: HashMap<String, Vec<String>>,
+    by_namespace: HashMap<String, HashMap<String, Vec<(usize, String)>>>,
+    /// cluster → cluster causes, and node causes that explain by cluster.
+    by_cluster: HashMap<String, Vec<(usize, String)>>,
     /// cluster → the rules of its active node causes (for saying why a cause is unknown).
     node_rules: HashMap<String, Vec<usize>>,
     /// Per node cause, per namespace: each pod seen on its node (or failing GPUs).
@@ -167,41 +180,64 @@ pub struct Settings {
     pub external_url: String,
 }
 
-/// Per cause rule, which of its `explains` entries select one alert.
-struct Matched(Vec<Vec<bool>>);
+/// Per cause rule, which of its `explains` entries select one alert: bit k of word r is entry k
+/// of rule r (a rule has at most [`spec::MAX_EXPLAINS`] entries).
+struct Matched(Vec<u64>);
+
+const VIA_NODE: usize = 0;
+const VIA_WORKLOAD: usize = 1;
+const VIA_CLUSTER: usize = 2;
+
+fn via_index(v: Via) -> usize {
+    match v {
+        Via::Node => VIA_NODE,
+        Via::Workload => VIA_WORKLOAD,
+        Via::Cluster => VIA_CLUSTER,
+    }
+}
+
+/// What an alert name alone says: whether a cause rule may select it, and per `explains` entry
+/// whether it is out (0), selected (1) or selected if its other matchers hold too (2).
+#[derive(Debug)]
+struct ByName {
+    cause: bool,
+    explains: bool,
+    entries: Vec<Vec<u8>>,
+}
 
 impl Matched {
-    fn of(rules: &CauseRules, labels: &Labels) -> Matched {
-        Matched(
-            rules
-                .rules
-                .iter()
-                .map(|r| r.explains.iter().map(|e| matches_all(&e.when, labels)).collect())
-                .collect(),
-        )
-    }
-
     fn any(&self) -> bool {
-        self.0.iter().flatten().any(|m| *m)
+        self.0.iter().any(|w| *w != 0)
     }
 
     /// Whether some entry of rule `ri` selects the alert.
     fn rule(&self, ri: usize) -> bool {
-        self.0.get(ri).is_some_and(|m| m.iter().any(|b| *b))
+        self.0.get(ri).is_some_and(|w| *w != 0)
+    }
+
+    /// Whether an entry of rule `ri` selects the alert through `via` (`masks` from [`Inner`]).
+    fn via(&self, ri: usize, via: usize, masks: &[[u64; 3]]) -> bool {
+        self.0.get(ri).is_some_and(|w| w & masks[ri][via] != 0)
     }
 
     /// The entries of rule `ri` (`rule`) that select the alert.
-    fn entries<'r>(&'r self, ri: usize, rule: &'r CauseRule) -> impl Iterator<Item = &'r spec::Explains> + 'r {
+    fn entries<'r>(&self, ri: usize, rule: &'r CauseRule) -> impl Iterator<Item = &'r spec::Explains> + 'r {
+        let w = self.0.get(ri).copied().unwrap_or(0);
         rule.explains
             .iter()
-            .zip(self.0.get(ri).map(Vec::as_slice).unwrap_or(&[]))
-            .filter(|(_, m)| **m)
-            .map(|(e, _)| e)
+            .enumerate()
+            .filter(move |(k, _)| w & (1u64 << k) != 0)
+            .map(|(_, e)| e)
     }
 }
 
 fn matches_all(ms: &[Matcher], labels: &Labels) -> bool {
     ms.iter().all(|m| m.matches(labels.get(&m.name).unwrap_or("")))
+}
+
+/// Whether a cause is narrowed to GPUs: every alert of it names one.
+fn gpu_scoped(c: &Active) -> bool {
+    !c.alerts.is_empty() && c.alerts.values().all(|x| x.gpu.is_some())
 }
 
 fn rfc3339(ms: i64) -> String {
@@ -260,6 +296,17 @@ impl Causes {
             .flat_map(|r| r.explains.iter().map(|e| e.within_ms))
             .max()
             .unwrap_or(spec::DEFAULT_WITHIN_MS);
+        let via_masks = rules
+            .rules
+            .iter()
+            .map(|r| {
+                let mut m = [0u64; 3];
+                for (k, e) in r.explains.iter().enumerate().take(spec::MAX_EXPLAINS) {
+                    m[via_index(e.via)] |= 1u64 << k;
+                }
+                m
+            })
+            .collect();
         Causes {
             inner: Arc::new(Mutex::new(Inner {
                 rules,
@@ -267,12 +314,15 @@ impl Causes {
                 refreshed_ms: None,
                 active: BTreeMap::new(),
                 ended: Vec::new(),
-                stamps: HashMap::new(),
-                held: HashMap::new(),
-                pending: HashMap::new(),
+                stamps: HashMap::default(),
+                stamps_swept_ms: 0,
+                held: HashMap::default(),
+                pending: HashMap::default(),
                 generation: 0,
                 index: None,
-                by_name: HashMap::new(),
+                by_name: HashMap::default(),
+                via_masks,
+                gpu_read: HashSet::default(),
             })),
             team_label: settings.team_label,
             external_url: settings.external_url.trim_end_matches('/').to_string(),
@@ -299,28 +349,62 @@ impl Causes {
         self.lock().rules.is_empty()
     }
 
-    /// Reads the topology when due (a minute after the last read): `query` runs an instant query
-    /// at `now_ms` and gives its series' labels, or `None` when it failed.
+    /// Reads the topology when due (a minute after the last read), and the GPU attribution of
+    /// the nodes GPU-level causes name (at once for a new one): `query` runs an instant query at
+    /// `now_ms` and gives its series' labels, or `None` when it failed.
     pub fn refresh(&self, now_ms: i64, mut query: impl FnMut(&str) -> Option<Vec<Labels>>) {
-        {
+        let (due, gpu_nodes, window_ms) = {
             let inner = self.lock();
             if inner.rules.is_empty() {
                 return;
             }
-            if let Some(t) = inner.refreshed_ms {
-                if now_ms >= t && now_ms - t < TOPOLOGY_REFRESH_MS {
-                    return;
-                }
+            let due = inner
+                .refreshed_ms
+                .is_none_or(|t| now_ms < t || now_ms - t >= TOPOLOGY_REFRESH_MS);
+            let (nodes, since) = inner.gpu_cause_nodes();
+            let new = nodes.iter().any(|k| !inner.gpu_read.contains(k));
+            if !due && !new {
+                return;
             }
-        }
+            // From a little before the earliest such cause: the pods its GPUs had.
+            let window = since.map_or(0, |s| now_ms - s) + GPU_WINDOW_PAD_MS;
+            (due, nodes, window.clamp(GPU_WINDOW_PAD_MS, topology::GPU_WINDOW_MAX_MS))
+        };
         // Queried without the lock: the stage keeps processing while a slow source answers.
-        let answers: Vec<(Part, Option<Vec<Labels>>)> = QUERIES.iter().map(|(p, q)| (*p, query(q))).collect();
+        let answers: Vec<(Part, Option<Vec<Labels>>)> = if due {
+            QUERIES.iter().map(|(p, q)| (*p, query(q))).collect()
+        } else {
+            Vec::new()
+        };
+        let gpus = if gpu_nodes.is_empty() {
+            None
+        } else {
+            let names: Vec<&str> = gpu_nodes.iter().map(|(_, n)| n.as_str()).collect();
+            query(&topology::gpu_query(&names, window_ms)).map(|rows| {
+                rows.into_iter()
+                    .filter(|l| {
+                        let host = l.get("Hostname").or_else(|| l.get("hostname")).unwrap_or("");
+                        gpu_nodes
+                            .iter()
+                            .any(|(c, n)| n == host && c == l.get("cluster").unwrap_or(""))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
         let mut inner = self.lock();
-        inner.refreshed_ms = Some(now_ms);
+        if due {
+            inner.refreshed_ms = Some(now_ms);
+        }
         inner.generation += 1;
         for (p, rows) in &answers {
             inner.topology.observe(*p, now_ms, rows.as_deref());
         }
+        // A failed read is not retried before the next minute's.
+        inner.topology.observe(Part::Gpus, now_ms, gpus.as_deref());
+        inner
+            .topology
+            .keep_gpus(|c, n| gpu_nodes.iter().any(|(gc, gn)| gc == c && gn == n));
+        inner.gpu_read = gpu_nodes.into_iter().collect();
     }
 
     /// Notes the cause alerts among a group's pending alerts (`external` fills a missing
@@ -334,7 +418,7 @@ impl Causes {
         let inner = &mut *inner;
         for labels in pending {
             let name = labels.get("alertname").unwrap_or("");
-            if !inner.selectable(name).0 {
+            if !inner.by_name(name).cause {
                 continue;
             }
             let cluster = labels.get("cluster").or_else(|| external.get("cluster")).unwrap_or("");
@@ -357,19 +441,28 @@ impl Causes {
         let now_ms = now.timestamp_millis();
         let inner = &mut *inner;
         // Causes first: every alert of this batch that is one.
-        let mut is_cause: Vec<Option<String>> = Vec::with_capacity(alerts.len());
+        let mut seen: Vec<(Arc<ByName>, Option<String>)> = Vec::with_capacity(alerts.len());
         for a in &alerts {
-            is_cause.push(self.observe_cause(inner, a, now));
+            let by = inner.by_name(a.name());
+            let cause = if by.cause {
+                self.observe_cause(inner, a, now)
+            } else {
+                None
+            };
+            seen.push((by, cause));
         }
         inner.expire(now);
         let mut out = Vec::with_capacity(alerts.len());
-        for (a, cause) in alerts.into_iter().zip(is_cause) {
+        for (a, (by, cause)) in alerts.into_iter().zip(seen) {
             match cause {
                 Some(id) => out.push(self.stamp_cause(inner, a, &id)),
-                None => self.consequence(inner, a, now, &mut out),
+                None if !by.explains => out.push(a),
+                None => self.consequence(inner, a, &by, now, &mut out),
             }
         }
-        if inner.stamps.len() > 4096 {
+        // Swept once a minute: `run` hands over each group's alerts on their own.
+        if now_ms - inner.stamps_swept_ms >= TOPOLOGY_REFRESH_MS || now_ms < inner.stamps_swept_ms {
+            inner.stamps_swept_ms = now_ms;
             inner.stamps.retain(|_, s| now_ms - s.seen_ms <= STAMP_KEEP_MS);
         }
         // Alerts that stopped coming while held (their rule removed) are forgotten, and so are
@@ -381,9 +474,6 @@ impl Causes {
 
     /// Records `a` when it is a cause alert; returns its cause's id.
     fn observe_cause(&self, inner: &mut Inner, a: &Alert, now: DateTime<Utc>) -> Option<String> {
-        if !inner.selectable(a.name()).0 {
-            return None;
-        }
         let (ri, rule) = inner
             .rules
             .rules
@@ -469,24 +559,19 @@ impl Causes {
     }
 
     /// A non-cause alert: a consequence when a cause explains it.
-    fn consequence(&self, inner: &mut Inner, a: Alert, now: DateTime<Utc>, out: &mut Vec<Alert>) {
+    fn consequence(&self, inner: &mut Inner, a: Alert, by: &ByName, now: DateTime<Utc>, out: &mut Vec<Alert>) {
         let now_ms = now.timestamp_millis();
         if a.labels.get(CAUSE_LABEL).is_some_and(|c| !c.is_empty()) {
             // A rule that sets `cause` itself keeps it.
             out.push(a);
             return;
         }
-        if !inner.selectable(a.name()).1 {
-            out.push(a);
-            return;
-        }
         // Which `explains` entries select it, matched once (their regexes are most of the
         // stage's cost when every candidate cause would match them again).
-        let matched = Matched::of(&inner.rules, &a.labels);
-        if !matched.any() {
+        let Some(matched) = inner.matched(&a.labels, by) else {
             out.push(a);
             return;
-        }
+        };
         let fp = a.fingerprint();
         let firing = active_at(&a, now);
         inner.ensure_index(now_ms);
@@ -509,7 +594,9 @@ impl Causes {
                 }
             }
         }
-        inner.held.remove(&fp);
+        if !inner.held.is_empty() {
+            inner.held.remove(&fp);
+        }
         let chosen: Option<String> = match &prior {
             // Sent under a cause: stays there while that cause lasts, and its resolve goes there.
             Some(Stamp { cause: Some(id), .. }) => {
@@ -659,6 +746,22 @@ impl Causes {
 }
 
 impl Inner {
+    /// The (cluster, node)s of the node causes narrowed to GPUs (every alert names one), and
+    /// the earliest such cause's start.
+    fn gpu_cause_nodes(&self) -> (Vec<(String, String)>, Option<i64>) {
+        let mut nodes = Vec::new();
+        let mut since: Option<i64> = None;
+        for c in self.active.values() {
+            if self.rules.rules[c.rule].object == Object::Node && gpu_scoped(c) {
+                nodes.push((c.cluster.clone(), c.object.clone()));
+                since = Some(since.map_or(c.since_ms, |s| s.min(c.since_ms)));
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        (nodes, since)
+    }
+
     /// The longest `hold` of the rules that could explain an alert with `labels` and have a
     /// cause alert pending in its cluster.
     fn hold_for(&self, labels: &Labels, now_ms: i64, matched: &Matched) -> i64 {
@@ -738,21 +841,66 @@ impl Inner {
         }
     }
 
-    /// Whether some cause rule, and some `explains` entry, can select alerts of this name (by
-    /// their `alertname` matchers; the other matchers are checked per alert). Memoised.
-    fn selectable(&mut self, name: &str) -> (bool, bool) {
+    /// What the `alertname` matchers of the cause rules and `explains` entries say of this
+    /// name (the other matchers are checked per alert). Memoised.
+    fn by_name(&mut self, name: &str) -> Arc<ByName> {
         if let Some(v) = self.by_name.get(name) {
-            return *v;
+            return v.clone();
         }
         let ok = |ms: &[Matcher]| ms.iter().filter(|m| m.name == "alertname").all(|m| m.matches(name));
-        let v = (
-            self.rules.rules.iter().any(|r| ok(&r.when)),
-            self.rules.rules.iter().any(|r| r.explains.iter().any(|e| ok(&e.when))),
-        );
+        let entries: Vec<Vec<u8>> = self
+            .rules
+            .rules
+            .iter()
+            .map(|r| {
+                r.explains
+                    .iter()
+                    .map(|e| match (ok(&e.when), e.when.iter().all(|m| m.name == "alertname")) {
+                        (false, _) => 0,
+                        (true, true) => 1,
+                        (true, false) => 2,
+                    })
+                    .collect()
+            })
+            .collect();
+        let v = Arc::new(ByName {
+            cause: self.rules.rules.iter().any(|r| ok(&r.when)),
+            explains: entries.iter().flatten().any(|s| *s != 0),
+            entries,
+        });
         if self.by_name.len() < 100_000 {
-            self.by_name.insert(name.to_string(), v);
+            self.by_name.insert(name.to_string(), v.clone());
         }
         v
+    }
+
+    /// Which `explains` entries select an alert with `labels`; `None` when none does.
+    fn matched(&self, labels: &Labels, by: &ByName) -> Option<Matched> {
+        if !by.explains {
+            return None;
+        }
+        let words: Vec<u64> = self
+            .rules
+            .rules
+            .iter()
+            .zip(&by.entries)
+            .map(|(r, states)| {
+                let mut w = 0u64;
+                for (k, (e, st)) in r.explains.iter().zip(states).enumerate() {
+                    let hit = match st {
+                        0 => false,
+                        1 => true,
+                        _ => matches_all(&e.when, labels),
+                    };
+                    if hit {
+                        w |= 1u64 << k;
+                    }
+                }
+                w
+            })
+            .collect();
+        let m = Matched(words);
+        m.any().then_some(m)
     }
 
     /// Builds the index of the active causes' reach when the topology or the causes changed.
@@ -764,19 +912,26 @@ impl Inner {
         for (id, c) in &self.active {
             let rule = &self.rules.rules[c.rule];
             match rule.object {
-                Object::Cluster => ix.by_cluster.entry(c.cluster.clone()).or_default().push(id.clone()),
+                Object::Cluster => ix
+                    .by_cluster
+                    .entry(c.cluster.clone())
+                    .or_default()
+                    .push((c.rule, id.clone())),
                 Object::Node => {
                     // A node cause that also explains by cluster (a cluster-wide objective
                     // burning after the loss) is looked up by cluster too.
                     if rule.explains.iter().any(|e| e.via == Via::Cluster) {
-                        ix.by_cluster.entry(c.cluster.clone()).or_default().push(id.clone());
+                        ix.by_cluster
+                            .entry(c.cluster.clone())
+                            .or_default()
+                            .push((c.rule, id.clone()));
                     }
                     ix.by_node
                         .entry(c.cluster.clone())
                         .or_default()
                         .entry(c.object.clone())
                         .or_default()
-                        .push(id.clone());
+                        .push((c.rule, id.clone()));
                     let rules = ix.node_rules.entry(c.cluster.clone()).or_default();
                     if !rules.contains(&c.rule) {
                         rules.push(c.rule);
@@ -788,13 +943,12 @@ impl Inner {
                         .max()
                         .unwrap_or(spec::DEFAULT_WITHIN_MS);
                     // The pods on the node, or on the failing GPUs when every alert names one.
-                    let gpus: Vec<Option<&str>> = if !c.alerts.is_empty() && c.alerts.values().all(|x| x.gpu.is_some())
-                    {
+                    let gpus: Vec<Option<&str>> = if gpu_scoped(c) {
                         c.alerts.values().map(|x| x.gpu.as_deref()).collect()
                     } else {
                         vec![None]
                     };
-                    let mut touched: Touched = HashMap::new();
+                    let mut touched: Touched = HashMap::default();
                     for gpu in gpus {
                         for (ns, pod, seen) in self.topology.pods_seen_on(&c.cluster, &c.object, gpu, now_ms, within) {
                             let names = self.topology.chain(&c.cluster, &ns, &pod).ok();
@@ -807,7 +961,7 @@ impl Inner {
                             .or_default()
                             .entry(ns.clone())
                             .or_default()
-                            .push(id.clone());
+                            .push((c.rule, id.clone()));
                     }
                     ix.touched.insert(id.clone(), touched);
                 }
@@ -822,33 +976,40 @@ impl Inner {
         let Some((_, ix)) = &self.index else { return Err(None) };
         let cluster = a.labels.get("cluster").unwrap_or("");
         let starts_ms = a.starts_at.timestamp_millis();
-        let node = self.topology.node_of(&a.labels);
+        let masks = &self.via_masks;
+        let through = |via: usize| (0..masks.len()).any(|ri| matched.via(ri, via, masks));
+        // The node is looked up only for entries that relate through it.
+        let node = if through(VIA_NODE) {
+            self.topology.node_of(&a.labels)
+        } else {
+            Err(Unknown::NoObject(String::new()))
+        };
         let ns = a
             .labels
             .get("namespace")
             .or_else(|| a.labels.get("exported_namespace"))
             .filter(|s| !s.is_empty());
-        // Only the causes that can reach it: of its node, of its namespace, of its cluster.
-        let mut ids: Vec<&String> = Vec::new();
-        if let Ok(n) = &node {
-            ids.extend(
-                ix.by_node
-                    .get(cluster)
-                    .and_then(|m| m.get(n.as_str()))
-                    .into_iter()
-                    .flatten(),
-            );
+        // Only the causes that can reach it through an entry that selects it: of its node, of
+        // its namespace, of its cluster.
+        let by_node = node
+            .as_ref()
+            .ok()
+            .and_then(|n| ix.by_node.get(cluster).and_then(|m| m.get(n.as_str())))
+            .map(|v| (v, VIA_NODE));
+        let by_ns = ns
+            .filter(|_| through(VIA_WORKLOAD))
+            .and_then(|ns| ix.by_namespace.get(cluster).and_then(|m| m.get(ns)))
+            .map(|v| (v, VIA_WORKLOAD));
+        let by_cluster = ix.by_cluster.get(cluster).map(|v| (v, VIA_CLUSTER));
+        let ids: Vec<&String> = [by_node, by_ns, by_cluster]
+            .into_iter()
+            .flatten()
+            .flat_map(|(v, via)| v.iter().filter(move |(ri, _)| matched.via(*ri, via, masks)))
+            .map(|(_, id)| id)
+            .collect();
+        if ids.is_empty() && !ix.node_rules.contains_key(cluster) {
+            return Err(None);
         }
-        if let Some(ns) = ns {
-            ids.extend(
-                ix.by_namespace
-                    .get(cluster)
-                    .and_then(|m| m.get(ns))
-                    .into_iter()
-                    .flatten(),
-            );
-        }
-        ids.extend(ix.by_cluster.get(cluster).into_iter().flatten());
         let mut candidates: Vec<(&String, &Active)> = ids
             .into_iter()
             .filter_map(|id| self.active.get_key_value(id.as_str()))
@@ -857,6 +1018,9 @@ impl Inner {
         let order = |c: &Active| (self.rules.rules[c.rule].object == Object::Cluster, c.since_ms);
         candidates.sort_by(|(ia, ca), (ib, cb)| order(ca).cmp(&order(cb)).then_with(|| ia.cmp(ib)));
         candidates.dedup_by(|(ia, _), (ib, _)| ia == ib);
+        if candidates.is_empty() {
+            return Err(self.unknown(ix, cluster, &node, ns, matched));
+        }
         let names: Vec<&str> = topology::WORKLOAD_LABELS
             .iter()
             .filter_map(|n| a.labels.get(n).filter(|v| !v.is_empty()))
@@ -1056,6 +1220,82 @@ mod tests {
 
     fn gpu_failure(now: i64) -> Alert {
         gpu_failure_from(10, now)
+    }
+
+    #[test]
+    fn a_gpu_level_cause_reads_its_gpus_attribution_and_explains_only_their_pods() {
+        let c = stage();
+        // XID on GPU 3 of n1 and no NotReady: the cause is narrowed to that GPU.
+        let xid = alert(
+            &[
+                ("alertname", "GPUHardwareFailure"),
+                ("cluster", "c"),
+                ("node", "n1"),
+                ("gpu", "3"),
+                ("owner", "ml-platform"),
+            ],
+            10,
+            10,
+        );
+        c.process(vec![xid.clone()], t(10));
+        let asked = std::cell::RefCell::new(Vec::<String>::new());
+        let answer = |q: &str| {
+            asked.borrow_mut().push(q.to_string());
+            // The GPU read answers; the minute's topology queries fail (what was seen stays).
+            q.contains("DCGM_FI_DEV_POWER_USAGE").then(|| {
+                vec![
+                    l(&[
+                        ("cluster", "c"),
+                        ("Hostname", "n1"),
+                        ("gpu", "3"),
+                        ("exported_namespace", "llm"),
+                        ("exported_pod", "chat-1"),
+                    ]),
+                    // Another node's GPU: not a cause's, not kept.
+                    l(&[
+                        ("cluster", "c"),
+                        ("Hostname", "n2"),
+                        ("gpu", "0"),
+                        ("exported_namespace", "other"),
+                        ("exported_pod", "web-1"),
+                    ]),
+                ]
+            })
+        };
+        // Not a minute since the last read, but a new GPU-level cause: its GPUs are read now.
+        c.refresh(t(0).timestamp_millis() + 30_000, answer);
+        let q = asked.borrow()[0].clone();
+        assert_eq!(asked.borrow().len(), 1, "{asked:?}");
+        assert!(q.contains("Hostname=~\"n1\"") && q.contains("hostname=~\"n1\""), "{q}");
+        // Read once: the next call within the minute asks nothing.
+        c.refresh(t(0).timestamp_millis() + 40_000, answer);
+        assert_eq!(asked.borrow().len(), 1, "{asked:?}");
+        let burn = alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("owner", "ml-serving"),
+            ],
+            11,
+            11,
+        );
+        let starved = alert(
+            &[
+                ("alertname", "PriorityWorkloadStarved"),
+                ("cluster", "c"),
+                ("namespace", "research"),
+                ("pod", "pre-0"),
+                ("owner", "ml-training"),
+            ],
+            11,
+            11,
+        );
+        let out = c.process(vec![xid, burn, starved], t(11));
+        assert_eq!(out[1].labels.get("cause"), Some("node/n1"), "{:?}", out[1]);
+        // pre-0 ran on n1 but not on GPU 3.
+        assert_eq!(out[2].labels.get("cause"), None, "{:?}", out[2]);
+        assert!(!out[2].annotations.contains_key("watchfire_cause"), "{:?}", out[2]);
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct CauseRules {
 
 pub(crate) const DEFAULT_WITHIN_MS: i64 = 3_600_000;
 pub(crate) const DEFAULT_LEAD_MS: i64 = 300_000;
+/// The most `explains` entries one rule may have.
+pub(crate) const MAX_EXPLAINS: usize = 64;
 /// The longest `hold`: past it a page waiting for a cause is a page lost to the on-call.
 pub(crate) const MAX_HOLD_MS: i64 = 900_000;
 
@@ -246,6 +248,13 @@ fn decode_rule(r: &Reader<'_>, node: &Node) -> Result<CauseRule, FileError> {
             }
             _ => {
                 for e in r.seq(v, "explains")? {
+                    if rule.explains.len() == MAX_EXPLAINS {
+                        // The stage keeps which entries select an alert in one 64-bit word.
+                        return Err(r.err(
+                            e.pos(),
+                            format!("at most {MAX_EXPLAINS} explains entries a rule; split the rule"),
+                        ));
+                    }
                     rule.explains.push(decode_explains(r, e)?);
                 }
             }
@@ -381,6 +390,14 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_at_its_position() {
+        let many = (0..65)
+            .map(|k| format!("      - {{when: ['alertname=\"A{k}\"'], via: node}}\n"))
+            .collect::<String>();
+        let text = format!("causes:\n  - name: x\n    when: ['a=\"b\"']\n    object: node\n    explains:\n{many}");
+        assert_eq!(
+            err(&text),
+            "c.yaml:70:9: at most 64 explains entries a rule; split the rule"
+        );
         assert_eq!(
             err(&GOOD.replace("via: node", "via: pod")),
             "c.yaml:10:14: via \"pod\": expected node, workload or cluster"

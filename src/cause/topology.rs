@@ -9,8 +9,12 @@
 //! (a pod lost with its node still counts for that node's failure). A failed query keeps what
 //! was seen; what is missing or contradictory yields no answer, never a guess.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+// Keys are hashed on every row of every refresh: aHash, faster than SipHash and still keyed at
+// random (pod names are the cluster's tenants').
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, ahash::RandomState>;
 
 use crate::labels::Labels;
 
@@ -26,7 +30,8 @@ pub enum Part {
     Gpus,
 }
 
-/// The queries, each an instant vector; their series' labels are the data.
+/// The queries read about once a minute, each an instant vector; their series' labels are the
+/// data. GPU attribution is read only for the nodes of active causes ([`gpu_query`]).
 pub const QUERIES: &[(Part, &str)] = &[
     (Part::Pods, "kube_pod_info"),
     (Part::PodOwners, "kube_pod_owner"),
@@ -34,11 +39,39 @@ pub const QUERIES: &[(Part, &str)] = &[
     (Part::JobOwners, "kube_job_owner"),
     (Part::Nodes, "kube_node_info"),
     (Part::NodeLabels, "kube_node_labels"),
-    (
-        Part::Gpus,
-        "group by (cluster, Hostname, hostname, gpu, UUID, namespace, pod, exported_namespace, exported_pod) (DCGM_FI_DEV_POWER_USAGE or DCGM_FI_DEV_GPU_TEMP)",
-    ),
 ];
+
+const GPU_BY: &str = "cluster, Hostname, hostname, gpu, UUID, namespace, pod, exported_namespace, exported_pod";
+
+/// The longest window [`gpu_query`] looks back over.
+pub const GPU_WINDOW_MAX_MS: i64 = 3_600_000;
+
+/// The pods DCGM-Exporter attributed to each GPU of `nodes` within the last `window_ms`: read
+/// only for the nodes a GPU-level cause names, and over a window, because a GPU that fell off
+/// the bus stops being reported (its pods are the ones it had before). Both spellings of the
+/// node label (`Hostname` before DCGM-Exporter 4, `hostname` after); an empty `nodes` reads
+/// every node (the replay's history plan).
+pub fn gpu_query(nodes: &[&str], window_ms: i64) -> String {
+    let host = if nodes.is_empty() {
+        "=~\".+\"".to_string()
+    } else {
+        let alt: Vec<String> = nodes.iter().map(|n| regex::escape(n)).collect();
+        let re = alt.join("|").replace('\\', "\\\\").replace('"', "\\\"");
+        format!("=~\"{re}\"")
+    };
+    let secs = (window_ms / 1000).max(60);
+    // Grouped before the `or`: `last_over_time` drops the metric name, and two names of one GPU
+    // would otherwise be one label set twice.
+    let mut terms = Vec::new();
+    for metric in ["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"] {
+        for label in ["Hostname", "hostname"] {
+            terms.push(format!(
+                "group by ({GPU_BY}) (last_over_time({metric}{{{label}{host}}}[{secs}s]))"
+            ));
+        }
+    }
+    terms.join(" or ")
+}
 
 /// The metric names the queries read (for replays that fetch history by name).
 pub const METRICS: &[&str] = &[
@@ -239,7 +272,7 @@ impl Topology {
                 if rows.is_empty() {
                     return;
                 }
-                let mut owners: HashMap<Key3, Vec<Owner>> = HashMap::new();
+                let mut owners: HashMap<Key3, Vec<Owner>> = HashMap::default();
                 for l in rows {
                     let (Some(ns), Some(pod), Some(kind), Some(name)) = (
                         l.get("namespace"),
@@ -348,7 +381,8 @@ impl Topology {
                 if rows.is_empty() {
                     return;
                 }
-                let mut gpus: HashMap<Key3, HashSet<Key2>> = HashMap::new();
+                // Merged: each answer is a window of the causes' nodes; [`Topology::keep_gpus`]
+                // forgets the nodes no cause names.
                 for l in rows {
                     let Some(node) = l
                         .get("Hostname")
@@ -369,11 +403,15 @@ impl Topology {
                     };
                     let key = (self.intern(cluster_of(l)), self.intern(node), self.intern(gpu));
                     let v = (self.intern(ns), self.intern(pod));
-                    gpus.entry(key).or_default().insert(v);
+                    self.gpus.entry(key).or_default().insert(v);
                 }
-                self.gpus = gpus;
             }
         }
+    }
+
+    /// Keeps the GPU attribution of the nodes `keep` accepts (those a GPU-level cause names).
+    pub fn keep_gpus(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
+        self.gpus.retain(|(c, n, _), _| keep(c, n));
     }
 
     /// Forgets pods not seen for `keep_ms`.

@@ -148,7 +148,8 @@ pub(crate) fn plan(setups: &[&Setup], fed: &Federated, from: i64, to: i64, lookb
         }
         // The cause stage's topology, read about once a minute like the namespace teams.
         if !setup.causes.is_empty() {
-            for (_, q) in crate::cause::QUERIES {
+            let gpus = crate::cause::topology::gpu_query(&[], crate::cause::topology::GPU_WINDOW_MAX_MS);
+            for q in crate::cause::QUERIES.iter().map(|(_, q)| *q).chain([gpus.as_str()]) {
                 if let Ok(e) = promql::parse(q) {
                     b.add_local(fed, &e, from, to, lookback);
                 }

@@ -50,6 +50,16 @@ impl Labels {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
+        // Most label sets are small: a scan that reads a name's bytes only when its length
+        // (in the pointer, no memory access) matches beats a binary search, whose every step
+        // reads a name string elsewhere in memory.
+        if self.0.len() <= 24 {
+            return self
+                .0
+                .iter()
+                .find(|l| l.name.len() == name.len() && *l.name == *name)
+                .map(|l| &*l.value);
+        }
         self.0
             .binary_search_by(|l| (*l.name).cmp(name))
             .ok()

@@ -229,15 +229,25 @@ impl Topology {
                     };
                     let node = l.get("node").unwrap_or("");
                     let cluster = self.intern(cluster_of(l));
-                    self.clusters.insert(cluster.clone());
                     let key = (cluster.clone(), self.intern(ns), self.intern(pod));
-                    let ip = l.get("pod_ip").filter(|s| !s.is_empty()).map(|s| self.intern(s));
-                    let created_by = match (l.get("created_by_kind"), l.get("created_by_name")) {
-                        (Some(k), Some(n)) if !k.is_empty() && k != "<none>" && !n.is_empty() => {
-                            Some((self.intern(k), self.intern(n)))
-                        }
+                    let ip_s = l.get("pod_ip").filter(|s| !s.is_empty());
+                    let by_s = match (l.get("created_by_kind"), l.get("created_by_name")) {
+                        (Some(k), Some(n)) if !k.is_empty() && k != "<none>" && !n.is_empty() => Some((k, n)),
                         _ => None,
                     };
+                    // Most pods are as they were a minute ago: only seen again.
+                    if let Some(p) = self.pods.get_mut(&key) {
+                        let same = (node.is_empty() || *p.node == *node)
+                            && p.ip.as_deref() == ip_s
+                            && p.created_by.as_ref().map(|(k, n)| (&**k, &**n)) == by_s;
+                        if same {
+                            p.last_seen_ms = now_ms;
+                            continue;
+                        }
+                    }
+                    self.clusters.insert(cluster.clone());
+                    let ip = ip_s.map(|s| self.intern(s));
+                    let created_by = by_s.map(|(k, n)| (self.intern(k), self.intern(n)));
                     let prev = self.pods.get(&key);
                     // A Pending pod (no node yet) keeps the node it was last seen on: a pod
                     // recreated under the same name (StatefulSet) after its node failed.

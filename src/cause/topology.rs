@@ -282,7 +282,8 @@ impl Topology {
                 if rows.is_empty() {
                     return;
                 }
-                let mut owners: HashMap<Key3, Vec<Owner>> = HashMap::default();
+                // The pods this answer lists: their owners are replaced by the answer's.
+                let mut listed: HashSet<Key3> = HashSet::default();
                 for l in rows {
                     let (Some(ns), Some(pod), Some(kind), Some(name)) = (
                         l.get("namespace"),
@@ -297,16 +298,24 @@ impl Topology {
                         continue;
                     }
                     let key = (self.intern(cluster_of(l)), self.intern(ns), self.intern(pod));
-                    let v = (self.intern(kind), self.intern(name));
-                    let e = owners.entry(key).or_default();
-                    if !e.contains(&v) {
-                        e.push(v);
+                    let first = listed.insert(key.clone());
+                    let same = |o: &Owner| *o.0 == *kind && *o.1 == *name;
+                    // As it was (nothing to intern or allocate), one more owner, or new.
+                    let (keep, add) = match self.pod_owners.get(&key) {
+                        Some(e) if first => (e.len() == 1 && same(&e[0]), false),
+                        Some(e) => (e.iter().any(same), true),
+                        None => (false, false),
+                    };
+                    if !keep {
+                        let v = (self.intern(kind), self.intern(name));
+                        if add {
+                            self.pod_owners.entry(key).or_default().push(v);
+                        } else {
+                            self.pod_owners.insert(key, vec![v]);
+                        }
                     }
                 }
                 // Owners of pods no longer listed are kept while the pod is remembered.
-                for (k, v) in owners {
-                    self.pod_owners.insert(k, v);
-                }
                 let pods = &self.pods;
                 self.pod_owners.retain(|k, _| pods.contains_key(k));
             }
@@ -346,12 +355,15 @@ impl Topology {
                         continue;
                     };
                     let key = (self.intern(cluster_of(l)), self.intern(node));
-                    let ip = l.get("internal_ip").filter(|s| !s.is_empty()).map(str::to_string);
-                    if let Some(ip) = &ip {
+                    let ip = l.get("internal_ip").filter(|s| !s.is_empty());
+                    if self.nodes.get(&key).is_some_and(|i| i.internal_ip.as_deref() == ip) {
+                        continue;
+                    }
+                    if let Some(ip) = ip {
                         let ipk = (key.0.clone(), self.intern(ip));
                         self.node_ips.insert(ipk, key.1.clone());
                     }
-                    self.nodes.entry(key).or_default().internal_ip = ip;
+                    self.nodes.entry(key).or_default().internal_ip = ip.map(str::to_string);
                 }
             }
             Part::NodeLabels => {
@@ -360,31 +372,43 @@ impl Topology {
                         continue;
                     };
                     let key = (self.intern(cluster_of(l)), self.intern(node));
-                    let first = |names: &[&str]| {
-                        names
-                            .iter()
-                            .find_map(|n| l.get(n).filter(|v| !v.is_empty()))
-                            .map(str::to_string)
-                    };
-                    let info = self.nodes.entry(key).or_default();
-                    info.nodegroup = first(&[
+                    let first = |names: &[&str]| names.iter().find_map(|n| l.get(n).filter(|v| !v.is_empty()));
+                    let nodegroup = first(&[
                         "label_eks_amazonaws_com_nodegroup",
                         "label_karpenter_sh_nodepool",
                         "label_alpha_eksctl_io_nodegroup_name",
                     ]);
-                    info.zone = first(&[
+                    let zone = first(&[
                         "label_topology_kubernetes_io_zone",
                         "label_failure_domain_beta_kubernetes_io_zone",
                     ]);
-                    info.instance_type = first(&[
+                    let instance_type = first(&[
                         "label_node_kubernetes_io_instance_type",
                         "label_beta_kubernetes_io_instance_type",
                     ]);
-                    info.capacity_type = first(&[
+                    let capacity_type = first(&[
                         "label_karpenter_sh_capacity_type",
                         "label_eks_amazonaws_com_capacity_type",
-                    ])
-                    .map(|c| c.to_ascii_lowercase());
+                    ]);
+                    let info = self.nodes.entry(key).or_default();
+                    // Compared before they are copied: most nodes are as they were.
+                    if info.nodegroup.as_deref() != nodegroup {
+                        info.nodegroup = nodegroup.map(str::to_string);
+                    }
+                    if info.zone.as_deref() != zone {
+                        info.zone = zone.map(str::to_string);
+                    }
+                    if info.instance_type.as_deref() != instance_type {
+                        info.instance_type = instance_type.map(str::to_string);
+                    }
+                    // Kept lower-cased (`SPOT` and `spot` are one capacity type).
+                    let same = match (&info.capacity_type, capacity_type) {
+                        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                        (a, b) => a.is_none() && b.is_none(),
+                    };
+                    if !same {
+                        info.capacity_type = capacity_type.map(str::to_ascii_lowercase);
+                    }
                 }
             }
             Part::Gpus => {

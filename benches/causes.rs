@@ -16,7 +16,8 @@
 //!    10,000 active alerts (20 node failures, consequences of them, and unrelated alerts that
 //!    cause rules select but no cause explains);
 //! 4. prints the cycle time, the stage's median cost per cycle and its slowest, and their share
-//!    of the cycle; the median must be at most 5%.
+//!    of the cycle, in wall time and in CPU time of the whole process (every thread; what a
+//!    noisy neighbour takes is not counted); the median CPU share must be at most 5%.
 //!
 //! Caveats it prints: the replay's cycle is single-threaded evaluation over an in-memory store
 //! (no network; `run` against AMP spends more per cycle, which would lower the share); alerts
@@ -31,6 +32,15 @@ use watchfire::labels::Labels;
 use watchfire::promql::{Engine, EngineOptions};
 use watchfire::replay::scenario::{self, Scenario};
 use watchfire::replay::{self as replay, FileConfig};
+
+/// CPU time of the whole process (every thread: the engine spreads large selections over the
+/// cores), in ms. Unlike wall time it does not count what a noisy neighbour takes.
+fn cpu_ms() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1000.0 + ts.tv_nsec as f64 / 1e6
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -200,15 +210,17 @@ fn main() -> Result<()> {
     let mut opts = scenario::options(&s);
     opts.from_ms = s.start_ms + 3_600_000;
     let minutes = ((opts.to_ms - opts.from_ms) / 60_000 + 1) as f64;
+    // Wall time and CPU time of a replay.
     let cycle = |setup: &replay::Setup| {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_ms());
         let o = replay::run(setup, &data.store, &opts, &mut |_| {});
-        (t.elapsed(), o)
+        ((t.elapsed(), cpu_ms() - c), o)
     };
     let per = |d: Duration| d.as_secs_f64() * 1000.0 / minutes;
     // WATCHFIRE_CAUSES_STAGE_ONLY: the stage alone (for profiles), no replays and no share.
     let stage_only = std::env::var_os("WATCHFIRE_CAUSES_STAGE_ONLY").is_some();
     let mut w0 = Duration::ZERO;
+    let mut c0 = 0.0;
     if !stage_only {
         // Twice each, interleaved, the faster of each kept: the shared machine's noise is
         // larger than the difference.
@@ -216,18 +228,20 @@ fn main() -> Result<()> {
         let (a1, o1) = cycle(&with);
         let (b0, _) = cycle(&without);
         let (b1, _) = cycle(&with);
-        w0 = a0.min(b0);
-        let w1 = a1.min(b1);
+        w0 = a0.0.min(b0.0);
+        let w1 = a1.0.min(b1.0);
+        c0 = a0.1.min(b0.1) / minutes;
+        let c1 = a1.1.min(b1.1) / minutes;
         println!(
-            "replay of {minutes:.0} minutes, {} rule evaluations: cycle {:.1} ms without cause rules, {:.1} ms with ({} causes seen; runs {:.1}/{:.1} and {:.1}/{:.1} ms, the faster kept)",
+            "replay of {minutes:.0} minutes, {} rule evaluations: cycle {:.1} ms without cause rules, {:.1} ms with ({} causes seen; runs {:.1}/{:.1} and {:.1}/{:.1} ms, the faster kept); CPU {c0:.1} ms a cycle without, {c1:.1} ms with",
             o0.rule_evaluations,
             per(w0),
             per(w1),
             o1.causes.len(),
-            per(a0),
-            per(b0),
-            per(a1),
-            per(b1)
+            per(a0.0),
+            per(b0.0),
+            per(a1.0),
+            per(b1.0)
         );
     }
 
@@ -250,14 +264,14 @@ fn main() -> Result<()> {
     let cycles = 15;
     let first = end - (cycles - 1) * 60_000;
     let c = Causes::new(rules, settings);
-    let (mut refresh_ms, mut process_ms) = (Vec::new(), Vec::new());
+    let (mut refresh_ms, mut process_ms, mut cpu) = (Vec::new(), Vec::new(), Vec::new());
     let (mut queries, mut explained, mut n_alerts) = (0usize, 0usize, 0usize);
     for k in 0..cycles {
         let at = first + k * 60_000;
         let batch = alerts(&node_names, first - 600_000, at);
         n_alerts = batch.len();
         let now = chrono::DateTime::from_timestamp_millis(at).unwrap_or_default();
-        let t = Instant::now();
+        let (t, cpu0) = (Instant::now(), cpu_ms());
         c.refresh(at, |q| {
             queries += 1;
             engine.instant_vector_labels(&data.store, q, at).ok()
@@ -266,6 +280,7 @@ fn main() -> Result<()> {
         let t = Instant::now();
         let out = c.process(batch, now);
         process_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        cpu.push(cpu_ms() - cpu0);
         explained = out
             .iter()
             .filter(|a| a.annotations.contains_key("watchfire_cause"))
@@ -279,6 +294,7 @@ fn main() -> Result<()> {
     let stage_ms: Vec<f64> = refresh_ms.iter().zip(&process_ms).map(|(a, b)| a + b).collect();
     let (refresh, process, stage) = (median(&refresh_ms), median(&process_ms), median(&stage_ms));
     let max = stage_ms.iter().copied().fold(0.0, f64::max);
+    let stage_cpu = median(&cpu);
     println!(
         "{cycles} cycles: topology refresh median {refresh:.1} ms ({queries} queries in all); process {n_alerts} active alerts: median {process:.1} ms ({explained} explained, {} causes); the first cycle {:.1} + {:.1} ms",
         c.active().len(),
@@ -314,14 +330,18 @@ fn main() -> Result<()> {
     }
     let cycle_ms = per(w0);
     println!(
-        "cause stage per cycle: median {stage:.1} ms = {:.2}% of the {cycle_ms:.1} ms cycle, the slowest {max:.1} ms = {:.2}% (target: at most 5%)",
+        "cause stage per cycle, wall: median {stage:.1} ms = {:.2}% of the {cycle_ms:.1} ms cycle, the slowest {max:.1} ms = {:.2}%",
         100.0 * stage / cycle_ms,
         100.0 * max / cycle_ms
     );
     println!(
+        "cause stage per cycle, CPU: median {stage_cpu:.1} ms = {:.2}% of the cycle's {c0:.1} ms (target: at most 5%)",
+        100.0 * stage_cpu / c0
+    );
+    println!(
         "caveats: the cycle is the replay's single-threaded evaluation over an in-memory store (run against AMP spends more per cycle); the 10,000 alerts pass in one batch here, in run each group's alerts pass after its evaluation"
     );
-    if 100.0 * stage / cycle_ms > 5.0 {
+    if 100.0 * stage_cpu / c0 > 5.0 {
         anyhow::bail!("the cause stage costs more than 5% of the cycle");
     }
     Ok(())

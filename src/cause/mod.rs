@@ -1222,6 +1222,35 @@ mod tests {
         gpu_failure_from(10, now)
     }
 
+    /// A serving objective burning in `llm` (chat-1 ran on n1).
+    fn llm_burn(start: i64, now: i64) -> Alert {
+        alert(
+            &[
+                ("alertname", "ServingAvailabilitySLOBurn"),
+                ("cluster", "c"),
+                ("namespace", "llm"),
+                ("owner", "ml-serving"),
+            ],
+            start,
+            now,
+        )
+    }
+
+    /// A priority workload starved in `research` (pre-0 ran on n1).
+    fn research_starved(start: i64, now: i64) -> Alert {
+        alert(
+            &[
+                ("alertname", "PriorityWorkloadStarved"),
+                ("cluster", "c"),
+                ("namespace", "research"),
+                ("pod", "pre-0"),
+                ("owner", "ml-training"),
+            ],
+            start,
+            now,
+        )
+    }
+
     #[test]
     fn a_gpu_level_cause_reads_its_gpus_attribution_and_explains_only_their_pods() {
         let c = stage();
@@ -1270,27 +1299,7 @@ mod tests {
         // Read once: the next call within the minute asks nothing.
         c.refresh(t(0).timestamp_millis() + 40_000, answer);
         assert_eq!(asked.borrow().len(), 1, "{asked:?}");
-        let burn = alert(
-            &[
-                ("alertname", "ServingAvailabilitySLOBurn"),
-                ("cluster", "c"),
-                ("namespace", "llm"),
-                ("owner", "ml-serving"),
-            ],
-            11,
-            11,
-        );
-        let starved = alert(
-            &[
-                ("alertname", "PriorityWorkloadStarved"),
-                ("cluster", "c"),
-                ("namespace", "research"),
-                ("pod", "pre-0"),
-                ("owner", "ml-training"),
-            ],
-            11,
-            11,
-        );
+        let (burn, starved) = (llm_burn(11, 11), research_starved(11, 11));
         let out = c.process(vec![xid, burn, starved], t(11));
         assert_eq!(out[1].labels.get("cause"), Some("node/n1"), "{:?}", out[1]);
         // pre-0 ran on n1 but not on GPU 3.
@@ -1303,27 +1312,7 @@ mod tests {
         let c = stage();
         let out = c.process(vec![gpu_failure(10)], t(10));
         assert_eq!(out[0].labels.get("cause"), Some("node/n1"));
-        let burn = alert(
-            &[
-                ("alertname", "ServingAvailabilitySLOBurn"),
-                ("cluster", "c"),
-                ("namespace", "llm"),
-                ("owner", "ml-serving"),
-            ],
-            14,
-            15,
-        );
-        let starved = alert(
-            &[
-                ("alertname", "PriorityWorkloadStarved"),
-                ("cluster", "c"),
-                ("namespace", "research"),
-                ("pod", "pre-0"),
-                ("owner", "ml-training"),
-            ],
-            14,
-            15,
-        );
+        let (burn, starved) = (llm_burn(14, 15), research_starved(14, 15));
         let scrape = alert(
             &[
                 ("alertname", "TelemetryPathDown"),

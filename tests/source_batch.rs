@@ -94,7 +94,9 @@ fn configure(dir: &Path, port: u16, batch: usize) -> std::path::PathBuf {
     std::fs::write(
         &path,
         format!(
-            "sources:\n  - {{name: prom, type: prometheus, url: 'http://127.0.0.1:{port}', query_batch: {batch}}}\n\
+            // One request in flight: how many requests a batch is cut into then depends on the
+            // batch size alone, not on how long this machine took to answer the last ones.
+            "sources:\n  - {{name: prom, type: prometheus, url: 'http://127.0.0.1:{port}', query_batch: {batch}, query_concurrency: 1}}\n\
              rule_files: [rules.yaml]\nevaluation_interval: 1m\nstate_dir: state\n"
         ),
     )

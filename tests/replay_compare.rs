@@ -263,6 +263,7 @@ fn a_replay_records_each_alert_state_change_once() {
         from_ms: 1_700_000_000_000,
         to_ms: 1_700_000_000_000 + 59 * 60_000,
         lookback_ms: None,
+        step_by_step: false,
     };
     let o = replay::run(&setup, &store, &opts, &mut |_| {});
     let queue: Vec<_> = o

@@ -27,6 +27,7 @@ fn demo_incidents_page_their_owners_once_and_the_quiet_day_pages_nobody() {
         from_ms: demo::START_MS,
         to_ms: demo::END_MS - demo::STEP_MS,
         lookback_ms: None,
+        step_by_step: false,
     };
     let o = replay::run(&setup, &store, &opts, &mut |_| {});
     assert!(
@@ -263,6 +264,7 @@ fn links_graph_the_rule_that_fired() {
         from_ms: 1_700_000_000_000,
         to_ms: 1_700_000_000_000 + 59 * 60_000,
         lookback_ms: None,
+        step_by_step: false,
     };
     let o = replay::run(&setup, &store, &opts, &mut |_| {});
     let page = new_pages(&o).into_iter().next().expect("the second rule pages");

@@ -221,6 +221,10 @@ fn input(ev: &Evaluator, e: &Expr, start: i64, step: i64, n: usize) -> Result<Op
 #[derive(Clone, Copy, Default)]
 struct Cell {
     count: u32,
+    /// The first input series (by position) with a sample at this step: groups are listed
+    /// in this order, as the step-wise aggregation lists them (first seen among the series
+    /// present at the step), so a range query's step is the instant query's.
+    first: u32,
     value: f64,
     kahan: f64,
     mean: f64,
@@ -254,11 +258,14 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
     }
     let groups = keys.len();
     let mut cells = vec![Cell::default(); groups * n];
-    for (s, &g) in series.iter().zip(&series_gid) {
+    for (si, (s, &g)) in series.iter().zip(&series_gid).enumerate() {
         let row = &mut cells[g * n..(g + 1) * n];
         for (c, v) in row.iter_mut().zip(&s.values) {
             let Some(f) = *v else { continue };
             let first = c.count == 0;
+            if first {
+                c.first = si as u32;
+            }
             c.count += 1;
             match op {
                 T_SUM => (c.value, c.kahan) = kahan_inc(f, c.value, c.kahan),
@@ -289,14 +296,23 @@ fn aggregate(ev: &Evaluator, a: &AggregateExpr, start: i64, step: i64, n: usize)
         }
     }
     let mut steps = Vec::with_capacity(n);
+    let mut present: Vec<(u32, usize)> = Vec::with_capacity(groups);
     for i in 0..n {
         let t = start + step * i as i64;
         let mut v = Vec::new();
-        for (g, (key, drop)) in keys.iter().enumerate() {
+        present.clear();
+        present.extend(
+            (0..groups)
+                .filter(|g| cells[g * n + i].count > 0)
+                .map(|g| (cells[g * n + i].first, g)),
+        );
+        // Already in order unless a group's first series has no sample at this step.
+        if !present.is_sorted() {
+            present.sort_unstable();
+        }
+        for &(_, g) in &present {
+            let (key, drop) = &keys[g];
             let c = &cells[g * n + i];
-            if c.count == 0 {
-                continue;
-            }
             let value = match op {
                 T_SUM => c.value + c.kahan,
                 T_AVG if c.incremental => c.mean + c.kahan,

@@ -23,6 +23,24 @@ pub(crate) type RuleAt = (usize, usize);
 /// For each group, for each rule, the rules whose outputs it may read (itself included when it
 /// reads its own `ALERTS`), sorted and without repeats.
 pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
+    by_selector(groups)
+        .into_iter()
+        .map(|g| {
+            g.into_iter()
+                .map(|selectors| {
+                    let mut read: Vec<RuleAt> = selectors.into_iter().flatten().collect();
+                    read.sort_unstable();
+                    read.dedup();
+                    read
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// [`inputs`] per vector selector of each rule (in [`vector_selectors`] order): the rules
+/// whose outputs that selector may read, sorted and without repeats.
+pub(crate) fn by_selector(groups: &[&Group]) -> Vec<Vec<Vec<Vec<RuleAt>>>> {
     let outputs = outputs(groups);
     groups
         .iter()
@@ -30,15 +48,18 @@ pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
             g.rules()
                 .iter()
                 .map(|r| {
-                    let mut read: Vec<RuleAt> = Vec::new();
-                    for vs in vector_selectors(r.expr()) {
-                        for (name, outs) in candidates(vs, &outputs) {
-                            read.extend(outs.iter().filter(|o| may_match(vs, name, o)).map(|o| o.at));
-                        }
-                    }
-                    read.sort_unstable();
-                    read.dedup();
-                    read
+                    vector_selectors(r.expr())
+                        .into_iter()
+                        .map(|vs| {
+                            let mut read: Vec<RuleAt> = Vec::new();
+                            for (name, outs) in candidates(vs, &outputs) {
+                                read.extend(outs.iter().filter(|o| may_match(vs, name, o)).map(|o| o.at));
+                            }
+                            read.sort_unstable();
+                            read.dedup();
+                            read
+                        })
+                        .collect()
                 })
                 .collect()
         })

@@ -77,6 +77,18 @@ impl RecordingRule {
     fn eval_inner(&self, ctx: &EvalContext<'_>) -> Result<Vec<OutputSample>, RuleError> {
         let t = ctx.query_time();
         let vector = ctx.query(&self.expr, t)?;
+        self.outputs_of(vector, t, ctx.limit)
+    }
+
+    /// The samples the rule writes at query time `t` for its expression's answer `vector`:
+    /// renamed and labelled, refused when two collide or when there are more than `limit`
+    /// (0: no limit).
+    pub(crate) fn outputs_of(
+        &self,
+        vector: Vec<crate::promql::PushedSample>,
+        t: i64,
+        limit: usize,
+    ) -> Result<Vec<OutputSample>, RuleError> {
         let mut out = Vec::with_capacity(vector.len());
         let mut seen: HashSet<Labels> = HashSet::with_capacity(vector.len());
         for s in vector {
@@ -96,9 +108,9 @@ impl RecordingRule {
                 h: s.h,
             });
         }
-        if ctx.limit > 0 && out.len() > ctx.limit {
+        if limit > 0 && out.len() > limit {
             return Err(RuleError::SeriesLimit {
-                limit: ctx.limit,
+                limit,
                 count: out.len(),
             });
         }

@@ -29,7 +29,7 @@ struct Answer {
     result: std::sync::Mutex<Option<PushedAnswer>>,
 }
 
-type PushedAnswer = Result<Vec<crate::promql::PushedSample>, SourceError>;
+pub(crate) type PushedAnswer = Result<Vec<crate::promql::PushedSample>, SourceError>;
 
 impl<'a> Layered<'a> {
     pub(crate) fn new(base: &'a dyn Queryable, outputs: &'a Store) -> Self {

@@ -20,7 +20,7 @@ type ValuePostings = HashMap<Arc<str>, Vec<SeriesId>, Hasher>;
 
 /// One series: its label set, the closed chunks in time order, then the open head chunk.
 /// Invariant: chunks never overlap in time and the head's samples come after every closed one.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Series {
     labels: Labels,
     chunks: Vec<ClosedChunk>,
@@ -40,7 +40,7 @@ impl Series {
 
 /// Embedded series store. Appends are cheapest in time order per series; out-of-order and
 /// duplicate timestamps are still accepted (a duplicate replaces the earlier value).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Store {
     series: Vec<Series>,
     /// Every distinct label name and value once, so that 100k series share their strings.

@@ -58,6 +58,7 @@ pub fn options(s: &Scenario) -> Options {
         from_ms: s.start_ms,
         to_ms: s.end_ms() - s.step_ms,
         lookback_ms: None,
+        step_by_step: false,
     }
 }
 

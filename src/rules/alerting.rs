@@ -693,7 +693,7 @@ impl AlertingRule {
     ) -> Result<Vec<OutputSample>, RuleError> {
         let ts = ctx.ts;
         let qt = ctx.query_time();
-        let result_fps: HashSet<Labels> = fresh.keys().cloned().collect();
+        let result_fps: HashSet<Labels, ahash::RandomState> = fresh.keys().cloned().collect();
         for (key, alert) in fresh {
             match self.active.get_mut(&key) {
                 Some(existing) if existing.state != AlertState::Inactive => {

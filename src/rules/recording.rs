@@ -90,7 +90,8 @@ impl RecordingRule {
         limit: usize,
     ) -> Result<Vec<OutputSample>, RuleError> {
         let mut out = Vec::with_capacity(vector.len());
-        let mut seen: HashSet<Labels> = HashSet::with_capacity(vector.len());
+        let mut seen: HashSet<Labels, ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(vector.len(), ahash::RandomState::new());
         for s in vector {
             let mut lb = LabelsBuilder::new(&s.labels);
             lb.set(METRIC_NAME, &self.name);

@@ -73,7 +73,8 @@ impl Queryable for Layered<'_> {
         if out.is_empty() {
             return Ok(local);
         }
-        let mut index: HashMap<Labels, usize> = out.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
+        let mut index: HashMap<Labels, usize, ahash::RandomState> =
+            out.iter().enumerate().map(|(i, s)| (s.labels.clone(), i)).collect();
         for s in local {
             match index.get(&s.labels) {
                 Some(&i) => {

@@ -128,6 +128,9 @@ const RULES: &str = r#"groups:
       # Reads itself: step by step.
       - record: x:sum:latched
         expr: x:sum or last_over_time(x:sum:latched[10m])
+      # Step by step too, its aggregations over the source and over x:sum computed ahead.
+      - record: x:max:latched
+        expr: max by (job) (x) or on (job) (last_over_time(x:max:latched[10m]) unless on (job) sum by (job) (x:sum))
       # Many-to-many at the minutes y has two series per job: this step fails, the others not.
       - alert: Joined
         expr: x * on (job) group_left () y > 0

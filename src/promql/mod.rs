@@ -32,6 +32,7 @@ pub use features::{flagged_syntax, FlaggedUse};
 pub use needs::{selector_windows, uses_start_or_end, SelectorWindow};
 pub use options::EngineOptions;
 pub use preparse::QueryTimes;
+pub(crate) use select::node_key;
 pub use value::is_stale_nan;
 pub(crate) use value::stale_nan;
 pub use value::{QueryResult, Sample, Series, Value};
@@ -105,6 +106,27 @@ impl Engine {
         };
         let (warnings, infos) = ev.annotations.into_lists();
         Ok(QueryResult { value, warnings, infos })
+    }
+
+    /// The aggregations of `ast` (outside subqueries) that the series-major path computes,
+    /// each at every step from `start` to `end`: per aggregation node (its address in `ast`),
+    /// per step, the vector an instant query of `ast` at that step computes for it, in the same
+    /// order. A replay hands them to the rules it must still evaluate step by step.
+    pub(crate) fn aggregations_over(
+        &self,
+        src: &dyn Queryable,
+        ast: &Expr,
+        start: i64,
+        end: i64,
+        step: i64,
+    ) -> Result<HashMap<usize, Vec<Vec<Sample>>>, Error> {
+        if step <= 0 || end < start {
+            return Ok(HashMap::new());
+        }
+        let mut ev = Evaluator::new(src, ast, &self.opts, start, end, None);
+        ev.q_step = step;
+        let steps = fastpath::precompute(&ev, ast, start, end, step, HashMap::new())?;
+        Ok(steps.into_iter().map(|(k, v)| (k, v.steps)).collect())
     }
 
     /// Evaluates `expr` at every step from `start` to `end` (ms); the value is a Matrix.

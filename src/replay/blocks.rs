@@ -30,7 +30,7 @@
 
 use crate::promql::{Engine, Expr, PushedSample, Queryable, Value};
 use crate::rules::deps;
-use crate::rules::storage::{Layered, PushedAnswer};
+use crate::rules::storage::{Layered, Parts, PushedAnswer};
 use crate::rules::{Group, GroupRule};
 use crate::tsdb::Store;
 
@@ -46,12 +46,24 @@ struct Steps {
     at: Vec<Option<Vec<PushedSample>>>,
 }
 
+/// The aggregations of a rule left step by step, computed for one block: per step, per
+/// aggregation node (by address), its vector.
+struct PartSteps {
+    first_qt: i64,
+    step: i64,
+    at: Vec<Parts>,
+}
+
 /// Answers computed ahead, a block at a time.
 pub(super) struct Blocks {
     /// The rules that can be computed ahead, each after the rules it reads.
     order: Vec<(usize, usize)>,
-    /// Per group, per rule: the rules whose outputs it may read.
+    /// Per group, per rule: the rules whose outputs it may read, in all and per selector.
     inputs: Vec<Vec<Vec<(usize, usize)>>>,
+    by_selector: deps::SelectorReads,
+    /// Per group, per rule left step by step this block: its aggregations computed ahead.
+    parts: Vec<Vec<Option<PartSteps>>>,
+    lookback_ms: i64,
     /// Evaluations before this time were prepared (or run step by step).
     block_end: i64,
     /// The replay's last evaluation time.
@@ -75,6 +87,12 @@ impl Blocks {
                 .collect(),
             order,
             inputs: deps::inputs(&groups.iter().collect::<Vec<_>>()),
+            by_selector: deps::by_selector(&groups.iter().collect::<Vec<_>>()),
+            parts: groups
+                .iter()
+                .map(|g| g.rules().iter().map(|_| None).collect())
+                .collect(),
+            lookback_ms,
             block_end: i64::MIN,
             to_ms,
             width_ms: BLOCK_MS,
@@ -141,6 +159,112 @@ impl Blocks {
                 at,
             });
         }
+        // The rules left step by step: their aggregations that read what is known for the
+        // block (the source, recordings computed ahead), series-major for the whole block.
+        for (gi, g) in groups.iter().enumerate() {
+            for ri in 0..g.rules().len() {
+                self.parts[gi][ri] = None;
+                if self.steps[gi][ri].is_some() {
+                    continue;
+                }
+                let allowed = self.known_aggregations(groups, gi, ri);
+                if allowed.is_empty() {
+                    continue;
+                }
+                let Some(first) = next[gi].filter(|t| *t <= last_ts) else {
+                    continue;
+                };
+                let interval = g.interval_ms().max(1000);
+                let last = first + (last_ts - first) / interval * interval;
+                let offset = g.query_offset_ms();
+                let (first_qt, last_qt) = (first.saturating_sub(offset), last.saturating_sub(offset));
+                let view = Layered::new(source, &ahead);
+                let Ok(found) = engine.aggregations_over(&view, g.rules()[ri].expr(), first_qt, last_qt, interval)
+                else {
+                    continue;
+                };
+                let n = usize::try_from((last_qt - first_qt) / interval + 1).unwrap_or(0);
+                let mut at: Vec<Parts> = vec![Parts::default(); n];
+                for (node, steps) in found {
+                    // Only as the instant query's own: floats whose name stays.
+                    if !allowed.contains(&node)
+                        || steps.len() != n
+                        || steps.iter().flatten().any(|s| s.drop_name || s.h.is_some())
+                    {
+                        continue;
+                    }
+                    for (k, v) in steps.into_iter().enumerate() {
+                        at[k].insert(
+                            node,
+                            v.into_iter().map(|s| PushedSample::float(s.metric, s.v)).collect(),
+                        );
+                    }
+                }
+                if at.iter().any(|p| !p.is_empty()) {
+                    self.parts[gi][ri] = Some(PartSteps {
+                        first_qt,
+                        step: interval,
+                        at,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The aggregation nodes (by address) of rule `ri` of group `gi` whose values over this
+    /// block are known ahead: every selector in them reads the source or one recording computed
+    /// ahead for the block and evaluated before this rule at equal times, and none reads after
+    /// its evaluation time.
+    fn known_aggregations(&self, groups: &[Group], gi: usize, ri: usize) -> std::collections::HashSet<usize> {
+        let rule = &groups[gi].rules()[ri];
+        let reads: std::collections::HashMap<usize, &Vec<(usize, usize)>> =
+            crate::promql::vector_selectors(rule.expr())
+                .into_iter()
+                .map(|vs| std::ptr::from_ref(vs) as usize)
+                .zip(&self.by_selector[gi][ri])
+                .collect();
+        let known = |vs: &promql_parser::parser::VectorSelector| {
+            reads.get(&(std::ptr::from_ref(vs) as usize)).is_some_and(|rs| {
+                rs.len() <= 1
+                    && rs.iter().all(|&(gj, rj)| {
+                        self.steps[gj][rj].is_some()
+                            && matches!(groups[gj].rules()[rj], GroupRule::Recording(_))
+                            && ((gj, rj) < (gi, ri) || (gj != gi && never_together(&groups[gi], &groups[gj])))
+                    })
+            })
+        };
+        let mut out = std::collections::HashSet::new();
+        crate::promql::walk_expr(rule.expr(), &mut |e| {
+            if let Expr::Aggregate(a) = e {
+                if crate::promql::vector_selectors(e).into_iter().all(known) && reads_only_its_past(e, self.lookback_ms)
+                {
+                    out.insert(crate::promql::node_key(a));
+                }
+            }
+        });
+        out
+    }
+
+    /// The aggregations computed for group `gi`'s evaluation at query time `qt`, by rule
+    /// (each handed out once).
+    pub(super) fn take_parts(&mut self, gi: usize, qt: i64) -> Vec<Parts> {
+        self.parts[gi]
+            .iter_mut()
+            .map(|p| {
+                let Some(p) = p.as_mut() else {
+                    return Parts::default();
+                };
+                let d = qt - p.first_qt;
+                if d < 0 || d % p.step != 0 {
+                    return Parts::default();
+                }
+                usize::try_from(d / p.step)
+                    .ok()
+                    .and_then(|k| p.at.get_mut(k))
+                    .map(std::mem::take)
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     /// The answers computed for group `gi`'s evaluation at query time `qt`, by rule (each

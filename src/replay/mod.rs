@@ -287,9 +287,10 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
             let started = std::time::Instant::now();
             b.prepare(ts, &next, &groups, &engine, source, &outputs);
             outcome.ahead_wall += started.elapsed();
-            let a = b.take(gi, ts.saturating_sub(groups[gi].query_offset_ms()));
+            let qt = ts.saturating_sub(groups[gi].query_offset_ms());
+            let a = b.take(gi, qt);
             outcome.answered_ahead += a.iter().filter(|a| a.is_some()).count() as u64;
-            a
+            (a, b.take_parts(gi, qt))
         });
         let g = &mut groups[gi];
         let group_started = std::time::Instant::now();
@@ -301,7 +302,10 @@ fn run_over(setup: &Setup, data: Data<'_>, opts: &Options, progress: &mut dyn Fn
             }
         };
         let result = match answers {
-            Some(answers) => g.eval_answered(ts, &engine, source, until, &mut outputs, answers),
+            Some((answers, parts)) => {
+                let given = crate::rules::group::Given { answers, parts };
+                g.eval_answered(ts, &engine, source, until, &mut outputs, given)
+            }
             None => g.eval(ts, &engine, source, until, &mut outputs),
         };
         group_wall[gi] += group_started.elapsed();

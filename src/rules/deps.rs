@@ -20,6 +20,9 @@ use super::{Group, GroupRule};
 /// A rule by position: (group, rule) indexes into the slice given to [`inputs`].
 pub(crate) type RuleAt = (usize, usize);
 
+/// Per group, per rule, per vector selector: the rules it may read ([`by_selector`]).
+pub(crate) type SelectorReads = Vec<Vec<Vec<Vec<RuleAt>>>>;
+
 /// For each group, for each rule, the rules whose outputs it may read (itself included when it
 /// reads its own `ALERTS`), sorted and without repeats.
 pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
@@ -40,7 +43,7 @@ pub(crate) fn inputs(groups: &[&Group]) -> Vec<Vec<Vec<RuleAt>>> {
 
 /// [`inputs`] per vector selector of each rule (in [`vector_selectors`] order): the rules
 /// whose outputs that selector may read, sorted and without repeats.
-pub(crate) fn by_selector(groups: &[&Group]) -> Vec<Vec<Vec<Vec<RuleAt>>>> {
+pub(crate) fn by_selector(groups: &[&Group]) -> SelectorReads {
     let outputs = outputs(groups);
     groups
         .iter()

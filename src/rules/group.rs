@@ -13,7 +13,7 @@ use super::alerting::{Alert, AlertingRule, DEFAULT_RESEND_DELAY_MS};
 use super::eval::{EvalContext, Health, OutputSample, RuleError};
 use super::file::{RuleFile, RuleGroup, RuleKind};
 use super::recording::RecordingRule;
-use super::storage::{Layered, PushedAnswer};
+use super::storage::{Layered, Parts, PushedAnswer};
 
 /// The series a rule returned: hashed with ahash, as the stores do (every evaluation hashes
 /// every series it returns).
@@ -380,9 +380,17 @@ impl Group {
         source: &dyn Queryable,
         source_until: i64,
         outputs: &mut Store,
-        answers: Vec<Option<PushedAnswer>>,
+        given: Given,
     ) -> EvalOutcome {
-        self.eval_given(ts, engine, source, source_until, outputs, &[], Some(answers))
+        self.eval_given(
+            ts,
+            engine,
+            source,
+            source_until,
+            outputs,
+            &[],
+            Some((given.answers, given.parts)),
+        )
     }
 
     /// The labels of the series the rule at `i` wrote at its last successful evaluation (a
@@ -400,7 +408,7 @@ impl Group {
         source_until: i64,
         outputs: &mut Store,
         held: &[Option<Hold>],
-        given: Option<Vec<Option<PushedAnswer>>>,
+        given: Option<(Vec<Option<PushedAnswer>>, Vec<Parts>)>,
     ) -> EvalOutcome {
         let is_held = |i: usize| held.get(i).is_some_and(|h| h.is_some());
         let mut outcome = EvalOutcome::default();
@@ -420,6 +428,11 @@ impl Group {
         // Results are applied in file order, so outputs, alert state and errors are those of
         // one-by-one evaluation.
         // Per rule: its answer fetched (or computed) ahead, if any.
+        let (given, mut parts) = match given {
+            Some((answers, parts)) => (Some(answers), parts),
+            None => (None, Vec::new()),
+        };
+        parts.resize_with(self.rules.len(), Parts::default);
         let mut ahead: Vec<Option<PushedAnswer>> = match given {
             Some(mut given) => {
                 given.resize_with(self.rules.len(), || None);
@@ -471,10 +484,10 @@ impl Group {
                 continue;
             }
             let result = {
-                let view =
-                    Layered::new(source, outputs)
-                        .until(source_until)
-                        .with_answer(self.rules[i].expr(), qt, answer);
+                let view = Layered::new(source, outputs)
+                    .until(source_until)
+                    .with_answer(self.rules[i].expr(), qt, answer)
+                    .with_parts(qt, std::mem::take(&mut parts[i]));
                 let ctx = EvalContext {
                     engine,
                     source: &view,
@@ -534,6 +547,14 @@ impl Group {
                 .collect()
         })
     }
+}
+
+/// What a replay computed ahead for one group evaluation, by rule: whole answers, and the
+/// vectors of some aggregations of the rules it did not answer whole.
+#[derive(Default)]
+pub(crate) struct Given {
+    pub(crate) answers: Vec<Option<PushedAnswer>>,
+    pub(crate) parts: Vec<Parts>,
 }
 
 /// Writes a rule's samples into `outputs`, and staleness markers at `stale_at` for the series

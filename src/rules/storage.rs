@@ -20,7 +20,13 @@ pub(crate) struct Layered<'a> {
     /// The answer fetched ahead for one whole expression (by its address) at one time, given
     /// to the first `pushdown` of it.
     answer: Option<Answer>,
+    /// Aggregations of the expression computed ahead for this evaluation (by the address of
+    /// their node), with the time they are for: what `pushdown` of that node returns.
+    parts: Option<(i64, Parts)>,
 }
+
+/// Aggregation answers by the address of their node.
+pub(crate) type Parts = HashMap<usize, Vec<crate::promql::PushedSample>>;
 
 /// An answer fetched ahead with [`Queryable::pushdown_many`].
 struct Answer {
@@ -38,7 +44,14 @@ impl<'a> Layered<'a> {
             outputs,
             base_maxt: i64::MAX,
             answer: None,
+            parts: None,
         }
+    }
+
+    /// Answers `pushdown` of these aggregation nodes at `t` with their vectors, computed ahead.
+    pub(crate) fn with_parts(mut self, t: i64, parts: Parts) -> Self {
+        self.parts = (!parts.is_empty()).then_some((t, parts));
+        self
     }
 
     /// Answers `pushdown(expr, t)` (this very expression, once) with `result`, fetched ahead.
@@ -128,6 +141,13 @@ impl Queryable for Layered<'_> {
                 }
             }
         }
+        if let (Some((pt, parts)), crate::promql::Expr::Aggregate(a)) = (&self.parts, expr) {
+            if *pt == t {
+                if let Some(v) = parts.get(&crate::promql::node_key(a)) {
+                    return Some(Ok(v.clone()));
+                }
+            }
+        }
         if self.base_maxt != i64::MAX {
             return None;
         }
@@ -135,7 +155,7 @@ impl Queryable for Layered<'_> {
     }
 
     fn pushdown_parts(&self) -> bool {
-        self.base_maxt == i64::MAX && self.base.pushdown_parts()
+        self.parts.is_some() || (self.base_maxt == i64::MAX && self.base.pushdown_parts())
     }
 
     fn pushdown_many(

@@ -141,10 +141,7 @@ impl Blocks {
                 });
                 continue;
             };
-            let interval = g.interval_ms().max(1000);
-            let last = first + (last_ts - first) / interval * interval;
-            let offset = g.query_offset_ms();
-            let (first_qt, last_qt) = (first.saturating_sub(offset), last.saturating_sub(offset));
+            let (first_qt, last_qt, interval) = query_times(g, first, last_ts);
             let view = Layered::new(source, &ahead);
             let rule = &g.rules()[ri];
             let Some(at) = answers(engine, &view, rule.expr(), first_qt, last_qt, interval) else {
@@ -174,10 +171,7 @@ impl Blocks {
                 let Some(first) = next[gi].filter(|t| *t <= last_ts) else {
                     continue;
                 };
-                let interval = g.interval_ms().max(1000);
-                let last = first + (last_ts - first) / interval * interval;
-                let offset = g.query_offset_ms();
-                let (first_qt, last_qt) = (first.saturating_sub(offset), last.saturating_sub(offset));
+                let (first_qt, last_qt, interval) = query_times(g, first, last_ts);
                 let view = Layered::new(source, &ahead);
                 let Ok(found) = engine.aggregations_over(&view, g.rules()[ri].expr(), first_qt, last_qt, interval)
                 else {
@@ -283,6 +277,15 @@ impl Blocks {
             })
             .collect()
     }
+}
+
+/// The query times of group `g`'s evaluations from `first` to at most `last_ts`: the first,
+/// the last, and the interval between them.
+fn query_times(g: &Group, first: i64, last_ts: i64) -> (i64, i64, i64) {
+    let interval = g.interval_ms().max(1000);
+    let last = first + (last_ts - first) / interval * interval;
+    let offset = g.query_offset_ms();
+    (first.saturating_sub(offset), last.saturating_sub(offset), interval)
 }
 
 /// The rules that can be computed ahead (module docs), in an order to compute them in: each
